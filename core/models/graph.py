@@ -1,0 +1,119 @@
+"""Storage-level graph records and the identity rules that give them deterministic ids.
+
+Every stored thing is a `Node` or an `Edge`. Ids are uuid5 values derived from content, so
+writing the same thing twice is an upsert of the same record (DESIGN.md, "Identity").
+Provenance is kept as `Support`: the (document, chunk) pairs an item came from. Deleting a
+document removes its support; an item with no support left is removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+_NAMESPACE = uuid.UUID("6f1c2a43-5d0e-4c1b-9a8e-2b7c3d4e5f60")
+
+
+def stable_id(*parts: str) -> str:
+    """A deterministic uuid5 string for the given parts."""
+    return str(uuid.uuid5(_NAMESPACE, "\x1f".join(parts)))
+
+
+def content_hash(data: bytes) -> str:
+    """sha256 hex digest of raw document bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+_SPACES = re.compile(r"\s+")
+_EDGE_PUNCT = "\"'`“”‘’.,;:!?()[]{}"
+
+
+def normalise_name(name: str) -> str:
+    """Canonical form of an entity name: NFKC, case-folded, single spaces, no edge punctuation."""
+    text = unicodedata.normalize("NFKC", name).casefold()
+    text = _SPACES.sub(" ", text).strip().strip(_EDGE_PUNCT).strip()
+    if text.startswith("the "):
+        text = text[4:]
+    return text
+
+
+def dataset_id(dataset: str) -> str:
+    return stable_id("dataset", dataset)
+
+
+def document_id(dataset: str, sha256: str) -> str:
+    return stable_id("document", dataset, sha256)
+
+
+def chunk_id(doc_id: str, index: int) -> str:
+    return stable_id("chunk", doc_id, str(index))
+
+
+def entity_id(dataset: str, name: str) -> str:
+    """Entities are scoped to a dataset and keyed by normalised name (types are IS_A edges)."""
+    return stable_id("entity", dataset, normalise_name(name))
+
+
+def entity_type_id(dataset: str, type_name: str) -> str:
+    return stable_id("entity_type", dataset, normalise_name(type_name))
+
+
+def summary_id(chunk: str) -> str:
+    return stable_id("summary", chunk)
+
+
+def edge_id(source: str, name: str, target: str) -> str:
+    """The id of an edge is its key (source, name, target); used for edge vectors."""
+    return stable_id("edge", source, name, target)
+
+
+class Support(BaseModel):
+    """One piece of provenance: the document (and chunk, if any) an item came from."""
+
+    document_id: str
+    chunk_id: str = ""
+
+
+class Node(BaseModel):
+    """A node as stored: id, type, dataset, free-form properties and its provenance."""
+
+    id: str
+    type: str
+    dataset: str
+    name: str = ""
+    properties: dict[str, Any] = Field(default_factory=dict)
+    support: list[Support] = Field(default_factory=list)
+
+
+class Edge(BaseModel):
+    """A directed, named edge; (source, name, target) is its identity."""
+
+    source: str
+    target: str
+    name: str
+    dataset: str
+    properties: dict[str, Any] = Field(default_factory=dict)
+    support: list[Support] = Field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return edge_id(self.source, self.name, self.target)
+
+
+class Subgraph(BaseModel):
+    """A bounded piece of the graph returned by neighbourhood reads."""
+
+    nodes: list[Node] = Field(default_factory=list)
+    edges: list[Edge] = Field(default_factory=list)
+
+
+class Removed(BaseModel):
+    """What a delete took away, so vectors of the same ids can be removed too."""
+
+    node_ids: list[str] = Field(default_factory=list)
+    edge_ids: list[str] = Field(default_factory=list)

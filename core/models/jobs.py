@@ -1,0 +1,51 @@
+"""Job records kept in the state store."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+
+class JobStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class DocumentError(BaseModel):
+    """Why one document could not be processed."""
+
+    document_id: str
+    document_name: str
+    step: str
+    message: str
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Job(BaseModel):
+    """A cognify job: which dataset, how far it got, and what went wrong per document."""
+
+    id: str
+    dataset: str
+    pipeline: str
+    pipeline_version: str
+    mode: str = "changed"
+    status: JobStatus = JobStatus.QUEUED
+    total_documents: int = 0
+    total_batches: int = 0
+    counts: dict[str, int] = Field(default_factory=dict)
+    errors: list[DocumentError] = Field(default_factory=list)
+    created_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+    message: str = ""

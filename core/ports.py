@@ -1,0 +1,188 @@
+"""The narrow interfaces every adapter implements and every other package talks through.
+
+Adapters live in `core/stores/` (one per file) and are chosen in `core/stores/factory.py`.
+Errors: adapters raise `StoreError` (or a subclass) for failures of the backing store and
+`ValueError` for bad arguments; they never leak driver exceptions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import BinaryIO, Protocol, runtime_checkable
+
+import numpy as np
+
+from core.models.extraction import KnowledgeGraph
+from core.models.graph import Edge, Node, Removed, Subgraph
+from core.models.vectors import VectorHit, VectorPoint
+
+
+class StoreError(RuntimeError):
+    """A backing store failed or is unreachable."""
+
+
+@runtime_checkable
+class GraphReader(Protocol):
+    def get_nodes(self, ids: Sequence[str]) -> list[Node]:
+        """Nodes with these ids (missing ids are skipped). Raises StoreError."""
+        ...
+
+    def find_nodes(
+        self, dataset: str, type: str, *, name: str | None = None, limit: int = 1000, offset: int = 0
+    ) -> list[Node]:
+        """Nodes of one type in a dataset, by id order, optionally by exact name. Raises StoreError."""
+        ...
+
+    def edges_of(self, node_ids: Sequence[str], *, limit: int = 1000) -> list[Edge]:
+        """Edges with either end in `node_ids`, at most `limit`. Raises StoreError."""
+        ...
+
+    def neighbourhood(self, node_ids: Sequence[str], *, hops: int = 1, limit: int = 500) -> Subgraph:
+        """The nodes within `hops` of the seeds and the edges among them, bounded by `limit`."""
+        ...
+
+    def count(self, dataset: str) -> dict[str, int]:
+        """Node counts per type and the edge count (key "edges") of a dataset."""
+        ...
+
+
+@runtime_checkable
+class GraphWriter(Protocol):
+    def upsert_nodes(self, nodes: Sequence[Node]) -> None:
+        """Insert or merge nodes by id (properties merged, support unioned). Raises StoreError."""
+        ...
+
+    def upsert_edges(self, edges: Sequence[Edge]) -> None:
+        """Insert or merge edges by (source, name, target). Raises ValueError on a missing end."""
+        ...
+
+    def delete_document(self, dataset: str, document_id: str) -> Removed:
+        """Drop one document's support; remove what has no support left. Raises StoreError."""
+        ...
+
+    def delete_dataset(self, dataset: str) -> Removed:
+        """Remove every node and edge of a dataset. Raises StoreError."""
+        ...
+
+    def delete_nodes(self, ids: Sequence[str]) -> Removed:
+        """Remove nodes by id, whatever their support, with their edges. Raises StoreError."""
+        ...
+
+
+@runtime_checkable
+class GraphStore(GraphReader, GraphWriter, Protocol):
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
+        """Insert or replace points by id, creating the collection. Raises ValueError on a bad dim."""
+        ...
+
+    def search(
+        self, collection: str, vector: Sequence[float], *, datasets: Sequence[str], limit: int = 10
+    ) -> list[VectorHit]:
+        """Nearest points (cosine, best first) within the datasets; [] for an unknown collection."""
+        ...
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Remove points with these ids from every collection. Raises StoreError."""
+        ...
+
+    def delete_dataset(self, dataset: str) -> None:
+        """Remove every point of a dataset from every collection. Raises StoreError."""
+        ...
+
+    def count(self, collection: str, *, dataset: str | None = None) -> int:
+        """Number of points in a collection (0 when it does not exist)."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release the store."""
+        ...
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    def put(self, key: str, value: str, *, ttl: float | None = None) -> None:
+        """Set a string value, expiring after `ttl` seconds when given. Raises StoreError."""
+        ...
+
+    def get(self, key: str) -> str | None:
+        """The value, or None when missing or expired."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove a key (no error when missing)."""
+        ...
+
+    def keys(self, prefix: str) -> list[str]:
+        """Live keys starting with `prefix`, sorted."""
+        ...
+
+    def incr(self, key: str, amount: int = 1) -> int:
+        """Atomically add to an integer counter and return the new value."""
+        ...
+
+    def add_member(self, key: str, member: str) -> bool:
+        """Add to a set; True when the member was new (idempotent completion counting)."""
+        ...
+
+    def count_members(self, key: str) -> int:
+        """Size of a set (0 when missing)."""
+        ...
+
+    def append_event(self, stream: str, event: str) -> int:
+        """Append to an ordered stream and return the event's sequence number (from 1)."""
+        ...
+
+    def read_events(self, stream: str, *, after: int = 0, limit: int = 1000) -> list[tuple[int, str]]:
+        """Events with sequence numbers above `after`, oldest first."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+@runtime_checkable
+class BlobStore(Protocol):
+    def put(self, key: str, stream: BinaryIO) -> int:
+        """Store bytes read from `stream` under `key` atomically; returns the size."""
+        ...
+
+    def open(self, key: str) -> BinaryIO:
+        """Open a stored blob for reading. Raises FileNotFoundError."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove a blob (no error when missing)."""
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    dim: int
+    model_name: str
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised float32 vectors, shape (len(texts), dim). Raises ValueError on []."""
+        ...
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    name: str
+
+    def extract(self, texts: Sequence[str]) -> list[KnowledgeGraph]:
+        """One knowledge graph (entities, relationships, summary) per text, in order."""
+        ...
+
+
+def batched(items: Sequence, size: int) -> Iterator[Sequence]:
+    """Consecutive slices of at most `size` items."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

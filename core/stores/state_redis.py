@@ -1,0 +1,117 @@
+"""Job state, counters, sets and event streams in Redis (distributed mode)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+
+from core.ports import StoreError
+
+_GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
+
+
+class RedisStateStore:
+    """StateStore on Redis; keys live under `prefix` so several users can share one server."""
+
+    def __init__(self, url: str, *, prefix: str = "cogmill:") -> None:
+        self.url = redact_url(url)
+        self.prefix = prefix
+        # from_url gives the client its own thread-safe connection pool (closed by close()).
+        # Typed Any: redis-py annotates sync results as `Awaitable | value`, which no caller wants.
+        self._redis: Any = redis.Redis.from_url(
+            url, decode_responses=True, socket_connect_timeout=5, socket_timeout=30
+        )
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Turn driver errors into StoreError naming the server (never its password)."""
+        try:
+            yield
+        except redis.RedisError as err:
+            raise StoreError(f"Redis at {self.url}: {err}") from err
+
+    def _key(self, key: str) -> str:
+        return self.prefix + key
+
+    def put(self, key: str, value: str, *, ttl: float | None = None) -> None:
+        """Set a string value, expiring after `ttl` seconds when given. Raises StoreError."""
+        if ttl is not None and ttl <= 0:
+            raise ValueError(f"ttl must be positive seconds, got {ttl!r}")
+        # PX, not EX: TTLs below a second are legitimate; a plain SET also clears an old TTL.
+        px = math.ceil(ttl * 1000) if ttl is not None else None
+        with self._errors():
+            self._redis.set(self._key(key), value, px=px)
+
+    def get(self, key: str) -> str | None:
+        """The value, or None when missing or expired."""
+        with self._errors():
+            return self._redis.get(self._key(key))
+
+    def delete(self, key: str) -> None:
+        """Remove a key of any kind (no error when missing)."""
+        with self._errors():
+            self._redis.delete(self._key(key))
+
+    def keys(self, prefix: str) -> list[str]:
+        """Live keys of any kind starting with `prefix`, sorted."""
+        pattern = _GLOB_SPECIAL.sub(r"\\\1", self.prefix + prefix) + "*"
+        with self._errors():
+            # SCAN may return a key more than once; the set removes repeats.
+            found = set(self._redis.scan_iter(match=pattern, count=1000))
+        return sorted(key[len(self.prefix) :] for key in found)
+
+    def incr(self, key: str, amount: int = 1) -> int:
+        """Atomically add to an integer counter and return the new value. ValueError if not one."""
+        with self._errors():
+            try:
+                return self._redis.incrby(self._key(key), amount)
+            except redis.ResponseError as err:
+                if "not an integer" not in str(err):
+                    raise
+                raise ValueError(f"key {key!r} does not hold an integer counter") from None
+
+    def add_member(self, key: str, member: str) -> bool:
+        """Add to a set; True when the member was new (idempotent completion counting)."""
+        with self._errors():
+            return self._redis.sadd(self._key(key), member) == 1
+
+    def count_members(self, key: str) -> int:
+        """Size of a set (0 when missing)."""
+        with self._errors():
+            return self._redis.scard(self._key(key))
+
+    def append_event(self, stream: str, event: str) -> int:
+        """Append to an ordered stream and return the event's sequence number (from 1)."""
+        # A stream is a list that is only ever appended to, so the length RPUSH returns
+        # (atomically) is the event's number and list index + 1 is every event's number.
+        with self._errors():
+            return self._redis.rpush(self._key(stream), event)
+
+    def read_events(
+        self, stream: str, *, after: int = 0, limit: int = 1000
+    ) -> list[tuple[int, str]]:
+        """Events with sequence numbers above `after`, oldest first. ValueError on limit < 1."""
+        if after < 0 or limit < 1:
+            raise ValueError(f"need after >= 0 and limit >= 1, got after={after}, limit={limit}")
+        with self._errors():
+            events = self._redis.lrange(self._key(stream), after, after + limit - 1)
+        return [(after + 1 + i, event) for i, event in enumerate(events)]
+
+    def close(self) -> None:
+        """Close the connection pool (idempotent)."""
+        self._redis.close()
+
+
+def redact_url(url: str) -> str:
+    """The URL without password or query (which may carry one), for messages and logs."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = f"{parts.username or ''}:***@{netloc.rpartition('@')[2]}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

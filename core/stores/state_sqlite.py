@@ -1,0 +1,188 @@
+"""Job state, counters, sets and event streams in one SQLite file (embedded mode)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from core.ports import StoreError
+
+# Counters live in kv as decimal strings, so `get` reads a counter like Redis GET does.
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_at REAL);
+CREATE INDEX IF NOT EXISTS kv_expires ON kv (expires_at) WHERE expires_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS sets (key TEXT, member TEXT, PRIMARY KEY (key, member));
+CREATE TABLE IF NOT EXISTS events (stream TEXT, seq INTEGER, event TEXT NOT NULL,
+                                   PRIMARY KEY (stream, seq));
+"""
+
+# Keys in [prefix, prefix + U+10FFFF) start with prefix (UTF-8 byte order is code point order);
+# a range keeps the index usable and needs no LIKE escaping.
+_LIVE_KEYS = """
+SELECT key FROM kv WHERE key >= :lo AND key < :hi AND (expires_at IS NULL OR expires_at > :now)
+UNION SELECT key FROM sets WHERE key >= :lo AND key < :hi
+UNION SELECT stream FROM events WHERE stream >= :lo AND stream < :hi
+ORDER BY 1
+"""
+
+
+class SQLiteStateStore:
+    """StateStore on SQLite in WAL mode; thread-safe, and other processes may open the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # One connection behind a lock: state calls are tiny, and a lock is simpler than
+            # per-thread connections that must all be closed. The timeout is the busy timeout
+            # that lets a second process wait for the write lock instead of failing.
+            self._conn = sqlite3.connect(
+                path, timeout=10.0, isolation_level=None, check_same_thread=False
+            )
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as err:
+            raise StoreError(f"cannot open state store {path}: {err}") from err
+
+    @contextmanager
+    def _db(self, *, write: bool = False) -> Iterator[sqlite3.Connection]:
+        """The connection, held exclusively; `write` wraps the block in one write transaction."""
+        with self._lock:
+            try:
+                if not write:
+                    yield self._conn
+                    return
+                # IMMEDIATE takes the write lock up front, so read-then-write is atomic
+                # across processes too.
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as err:
+                raise StoreError(f"state store {self.path}: {err}") from err
+
+    def put(self, key: str, value: str, *, ttl: float | None = None) -> None:
+        """Set a string value, expiring after `ttl` seconds when given. Raises StoreError."""
+        expires_at = _expiry(ttl)
+        with self._db() as db:
+            db.execute(
+                "INSERT INTO kv (key, value, expires_at) VALUES (?, ?, ?) ON CONFLICT (key)"
+                " DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at",
+                (key, value, expires_at),
+            )
+
+    def get(self, key: str) -> str | None:
+        """The value, or None when missing or expired."""
+        now = time.time()
+        with self._db() as db:
+            row = db.execute("SELECT value, expires_at FROM kv WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return None
+            value, expires_at = row
+            if expires_at is not None and expires_at <= now:
+                db.execute("DELETE FROM kv WHERE key = ? AND expires_at <= ?", (key, now))
+                return None
+            return value
+
+    def delete(self, key: str) -> None:
+        """Remove a key from kv, sets and events (no error when missing)."""
+        with self._db(write=True) as db:
+            db.execute("DELETE FROM kv WHERE key = ?", (key,))
+            db.execute("DELETE FROM sets WHERE key = ?", (key,))
+            db.execute("DELETE FROM events WHERE stream = ?", (key,))
+
+    def keys(self, prefix: str) -> list[str]:
+        """Live keys of any kind starting with `prefix`, sorted."""
+        now = time.time()
+        with self._db() as db:
+            db.execute("DELETE FROM kv WHERE expires_at <= ?", (now,))
+            rows = db.execute(_LIVE_KEYS, {"lo": prefix, "hi": prefix + "\U0010ffff", "now": now})
+            return [key for (key,) in rows]
+
+    def incr(self, key: str, amount: int = 1) -> int:
+        """Atomically add to an integer counter and return the new value. ValueError if not one."""
+        with self._db(write=True) as db:
+            row = db.execute("SELECT value, expires_at FROM kv WHERE key = ?", (key,)).fetchone()
+            expired = row is not None and row[1] is not None and row[1] <= time.time()
+            if row is None or expired:
+                current, expires_at = 0, None
+            else:
+                current, expires_at = _as_int(key, row[0]), row[1]
+            new = current + amount
+            db.execute(
+                "INSERT OR REPLACE INTO kv (key, value, expires_at) VALUES (?, ?, ?)",
+                (key, str(new), expires_at),
+            )
+            return new
+
+    def add_member(self, key: str, member: str) -> bool:
+        """Add to a set; True when the member was new (idempotent completion counting)."""
+        with self._db() as db:
+            cursor = db.execute(
+                "INSERT INTO sets (key, member) VALUES (?, ?) ON CONFLICT DO NOTHING", (key, member)
+            )
+            return cursor.rowcount == 1
+
+    def count_members(self, key: str) -> int:
+        """Size of a set (0 when missing)."""
+        with self._db() as db:
+            return db.execute("SELECT count(*) FROM sets WHERE key = ?", (key,)).fetchone()[0]
+
+    def append_event(self, stream: str, event: str) -> int:
+        """Append to an ordered stream and return the event's sequence number (from 1)."""
+        # One INSERT ... SELECT takes the write lock before it reads MAX(seq), so concurrent
+        # writers (threads or processes) get consecutive, unique numbers.
+        with self._db() as db:
+            row = db.execute(
+                "INSERT INTO events (stream, seq, event)"
+                " SELECT ?, coalesce(max(seq), 0) + 1, ? FROM events WHERE stream = ?"
+                " RETURNING seq",
+                (stream, event, stream),
+            ).fetchone()
+            return row[0]
+
+    def read_events(
+        self, stream: str, *, after: int = 0, limit: int = 1000
+    ) -> list[tuple[int, str]]:
+        """Events with sequence numbers above `after`, oldest first. ValueError on limit < 1."""
+        _check_window(after, limit)
+        with self._db() as db:
+            rows = db.execute(
+                "SELECT seq, event FROM events WHERE stream = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (stream, after, limit),
+            )
+            return [(seq, event) for seq, event in rows]
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            self._conn.close()
+
+
+def _expiry(ttl: float | None) -> float | None:
+    if ttl is None:
+        return None
+    if ttl <= 0:
+        raise ValueError(f"ttl must be positive seconds, got {ttl!r}")
+    return time.time() + ttl
+
+
+def _as_int(key: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"key {key!r} holds {value!r}, not an integer counter") from None
+
+
+def _check_window(after: int, limit: int) -> None:
+    if after < 0 or limit < 1:
+        raise ValueError(f"need after >= 0 and limit >= 1, got after={after}, limit={limit}")

@@ -1,0 +1,169 @@
+"""The StateStore contract; each adapter's test module inherits it and provides `state_store`."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from core.ports import StateStore
+
+
+def _run_threads(count: int, target: Callable[[int], None]) -> None:
+    """Run `target(worker_index)` on `count` threads released together; re-raise their errors."""
+    start = threading.Barrier(count)
+
+    def run(index: int) -> None:
+        start.wait()
+        target(index)
+
+    with ThreadPoolExecutor(count) as pool:
+        futures = [pool.submit(run, index) for index in range(count)]
+    for future in futures:
+        future.result()
+
+
+class StateStoreContract:
+    """Behaviour every StateStore adapter must show."""
+
+    def test_is_a_state_store(self, state_store: StateStore) -> None:
+        assert isinstance(state_store, StateStore)
+
+    def test_put_get_overwrite_delete(self, state_store: StateStore) -> None:
+        assert state_store.get("job:1") is None
+        state_store.put("job:1", "queued")
+        assert state_store.get("job:1") == "queued"
+        state_store.put("job:1", "running")
+        assert state_store.get("job:1") == "running"
+        state_store.delete("job:1")
+        assert state_store.get("job:1") is None
+        state_store.delete("job:1")  # missing: no error
+
+    def test_values_round_trip_unchanged(self, state_store: StateStore) -> None:
+        value = '{"name": "Zoë", "text": "line\\nbreak"}\n  '
+        state_store.put("doc", value)
+        assert state_store.get("doc") == value
+
+    def test_ttl_expires(self, state_store: StateStore) -> None:
+        state_store.put("artifact", "chunks", ttl=0.2)
+        state_store.put("artifact-kept", "chunks")
+        assert state_store.get("artifact") == "chunks"
+        time.sleep(0.4)
+        # keys() first: a get() may purge the expired key and hide a keys() that ignores expiry.
+        assert state_store.keys("artifact") == ["artifact-kept"]
+        assert state_store.get("artifact") is None
+
+    def test_put_without_ttl_clears_an_earlier_ttl(self, state_store: StateStore) -> None:
+        state_store.put("k", "short", ttl=0.2)
+        state_store.put("k", "forever")
+        time.sleep(0.4)
+        assert state_store.get("k") == "forever"
+
+    def test_non_positive_ttl_is_rejected(self, state_store: StateStore) -> None:
+        with pytest.raises(ValueError):
+            state_store.put("k", "v", ttl=0)
+
+    def test_keys_by_prefix_sorted(self, state_store: StateStore) -> None:
+        for key in ["job:b", "job:a", "job:c", "jobs", "other:a"]:
+            state_store.put(key, "x")
+        state_store.add_member("job:set", "m")
+        state_store.append_event("job:events", "e")
+        assert state_store.keys("job:") == ["job:a", "job:b", "job:c", "job:events", "job:set"]
+        assert state_store.keys("nothing:") == []
+        assert state_store.keys("") == sorted(
+            ["job:a", "job:b", "job:c", "job:events", "job:set", "jobs", "other:a"]
+        )
+
+    @pytest.mark.parametrize(
+        ("prefix", "decoy"),
+        [("50%", "50x"), ("a_b", "aXb"), ("x*", "xy"), ("y?", "yz"), ("z[a]", "za"), ("b\\", "bc")],
+    )
+    def test_keys_prefix_is_literal(self, state_store: StateStore, prefix: str, decoy: str) -> None:
+        state_store.put(prefix + ":1", "x")
+        state_store.put(decoy + ":1", "x")
+        assert state_store.keys(prefix) == [prefix + ":1"]
+
+    def test_incr_from_missing(self, state_store: StateStore) -> None:
+        assert state_store.incr("done") == 1
+        assert state_store.incr("done", 5) == 6
+        assert state_store.incr("done", -2) == 4
+        assert state_store.get("done") == "4"
+
+    def test_incr_of_a_non_integer_is_rejected(self, state_store: StateStore) -> None:
+        state_store.put("word", "abc")
+        with pytest.raises(ValueError):
+            state_store.incr("word")
+        assert state_store.get("word") == "abc"
+
+    def test_incr_is_atomic_across_threads(self, state_store: StateStore) -> None:
+        def work(_: int) -> None:
+            for _ in range(200):
+                state_store.incr("hits")
+
+        _run_threads(8, work)
+        assert state_store.get("hits") == "1600"
+
+    def test_add_member_reports_new_members(self, state_store: StateStore) -> None:
+        assert state_store.count_members("batches") == 0
+        assert state_store.add_member("batches", "b1") is True
+        assert state_store.add_member("batches", "b1") is False
+        assert state_store.add_member("batches", "b2") is True
+        assert state_store.count_members("batches") == 2
+        assert state_store.count_members("other") == 0
+
+    def test_add_member_counts_each_member_once_across_threads(
+        self, state_store: StateStore
+    ) -> None:
+        new: list[bool] = []
+
+        def work(_: int) -> None:
+            new.extend(state_store.add_member("done", f"batch-{i}") for i in range(50))
+
+        _run_threads(4, work)
+        assert new.count(True) == 50
+        assert state_store.count_members("done") == 50
+
+    def test_events_numbered_from_one_and_read_in_windows(self, state_store: StateStore) -> None:
+        assert state_store.read_events("job:1:events") == []
+        seqs = [state_store.append_event("job:1:events", f"e{i}") for i in range(1, 6)]
+        assert seqs == [1, 2, 3, 4, 5]
+        assert state_store.append_event("job:2:events", "other") == 1
+        assert state_store.read_events("job:1:events") == [(i, f"e{i}") for i in range(1, 6)]
+        assert state_store.read_events("job:1:events", after=2, limit=2) == [(3, "e3"), (4, "e4")]
+        assert state_store.read_events("job:1:events", after=4, limit=10) == [(5, "e5")]
+        assert state_store.read_events("job:1:events", after=5) == []
+
+    def test_bad_event_window_is_rejected(self, state_store: StateStore) -> None:
+        with pytest.raises(ValueError):
+            state_store.read_events("s", limit=0)
+        with pytest.raises(ValueError):
+            state_store.read_events("s", after=-1)
+
+    def test_concurrent_appends_get_unique_consecutive_numbers(
+        self, state_store: StateStore
+    ) -> None:
+        appended: list[tuple[int, str]] = []
+
+        def work(worker: int) -> None:
+            for i in range(50):
+                event = f"w{worker}-{i}"
+                appended.append((state_store.append_event("progress", event), event))
+
+        _run_threads(4, work)
+        assert sorted(seq for seq, _ in appended) == list(range(1, 201))
+        assert state_store.read_events("progress") == sorted(appended)
+
+    def test_delete_removes_sets_and_streams(self, state_store: StateStore) -> None:
+        state_store.add_member("members", "a")
+        state_store.append_event("stream", "e1")
+        state_store.append_event("stream", "e2")
+        state_store.delete("members")
+        state_store.delete("stream")
+        assert state_store.count_members("members") == 0
+        assert state_store.add_member("members", "a") is True
+        assert state_store.read_events("stream") == []
+        assert state_store.append_event("stream", "again") == 1
+        assert state_store.keys("stream") == ["stream"]

@@ -1,0 +1,95 @@
+"""The VectorStore contract on Qdrant Edge, plus what only an embedded, file-based store has."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from core.ports import StoreError
+from core.stores.vector_qdrant_edge import QdrantEdgeVectorStore
+from tests.contracts.vector_store import CHUNKS, VectorStoreContract, point, random_vectors
+
+pytestmark = pytest.mark.integration
+
+DIM = 8
+
+
+@pytest.fixture
+def vector_store_dim() -> int:
+    return DIM
+
+
+@pytest.fixture
+def vector_store(tmp_path: Path) -> Iterator[QdrantEdgeVectorStore]:
+    store = QdrantEdgeVectorStore(tmp_path / "vectors", DIM)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def reopen_vector_store(
+    tmp_path: Path,
+) -> Iterator[Callable[[QdrantEdgeVectorStore], QdrantEdgeVectorStore]]:
+    opened: list[QdrantEdgeVectorStore] = []
+
+    def reopen(store: QdrantEdgeVectorStore) -> QdrantEdgeVectorStore:
+        store.close()
+        opened.append(QdrantEdgeVectorStore(store.path, store.dim))
+        return opened[-1]
+
+    yield reopen
+    for store in opened:
+        store.close()
+
+
+class TestQdrantEdgeVectorStore(VectorStoreContract):
+    def test_collections_are_folders_found_on_open(
+        self, vector_store: QdrantEdgeVectorStore
+    ) -> None:
+        vector_store.upsert(CHUNKS, [point(v) for v in random_vectors(3, DIM)])
+        (vector_store.path / "stray-folder").mkdir()  # not a shard: ignored on open
+        vector_store.close()
+        assert (vector_store.path / CHUNKS).is_dir()
+        reopened = QdrantEdgeVectorStore(vector_store.path, DIM)
+        try:
+            assert reopened.count(CHUNKS) == 3
+        finally:
+            reopened.close()
+
+    def test_a_second_store_on_the_same_folder_is_refused(
+        self, vector_store: QdrantEdgeVectorStore
+    ) -> None:
+        vector_store.upsert(CHUNKS, [point(random_vectors(1, DIM)[0])])
+        with pytest.raises(StoreError, match="one store"):
+            QdrantEdgeVectorStore(vector_store.path, DIM)
+
+    def test_reopening_with_another_dim_is_refused(
+        self, vector_store: QdrantEdgeVectorStore
+    ) -> None:
+        vector_store.upsert(CHUNKS, [point(random_vectors(1, DIM)[0])])
+        vector_store.close()
+        with pytest.raises(StoreError, match="dim must be 16"):
+            QdrantEdgeVectorStore(vector_store.path, 16)
+
+    def test_ids_must_be_uuids(self, vector_store: QdrantEdgeVectorStore) -> None:
+        bad = point(random_vectors(1, DIM)[0]).model_copy(update={"id": "entity:ada"})
+        with pytest.raises(ValueError, match="not a UUID"):
+            vector_store.upsert(CHUNKS, [bad])
+        with pytest.raises(ValueError, match="not a UUID"):
+            vector_store.delete(["entity:ada"])
+
+    def test_optimize_keeps_results(self, vector_store: QdrantEdgeVectorStore) -> None:
+        points = [point(v) for v in random_vectors(500, DIM)]
+        vector_store.upsert(CHUNKS, points)
+        before = vector_store.search(CHUNKS, points[7].vector, datasets=["a"], limit=5)
+        vector_store.optimize()
+        after = vector_store.search(CHUNKS, points[7].vector, datasets=["a"], limit=5)
+        assert [h.id for h in after] == [h.id for h in before]
+        assert after[0].id == points[7].id
+
+    def test_closed_store_refuses_calls(self, vector_store: QdrantEdgeVectorStore) -> None:
+        vector_store.close()
+        with pytest.raises(StoreError, match="closed"):
+            vector_store.count(CHUNKS)

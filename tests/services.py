@@ -1,0 +1,58 @@
+"""Addresses of the external test services: skip when one is missing, fail when CI requires it.
+
+`COGMILL_TEST_REDIS_URL` (e.g. redis://127.0.0.1:6390/0) and `COGMILL_TEST_NEO4J_URI`
+(e.g. bolt://127.0.0.1:7697) name the services; `COGMILL_REQUIRE_SERVICES=1` (set by `.ci/run`)
+turns a missing one into a failure, so CI cannot pass by skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import NoReturn
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+
+
+def redis_url() -> str:
+    """The test Redis URL once it answers PING; skips or fails the test otherwise."""
+    url = _env("COGMILL_TEST_REDIS_URL", "Redis")
+    where = _host_port(url, default_port=6379)
+    try:
+        with redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2) as client:
+            client.ping()
+    except (redis.RedisError, ValueError) as err:
+        _unavailable(f"Redis at {where} (COGMILL_TEST_REDIS_URL) does not answer: {err}")
+    return url
+
+
+def neo4j_uri() -> str:
+    """The test Neo4j bolt URI once its port accepts connections; skips or fails otherwise."""
+    uri = _env("COGMILL_TEST_NEO4J_URI", "Neo4j")
+    where = _host_port(uri, default_port=7687)
+    host, _, port = where.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+    except OSError as err:
+        _unavailable(f"Neo4j at {where} (COGMILL_TEST_NEO4J_URI) does not answer: {err}")
+    return uri
+
+
+def _env(name: str, service: str) -> str:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        _unavailable(f"{service} tests need {name} (set it to a running {service} server)")
+    return value
+
+
+def _host_port(url: str, *, default_port: int) -> str:
+    parts = urlsplit(url)
+    return f"{parts.hostname or '127.0.0.1'}:{parts.port or default_port}"
+
+
+def _unavailable(reason: str) -> NoReturn:
+    if os.environ.get("COGMILL_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"{reason}; COGMILL_REQUIRE_SERVICES=1 requires it", pytrace=False)
+    pytest.skip(reason)
