@@ -1,0 +1,278 @@
+"""The `cogmill` command line: add, cognify, search, jobs, worker, demo.
+
+Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from core.catalog import AddReport, CatalogError, iter_files
+from core.models.jobs import Job
+from core.ports import StoreError
+from core.settings import Settings
+from core.stores.factory import NotAvailableError
+from retrieval.models import SearchResponse, SearchType
+from retrieval.search import search as run_search
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="cogmill: knowledge-graph memory for LLM applications.")
+jobs_app = typer.Typer(no_args_is_help=True, help="List, inspect and cancel cognify jobs.")
+app.add_typer(jobs_app, name="jobs")
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+USAGE_ERRORS = (CatalogError, ValueError, LookupError)
+FAILURES = (StoreError, NotAvailableError, OSError, RuntimeError)
+T = TypeVar("T")
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err.print(f"error: {message}", markup=False)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def runtime_session(with_worker: bool = False) -> Iterator[object]:
+    """A Runtime for this command (and embedded worker threads when the broker is in-process)."""
+    from workers.celery_app import configure
+    from workers.embedded import EmbeddedWorker
+    from workers.runtime import Runtime, use_runtime
+
+    settings = Settings()
+    runtime = Runtime(settings)
+    use_runtime(runtime)
+    worker = None
+    try:
+        if with_worker and settings.embedded_broker:
+            worker = EmbeddedWorker(configure(settings), threads=settings.worker_threads)
+            worker.start()
+        elif with_worker:
+            configure(settings)
+        yield runtime
+    finally:
+        if worker is not None:
+            worker.stop()
+        runtime.close()
+        use_runtime(None)
+
+
+def guarded(action: Callable[[], T]) -> T:
+    """Run a command body, turning known errors into one line and the right exit code."""
+    try:
+        return action()
+    except typer.Exit:
+        raise
+    except USAGE_ERRORS as error:
+        fail(str(error), 2)
+    except FAILURES as error:
+        fail(str(error), 1)
+
+
+@app.command()
+def add(
+    paths: Annotated[list[Path], typer.Argument(help="Files or directories (recursive)")],
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset name")],
+) -> None:
+    """Add documents to a dataset (unchanged files are skipped by content hash)."""
+    from pipelines.classify import check_supported
+
+    def body() -> AddReport:
+        with runtime_session() as rt:
+            rt.catalog.ensure_dataset(dataset)
+            report = AddReport()
+            for path, problem in iter_files(paths):
+                if problem:
+                    report.rejected.append((str(path), problem))
+                else:
+                    rt.catalog.add_file(dataset, path, path.name, report, check_supported)
+            return report
+
+    report = guarded(body)
+    for name in report.added:
+        out.print(f"added      {name}", markup=False)
+    for name in report.replaced:
+        out.print(f"replaced   {name} (content changed)", markup=False)
+    for name in report.unchanged:
+        out.print(f"unchanged  {name} (same content, skipped)", markup=False)
+    for name, reason in report.rejected:
+        out.print(f"rejected   {name}: {reason}", markup=False)
+    stored = len(report.added) + len(report.replaced) + len(report.unchanged)
+    out.print(f"{len(report.added)} added, {len(report.replaced)} replaced, "
+              f"{len(report.unchanged)} unchanged, {len(report.rejected)} rejected "
+              f"in dataset {dataset}")
+    if report.rejected and not stored:
+        raise typer.Exit(1)
+
+
+def wait_for(job: Job, show_progress: bool) -> Job:
+    """Poll a job until it finishes, with a progress bar on a terminal."""
+    from workers.jobs import JobTracker
+    from workers.runtime import current_runtime
+
+    tracker = JobTracker(current_runtime().state)
+    columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} docs"),
+               TimeElapsedColumn()]
+    with Progress(*columns, console=err, disable=not show_progress, transient=True) as progress:
+        bar = progress.add_task(f"cognify {job.dataset}", total=job.total_documents)
+        while not job.status.finished:
+            time.sleep(0.2)
+            job = tracker.get(job.id)
+            done = job.counts.get("documents", 0) + len({e.document_id for e in job.errors})
+            progress.update(bar, completed=done)
+    return tracker.get(job.id)
+
+
+@app.command()
+def cognify(
+    dataset: Annotated[str, typer.Argument(help="Dataset to process")],
+    all_documents: Annotated[bool, typer.Option("--all", help="Reprocess every document")] = False,
+    pipeline: Annotated[str, typer.Option(help="Pipeline name")] = "default",
+) -> None:
+    """Build the knowledge graph and vectors of a dataset's new and changed documents."""
+    from workers.orchestration import cognify as plan
+
+    started = time.perf_counter()
+
+    def body() -> Job:
+        with runtime_session(with_worker=True) as rt:
+            job = plan(rt, dataset, pipeline, "all" if all_documents else "changed")
+            return wait_for(job, sys.stderr.isatty())
+
+    job = guarded(body)
+    c = job.counts
+    out.print(f"job {job.id}: {job.status.value}" + (f" ({job.message})" if job.message else ""))
+    out.print(f"documents {c.get('documents', 0)}, chunks {c.get('chunks', 0)}, "
+              f"entities {c.get('entities', 0)}, relationships {c.get('relationships', 0)}, "
+              f"errors {len(job.errors)}, seconds {time.perf_counter() - started:.1f}")
+    for error in job.errors:
+        out.print(f"  rejected {error.document_name}: {error.step}: {error.message}", markup=False)
+    if job.status.value != "succeeded":
+        raise typer.Exit(1)
+    if job.errors:
+        out.print(f"finished with {len(job.errors)} rejected document(s); the others are processed")
+
+
+def print_response(response: SearchResponse, as_json: bool) -> None:
+    if as_json:
+        out.print_json(response.model_dump_json(exclude_none=True))
+        return
+    if response.note:
+        out.print(f"[dim]{response.note}[/dim]")
+    if not response.results:
+        out.print("no results")
+    for rank, result in enumerate(response.results, 1):
+        names = ", ".join(dict.fromkeys(s.document_name for s in result.sources))
+        out.print(f"[bold]{rank}.[/bold] ({result.score:.3f}) [cyan]{names}[/cyan]")
+        out.print("   " + result.text.replace("\n", "\n   ")[:600], markup=False)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="The question")],
+    dataset: Annotated[list[str], typer.Option("--dataset", "-d", help="Dataset(s) to search")],
+    search_type: Annotated[SearchType, typer.Option("--type", "-t", case_sensitive=False)] = SearchType.GRAPH_COMPLETION,
+    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=1000)] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """Search datasets; results carry the chunks and documents they came from."""
+
+    def body() -> SearchResponse:
+        with runtime_session() as rt:
+            return run_search(rt.graph, rt.vectors, rt.embedder, query, dataset, search_type, top_k)
+
+    print_response(guarded(body), as_json)
+
+
+@jobs_app.command("list")
+def jobs_list() -> None:
+    """Jobs known to the state store, newest first."""
+    from workers.jobs import JobTracker
+
+    def body() -> list[Job]:
+        with runtime_session() as rt:
+            return sorted(JobTracker(rt.state).list(), key=lambda j: j.created_at, reverse=True)
+
+    for job in guarded(body):
+        out.print(f"{job.id}  {job.status.value:<9}  {job.dataset:<20} "
+                  f"{job.counts.get('documents', 0)}/{job.total_documents} docs  "
+                  f"{job.created_at:%Y-%m-%d %H:%M:%S}", markup=False)
+
+
+@jobs_app.command("show")
+def jobs_show(job_id: str) -> None:
+    """One job as JSON: status, counts and per-document errors."""
+    from workers.jobs import JobTracker
+
+    def body() -> Job:
+        with runtime_session() as rt:
+            return JobTracker(rt.state).get(job_id)
+
+    out.print_json(guarded(body).model_dump_json())
+
+
+@jobs_app.command("cancel")
+def jobs_cancel(job_id: str) -> None:
+    """Stop a job: queued batches are skipped, running steps stop at their next boundary."""
+    from workers.jobs import JobTracker
+
+    def body() -> Job:
+        with runtime_session() as rt:
+            return JobTracker(rt.state).cancel(job_id)
+
+    job = guarded(body)
+    out.print(f"job {job.id}: cancel requested" if not job.status.finished
+              else f"job {job.id} already {job.status.value}")
+
+
+@app.command()
+def worker(
+    queues: Annotated[str, typer.Option(help="Comma-separated queues")] = "ingest,llm",
+    concurrency: Annotated[int, typer.Option(min=1)] = 2,
+) -> None:
+    """Run a Celery worker process on the configured (Redis) broker."""
+    from workers.celery_app import configure
+
+    settings = Settings()
+    if settings.embedded_broker:
+        fail("COGMILL_BROKER_URL is the in-process memory:// broker; set it to a Redis URL to "
+             "run separate workers (embedded mode runs workers inside each command)", 2)
+    configure(settings).worker_main(["worker", "-Q", queues, "-c", str(concurrency), "-E",
+                                     "--loglevel", "INFO"])
+
+
+@app.command()
+def demo(
+    dataset: Annotated[str, typer.Option(help="Dataset for the sample corpus")] = "demo",
+) -> None:
+    """Ingest the bundled sample corpus and answer a few sample questions."""
+    from api.demo import QUESTIONS, SAMPLE_CORPUS
+
+    add([SAMPLE_CORPUS], dataset)
+    try:
+        cognify(dataset)
+    except typer.Exit as stop:
+        if stop.exit_code:
+            raise
+    for question in QUESTIONS:
+        out.rule(question)
+        search(question, [dataset], SearchType.GRAPH_COMPLETION, 3, False)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""The document catalog: datasets and their documents, kept as nodes in the graph store.
+
+A Document node is the catalog record (name, content hash, blob key, status). It is written
+with no support of its own, so purging a document's derived data (`delete_document`) keeps
+the record; `remove_document` drops both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from core.models.graph import Node, dataset_id, document_id
+from core.ports import BlobStore, GraphStore
+
+DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+HEAD_BYTES = 8192
+
+# (file name, first bytes) -> a rejection reason, or None when the file looks acceptable
+FileCheck = Callable[[str, bytes], "str | None"]
+
+
+class CatalogError(ValueError):
+    """A catalog request is invalid (bad dataset name, unknown dataset...)."""
+
+
+def check_dataset_name(name: str) -> str:
+    """Return the name or raise CatalogError saying what is allowed."""
+    if not DATASET_NAME.match(name):
+        raise CatalogError(
+            f"invalid dataset name {name!r}: use 1-64 letters, digits, '_', '-' or '.', "
+            "starting with a letter or digit (no spaces or slashes)"
+        )
+    return name
+
+
+@dataclass
+class AddReport:
+    """What `add` did with each input."""
+
+    added: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+
+
+def iter_files(paths: list[Path]) -> Iterator[tuple[Path, str | None]]:
+    """Files under the given paths (directories recursively, sorted), or an error per path."""
+    for path in paths:
+        if path.is_dir():
+            for child in sorted(p for p in path.rglob("*") if p.is_file()):
+                if not any(part.startswith(".") for part in child.relative_to(path).parts):
+                    yield child, None
+        elif path.is_file():
+            yield path, None
+        elif path.exists():
+            yield path, "not a regular file"
+        else:
+            yield path, "no such file or directory"
+
+
+class Catalog:
+    """Adds, lists and removes documents of datasets."""
+
+    def __init__(self, graph: GraphStore, blobs: BlobStore, max_bytes: int) -> None:
+        self.graph = graph
+        self.blobs = blobs
+        self.max_bytes = max_bytes
+
+    def ensure_dataset(self, dataset: str) -> None:
+        check_dataset_name(dataset)
+        self.graph.upsert_nodes([Node(id=dataset_id(dataset), type="Dataset", dataset=dataset, name=dataset)])
+
+    def documents(self, dataset: str, page: int = 1000) -> Iterator[Node]:
+        """Every Document node of a dataset, streamed page by page."""
+        offset = 0
+        while True:
+            batch = self.graph.find_nodes(dataset, "Document", limit=page, offset=offset)
+            yield from batch
+            if len(batch) < page:
+                return
+            offset += page
+
+    def add_file(
+        self, dataset: str, path: Path, name: str, report: AddReport, check: FileCheck
+    ) -> None:
+        """Add one file: reject it, skip it as unchanged, or store it (replacing an older version)."""
+        size = path.stat().st_size
+        if size > self.max_bytes:
+            report.rejected.append((name, f"file is {size} bytes, above the limit of {self.max_bytes} "
+                                    "(raise COGMILL_MAX_FILE_BYTES to accept it)"))
+            return
+        with path.open("rb") as stream:
+            problem = check(name, stream.read(HEAD_BYTES))
+            if problem:
+                report.rejected.append((name, problem))
+                return
+            stream.seek(0)
+            self._store(dataset, name, stream, report)
+
+    def _store(self, dataset: str, name: str, stream: BinaryIO, report: AddReport) -> None:
+        digest = _hash_stream(stream)
+        doc_id = document_id(dataset, digest)
+        existing = self.graph.find_nodes(dataset, "Document", name=name, limit=10)
+        if any(node.id == doc_id for node in existing):
+            report.unchanged.append(name)
+            return
+        stream.seek(0)
+        blob_key = f"{dataset}/{doc_id}"
+        size = self.blobs.put(blob_key, stream)
+        self.graph.upsert_nodes([Node(
+            id=doc_id, type="Document", dataset=dataset, name=name,
+            properties={"content_hash": digest, "blob_key": blob_key, "size": size,
+                        "extension": Path(name).suffix.lower().lstrip("."), "status": "added"},
+        )])
+        for old in existing:
+            self.remove_document(dataset, old)
+        (report.replaced if existing else report.added).append(name)
+
+    def remove_document(self, dataset: str, doc: Node) -> list[str]:
+        """Remove a document, what only it supported, and its blob; returns removed ids."""
+        removed = self.graph.delete_document(dataset, doc.id)
+        record = self.graph.delete_nodes([doc.id])
+        self.blobs.delete(doc.properties.get("blob_key", f"{dataset}/{doc.id}"))
+        return removed.node_ids + removed.edge_ids + record.node_ids + record.edge_ids
+
+
+def _hash_stream(stream: BinaryIO) -> str:
+    digest = hashlib.sha256()
+    for block in iter(lambda: stream.read(1 << 20), b""):
+        digest.update(block)
+    return digest.hexdigest()

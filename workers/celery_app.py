@@ -1,0 +1,54 @@
+"""The Celery application: broker, queues and the reliability settings from DESIGN.md.
+
+`celery -A workers.celery_app worker -Q ingest,llm` runs a worker process; embedded mode runs
+worker threads inside the cogmill process instead (workers/embedded.py).
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+from kombu import Queue
+
+from core.settings import Settings
+
+LLM_QUEUE, INGEST_QUEUE = "llm", "ingest"
+
+
+def celery_config(settings: Settings) -> dict[str, object]:
+    """Celery settings derived from cogmill settings."""
+    return {
+        "broker_url": settings.broker_url,
+        "result_backend": settings.result_backend,
+        "task_queues": [Queue(INGEST_QUEUE), Queue(LLM_QUEUE)],
+        "task_default_queue": INGEST_QUEUE,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "task_ignore_result": True,
+        # A task is acknowledged only after it ran, and a worker takes one task at a time,
+        # so a crashed worker's task is redelivered instead of lost.
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "task_soft_time_limit": 1800,
+        "task_time_limit": 1900,
+        # polling_interval matters for the in-process memory:// transport (default 1 s per hop).
+        "broker_transport_options": {"visibility_timeout": 3600, "polling_interval": 0.01},
+        "broker_connection_retry_on_startup": True,
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "worker_hijack_root_logger": False,
+    }
+
+
+app = Celery("cogmill", include=["workers.tasks"])
+app.conf.update(celery_config(Settings()))
+# Worker pool threads resolve `current_app` through the default app; without this, chained
+# callbacks published from those threads would use an unconfigured app (amqp://localhost).
+app.set_default()
+
+
+def configure(settings: Settings) -> Celery:
+    """Point the app at the broker of these settings (before any worker starts)."""
+    app.conf.update(celery_config(settings))
+    return app

@@ -1,0 +1,132 @@
+"""Job bookkeeping on the state store: records, idempotent batch completion, events, cancel.
+
+Counts are never incremented in place: each finished batch stores its WriteReport under its
+own key and is added to the job's "done" set, so a redelivered task cannot count twice and a
+crash between the two writes only repeats an idempotent write.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from core.models.jobs import DocumentError, Job, JobStatus, utcnow
+from core.ports import StateStore
+from pipelines.models import WriteReport
+
+COUNTED = ("documents", "chunks", "entities", "relationships", "vectors")
+
+
+class JobNotFoundError(LookupError):
+    """No job with that id."""
+
+
+def _key(job_id: str, *parts: str) -> str:
+    return ":".join(("job", job_id, *parts))
+
+
+class JobTracker:
+    """Reads and writes job state; every method is safe to repeat."""
+
+    def __init__(self, state: StateStore, artifact_ttl: int = 86_400) -> None:
+        self.state = state
+        self.artifact_ttl = artifact_ttl
+
+    def save(self, job: Job) -> None:
+        self.state.put(_key(job.id), job.model_dump_json())
+
+    def get(self, job_id: str) -> Job:
+        """The job with live counts and errors. Raises JobNotFoundError."""
+        raw = self.state.get(_key(job_id))
+        if raw is None:
+            raise JobNotFoundError(f"no job {job_id!r}; `cogmill jobs list` shows the known jobs")
+        job = Job.model_validate_json(raw)
+        if not job.status.finished:
+            job.counts, errors = self._totals(job)
+            job.errors = job.errors + errors
+        return job
+
+    def list(self) -> Iterator[Job]:
+        for key in self.state.keys("job:"):
+            if key.count(":") == 1:
+                yield self.get(key.split(":", 1)[1])
+
+    def put_artifact(self, job_id: str, name: str, value: str) -> str:
+        key = _key(job_id, "artifact", name)
+        self.state.put(key, value, ttl=self.artifact_ttl)
+        return key
+
+    def artifact(self, key: str) -> str:
+        value = self.state.get(key)
+        if value is None:
+            raise LookupError(f"artifact {key} is missing (expired or the job was cleaned up)")
+        return value
+
+    def finish_batch(self, job_id: str, batch: int, report: WriteReport) -> bool:
+        """Record a batch's report; True when this call completed the job's last batch."""
+        self.state.put(_key(job_id, "report", str(batch)), report.model_dump_json())
+        if self.state.add_member(_key(job_id, "done"), str(batch)):
+            self.event(job_id, "batch_done", batch=batch, documents=len(report.documents),
+                       errors=len(report.errors))
+        job = Job.model_validate_json(self.state.get(_key(job_id)) or "{}")
+        return self.state.count_members(_key(job_id, "done")) >= job.total_batches
+
+    def batches_done(self, job_id: str) -> int:
+        return self.state.count_members(_key(job_id, "done"))
+
+    def finalise(self, job_id: str) -> Job:
+        """Fix the job's final counts and status, and drop its intermediate artifacts."""
+        job = Job.model_validate_json(self.state.get(_key(job_id)) or "{}")
+        if job.status.finished:
+            return job
+        job.counts, errors = self._totals(job)
+        job.errors = job.errors + errors
+        if self.cancelled(job_id):
+            job.status = JobStatus.CANCELLED
+        elif job.total_documents and len({e.document_id for e in job.errors}) >= job.total_documents:
+            job.status = JobStatus.FAILED
+            job.message = "every document failed; see the errors"
+        else:
+            job.status = JobStatus.SUCCEEDED
+        job.finished_at = utcnow()
+        self.save(job)
+        self.event(job_id, "finished", status=job.status.value)
+        for key in self.state.keys(_key(job_id, "artifact", "")):
+            self.state.delete(key)
+        return job
+
+    def _totals(self, job: Job) -> tuple[dict[str, int], list[DocumentError]]:
+        counts = dict.fromkeys(COUNTED, 0)
+        errors: list[DocumentError] = []
+        for key in self.state.keys(_key(job.id, "report", "")):
+            raw = self.state.get(key)
+            if raw is None:
+                continue
+            report = WriteReport.model_validate_json(raw)
+            counts["documents"] += len(report.documents)
+            counts["chunks"] += report.chunks
+            counts["entities"] += report.entities
+            counts["relationships"] += report.relationships
+            counts["vectors"] += report.vectors
+            errors.extend(report.errors)
+        counts["batches_done"] = self.batches_done(job.id)
+        return counts, errors
+
+    def cancel(self, job_id: str) -> Job:
+        """Ask running work to stop; queued batches are skipped when they start."""
+        job = self.get(job_id)
+        if not job.status.finished:
+            self.state.put(_key(job_id, "cancel"), "1")
+            self.event(job_id, "cancel_requested")
+        return job
+
+    def cancelled(self, job_id: str) -> bool:
+        return self.state.get(_key(job_id, "cancel")) is not None
+
+    def event(self, job_id: str, kind: str, **fields: object) -> None:
+        payload = {"event": kind, "at": utcnow().isoformat(), **fields}
+        self.state.append_event(_key(job_id, "events"), json.dumps(payload))
+
+    def events(self, job_id: str, after: int = 0) -> list[tuple[int, dict]]:
+        return [(seq, json.loads(raw))
+                for seq, raw in self.state.read_events(_key(job_id, "events"), after=after)]

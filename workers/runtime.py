@@ -1,0 +1,102 @@
+"""The stores, models and steps one process works with, built lazily from settings.
+
+The CLI and the API build a Runtime and install it with `use_runtime`; a worker process that
+starts from `celery -A workers.celery_app worker` builds one from the environment on first use.
+Tests install their own.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+
+from core.catalog import Catalog
+from core.ports import BlobStore, Embedder, Extractor, GraphStore, StateStore, VectorStore
+from core.settings import Settings
+from core.stores import factory
+from pipelines.add_data_points import AddDataPoints
+from pipelines.base import Step
+from pipelines.chunk import ChunkDocuments
+from pipelines.classify import Classify
+from pipelines.definitions import Pipeline
+from pipelines.extract_graph import ExtractGraph
+
+
+class Runtime:
+    """Lazily opened stores and models; `close()` releases whatever was opened."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        settings.home.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+
+    @cached_property
+    def graph(self) -> GraphStore:
+        with self._lock:
+            return factory.graph_store(self.settings)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        with self._lock:
+            return factory.embedder(self.settings)
+
+    @cached_property
+    def vectors(self) -> VectorStore:
+        with self._lock:
+            return factory.vector_store(self.settings, self.embedder.dim)
+
+    @cached_property
+    def state(self) -> StateStore:
+        with self._lock:
+            return factory.state_store(self.settings)
+
+    @cached_property
+    def blobs(self) -> BlobStore:
+        return factory.blob_store(self.settings)
+
+    @cached_property
+    def extractor(self) -> Extractor:
+        with self._lock:
+            return factory.extractor(self.settings)
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        return Catalog(self.graph, self.blobs, self.settings.max_file_bytes)
+
+    def step(self, pipeline: Pipeline, name: str) -> Step:
+        """An instance of the named step of a pipeline, configured from settings."""
+        if name not in pipeline.step_names:
+            raise ValueError(f"pipeline {pipeline.name!r} has no step {name!r}")
+        s = self.settings
+        builders = {
+            Classify.name: lambda: Classify(self.blobs, s.max_file_bytes),
+            ChunkDocuments.name: lambda: ChunkDocuments(s.chunk_tokens, s.chunk_overlap_tokens),
+            ExtractGraph.name: lambda: ExtractGraph(self.extractor),
+            AddDataPoints.name: lambda: AddDataPoints(
+                self.graph, self.vectors, self.embedder,
+                embed_batch_size=s.embed_batch_size, write_batch_size=s.write_batch_size),
+        }
+        return builders[name]()
+
+    def close(self) -> None:
+        for name in ("graph", "vectors", "state"):
+            store = self.__dict__.pop(name, None)
+            if store is not None:
+                store.close()
+
+
+_current: Runtime | None = None
+
+
+def use_runtime(runtime: Runtime | None) -> None:
+    """Install the runtime that tasks in this process use (None to reset)."""
+    global _current
+    _current = runtime
+
+
+def current_runtime() -> Runtime:
+    """The installed runtime, or one built from the environment on first use."""
+    global _current
+    if _current is None:
+        _current = Runtime(Settings())
+    return _current

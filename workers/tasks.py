@@ -1,0 +1,91 @@
+"""Thin Celery task shells: load a step's input by key, run the step, store its output.
+
+A batch is a chain: one task per pipeline step, then `finish_batch`. Tasks pass artifact keys,
+never payloads. A step that fails for a whole batch turns into per-document errors, so the
+job still ends; store outages are retried with backoff before that.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import Signature, Task, chain
+
+from core.models.jobs import DocumentError
+from core.ports import StoreError
+from pipelines.base import step_types
+from pipelines.definitions import get_pipeline
+from pipelines.models import DocumentBatch, WriteReport
+from workers.celery_app import INGEST_QUEUE, LLM_QUEUE, app
+from workers.jobs import JobTracker
+from workers.orchestration import record_batch
+from workers.runtime import current_runtime
+
+log = logging.getLogger("cogmill.tasks")
+
+LLM_STEPS = frozenset({"extract_graph"})
+
+
+def tracker() -> JobTracker:
+    runtime = current_runtime()
+    return JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
+
+
+def batch_input_key(job_id: str, batch: int) -> str:
+    return f"job:{job_id}:artifact:{batch}:input"
+
+
+@app.task(bind=True, name="cogmill.run_step", autoretry_for=(StoreError,), retry_backoff=2,
+          retry_backoff_max=60, retry_jitter=True, max_retries=5)
+def run_step(self: Task, in_key: str | None, job_id: str, pipeline: str, step: str,
+             batch: int) -> str | None:
+    """Run one pipeline step on one batch; returns the key of its output (None once stopped)."""
+    jobs = tracker()
+    if in_key is None or jobs.cancelled(job_id):
+        return None
+    runtime = current_runtime()
+    instance = runtime.step(get_pipeline(pipeline), step)
+    input_type = step_types(type(instance))[0]
+    data = input_type.model_validate_json(jobs.artifact(in_key))
+    try:
+        output = instance.run(data)
+    except StoreError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a failed step becomes per-document errors
+        log.exception("step_failed step=%s job=%s batch=%s", step, job_id, batch)
+        record_batch(runtime, job_id, batch, _failed_report(jobs, job_id, batch, step, err))
+        return None  # the rest of the chain passes the None through
+    return jobs.put_artifact(job_id, f"{batch}:{step}", output.model_dump_json())
+
+
+def _failed_report(jobs: JobTracker, job_id: str, batch: int, step: str, err: Exception) -> WriteReport:
+    source = DocumentBatch.model_validate_json(jobs.artifact(batch_input_key(job_id, batch)))
+    message = f"{type(err).__name__}: {err}"
+    return WriteReport(dataset=source.dataset, errors=[
+        DocumentError(document_id=d.id, document_name=d.name, step=step, message=message)
+        for d in source.documents])
+
+
+@app.task(bind=True, name="cogmill.finish_batch", autoretry_for=(StoreError,), retry_backoff=2,
+          retry_jitter=True, max_retries=10)
+def finish_batch(self: Task, report_key: str | None, job_id: str, batch: int) -> None:
+    """Record a batch's outcome on its documents and the job; the last batch finalises."""
+    runtime = current_runtime()
+    report = None
+    if report_key is not None:
+        report = WriteReport.model_validate_json(tracker().artifact(report_key))
+    record_batch(runtime, job_id, batch, report)
+
+
+def batch_chain(job_id: str, pipeline: str, steps: list[str], batch: int) -> Signature:
+    """The chain of one batch: every step on its queue, then `finish_batch`."""
+    signatures = [
+        run_step.signature(
+            kwargs={"job_id": job_id, "pipeline": pipeline, "step": step, "batch": batch},
+            queue=LLM_QUEUE if step in LLM_STEPS else INGEST_QUEUE,
+        )
+        for step in steps
+    ]
+    signatures[0].args = (batch_input_key(job_id, batch),)
+    finish = finish_batch.signature(kwargs={"job_id": job_id, "batch": batch}, queue=INGEST_QUEUE)
+    return chain(*signatures, finish)
