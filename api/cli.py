@@ -5,7 +5,6 @@ Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a 
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -25,8 +24,12 @@ from core.stores.factory import NotAvailableError
 from retrieval.models import SearchResponse, SearchType
 from retrieval.search import search as run_search
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="cogmill: knowledge-graph memory for LLM applications.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="cogmill: knowledge-graph memory for LLM applications.",
+)
 jobs_app = typer.Typer(no_args_is_help=True, help="List, inspect and cancel cognify jobs.")
 app.add_typer(jobs_app, name="jobs")
 out = Console(highlight=False, soft_wrap=True)
@@ -108,9 +111,11 @@ def add(
     for name, reason in report.rejected:
         out.print(f"rejected   {name}: {reason}", markup=False)
     stored = len(report.added) + len(report.replaced) + len(report.unchanged)
-    out.print(f"{len(report.added)} added, {len(report.replaced)} replaced, "
-              f"{len(report.unchanged)} unchanged, {len(report.rejected)} rejected "
-              f"in dataset {dataset}")
+    out.print(
+        f"{len(report.added)} added, {len(report.replaced)} replaced, "
+        f"{len(report.unchanged)} unchanged, {len(report.rejected)} rejected "
+        f"in dataset {dataset}"
+    )
     if report.rejected and not stored:
         raise typer.Exit(1)
 
@@ -121,8 +126,12 @@ def wait_for(job: Job, show_progress: bool) -> Job:
     from workers.runtime import current_runtime
 
     tracker = JobTracker(current_runtime().state)
-    columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} docs"),
-               TimeElapsedColumn()]
+    columns = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} docs"),
+        TimeElapsedColumn(),
+    ]
     with Progress(*columns, console=err, disable=not show_progress, transient=True) as progress:
         bar = progress.add_task(f"cognify {job.dataset}", total=job.total_documents)
         while not job.status.finished:
@@ -152,9 +161,11 @@ def cognify(
     job = guarded(body)
     c = job.counts
     out.print(f"job {job.id}: {job.status.value}" + (f" ({job.message})" if job.message else ""))
-    out.print(f"documents {c.get('documents', 0)}, chunks {c.get('chunks', 0)}, "
-              f"entities {c.get('entities', 0)}, relationships {c.get('relationships', 0)}, "
-              f"errors {len(job.errors)}, seconds {time.perf_counter() - started:.1f}")
+    out.print(
+        f"documents {c.get('documents', 0)}, chunks {c.get('chunks', 0)}, "
+        f"entities {c.get('entities', 0)}, relationships {c.get('relationships', 0)}, "
+        f"errors {len(job.errors)}, seconds {time.perf_counter() - started:.1f}"
+    )
     for error in job.errors:
         out.print(f"  rejected {error.document_name}: {error.step}: {error.message}", markup=False)
     if job.status.value != "succeeded":
@@ -181,7 +192,9 @@ def print_response(response: SearchResponse, as_json: bool) -> None:
 def search(
     query: Annotated[str, typer.Argument(help="The question")],
     dataset: Annotated[list[str], typer.Option("--dataset", "-d", help="Dataset(s) to search")],
-    search_type: Annotated[SearchType, typer.Option("--type", "-t", case_sensitive=False)] = SearchType.GRAPH_COMPLETION,
+    search_type: Annotated[
+        SearchType, typer.Option("--type", "-t", case_sensitive=False)
+    ] = SearchType.GRAPH_COMPLETION,
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=1000)] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
 ) -> None:
@@ -204,9 +217,12 @@ def jobs_list() -> None:
             return sorted(JobTracker(rt.state).list(), key=lambda j: j.created_at, reverse=True)
 
     for job in guarded(body):
-        out.print(f"{job.id}  {job.status.value:<9}  {job.dataset:<20} "
-                  f"{job.counts.get('documents', 0)}/{job.total_documents} docs  "
-                  f"{job.created_at:%Y-%m-%d %H:%M:%S}", markup=False)
+        out.print(
+            f"{job.id}  {job.status.value:<9}  {job.dataset:<20} "
+            f"{job.counts.get('documents', 0)}/{job.total_documents} docs  "
+            f"{job.created_at:%Y-%m-%d %H:%M:%S}",
+            markup=False,
+        )
 
 
 @jobs_app.command("show")
@@ -231,8 +247,11 @@ def jobs_cancel(job_id: str) -> None:
             return JobTracker(rt.state).cancel(job_id)
 
     job = guarded(body)
-    out.print(f"job {job.id}: cancel requested" if not job.status.finished
-              else f"job {job.id} already {job.status.value}")
+    out.print(
+        f"job {job.id}: cancel requested"
+        if not job.status.finished
+        else f"job {job.id} already {job.status.value}"
+    )
 
 
 @app.command()
@@ -245,10 +264,14 @@ def worker(
 
     settings = Settings()
     if settings.embedded_broker:
-        fail("COGMILL_BROKER_URL is the in-process memory:// broker; set it to a Redis URL to "
-             "run separate workers (embedded mode runs workers inside each command)", 2)
-    configure(settings).worker_main(["worker", "-Q", queues, "-c", str(concurrency), "-E",
-                                     "--loglevel", "INFO"])
+        fail(
+            "COGMILL_BROKER_URL is the in-process memory:// broker; set it to a Redis URL to "
+            "run separate workers (embedded mode runs workers inside each command)",
+            2,
+        )
+    configure(settings).worker_main(
+        ["worker", "-Q", queues, "-c", str(concurrency), "-E", "--loglevel", "INFO"]
+    )
 
 
 @app.command()

@@ -73,7 +73,9 @@ class Catalog:
 
     def ensure_dataset(self, dataset: str) -> None:
         check_dataset_name(dataset)
-        self.graph.upsert_nodes([Node(id=dataset_id(dataset), type="Dataset", dataset=dataset, name=dataset)])
+        self.graph.upsert_nodes(
+            [Node(id=dataset_id(dataset), type="Dataset", dataset=dataset, name=dataset)]
+        )
 
     def documents(self, dataset: str, page: int = 1000) -> Iterator[Node]:
         """Every Document node of a dataset, streamed page by page."""
@@ -88,11 +90,16 @@ class Catalog:
     def add_file(
         self, dataset: str, path: Path, name: str, report: AddReport, check: FileCheck
     ) -> None:
-        """Add one file: reject it, skip it as unchanged, or store it (replacing an older version)."""
+        """Add one file: reject it, skip it as unchanged, or store it (replacing older versions)."""
         size = path.stat().st_size
         if size > self.max_bytes:
-            report.rejected.append((name, f"file is {size} bytes, above the limit of {self.max_bytes} "
-                                    "(raise COGMILL_MAX_FILE_BYTES to accept it)"))
+            report.rejected.append(
+                (
+                    name,
+                    f"file is {size} bytes, above the limit of {self.max_bytes} "
+                    "(raise COGMILL_MAX_FILE_BYTES to accept it)",
+                )
+            )
             return
         with path.open("rb") as stream:
             problem = check(name, stream.read(HEAD_BYTES))
@@ -112,11 +119,23 @@ class Catalog:
         stream.seek(0)
         blob_key = f"{dataset}/{doc_id}"
         size = self.blobs.put(blob_key, stream)
-        self.graph.upsert_nodes([Node(
-            id=doc_id, type="Document", dataset=dataset, name=name,
-            properties={"content_hash": digest, "blob_key": blob_key, "size": size,
-                        "extension": Path(name).suffix.lower().lstrip("."), "status": "added"},
-        )])
+        self.graph.upsert_nodes(
+            [
+                Node(
+                    id=doc_id,
+                    type="Document",
+                    dataset=dataset,
+                    name=name,
+                    properties={
+                        "content_hash": digest,
+                        "blob_key": blob_key,
+                        "size": size,
+                        "extension": Path(name).suffix.lower().lstrip("."),
+                        "status": "added",
+                    },
+                )
+            ]
+        )
         for old in existing:
             self.remove_document(dataset, old)
         (report.replaced if existing else report.added).append(name)

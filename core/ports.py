@@ -28,16 +28,24 @@ class GraphReader(Protocol):
         ...
 
     def find_nodes(
-        self, dataset: str, type: str, *, name: str | None = None, limit: int = 1000, offset: int = 0
+        self,
+        dataset: str,
+        type: str,
+        *,
+        name: str | None = None,
+        limit: int = 1000,
+        offset: int = 0,
     ) -> list[Node]:
-        """Nodes of one type in a dataset, by id order, optionally by exact name. Raises StoreError."""
+        """Nodes of one type in a dataset by id, optionally by exact name. Raises StoreError."""
         ...
 
     def edges_of(self, node_ids: Sequence[str], *, limit: int = 1000) -> list[Edge]:
         """Edges with either end in `node_ids`, at most `limit`. Raises StoreError."""
         ...
 
-    def neighbourhood(self, node_ids: Sequence[str], *, hops: int = 1, limit: int = 500) -> Subgraph:
+    def neighbourhood(
+        self, node_ids: Sequence[str], *, hops: int = 1, limit: int = 500
+    ) -> Subgraph:
         """The nodes within `hops` of the seeds and the edges among them, bounded by `limit`."""
         ...
 
@@ -79,7 +87,7 @@ class GraphStore(GraphReader, GraphWriter, Protocol):
 @runtime_checkable
 class VectorStore(Protocol):
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
-        """Insert or replace points by id, creating the collection. Raises ValueError on a bad dim."""
+        """Insert or replace points by id, creating the collection. ValueError: bad dim or id."""
         ...
 
     def search(
@@ -139,7 +147,9 @@ class StateStore(Protocol):
         """Append to an ordered stream and return the event's sequence number (from 1)."""
         ...
 
-    def read_events(self, stream: str, *, after: int = 0, limit: int = 1000) -> list[tuple[int, str]]:
+    def read_events(
+        self, stream: str, *, after: int = 0, limit: int = 1000
+    ) -> list[tuple[int, str]]:
         """Events with sequence numbers above `after`, oldest first."""
         ...
 

@@ -21,12 +21,18 @@ class AddDataPoints:
     name: ClassVar[str] = "add_data_points"
 
     def __init__(
-        self, graph: GraphStore, vectors: VectorStore, embedder: Embedder, *,
-        embed_batch_size: int = 64, write_batch_size: int = 2000,
+        self,
+        graph: GraphStore,
+        vectors: VectorStore,
+        embedder: Embedder,
+        *,
+        embed_batch_size: int = 64,
+        write_batch_size: int = 2000,
     ) -> None:
         if embed_batch_size < 1 or write_batch_size < 1:
-            raise ValueError(f"batch sizes must be >= 1, got embed={embed_batch_size} "
-                             f"write={write_batch_size}")
+            raise ValueError(
+                f"batch sizes must be >= 1, got embed={embed_batch_size} write={write_batch_size}"
+            )
         self.graph, self.vectors, self.embedder = graph, vectors, embedder
         self.embed_batch_size, self.write_batch_size = embed_batch_size, write_batch_size
 
@@ -37,8 +43,9 @@ class AddDataPoints:
             removed = self.graph.delete_document(batch.dataset, doc.id)
             self.vectors.delete(removed.node_ids + removed.edge_ids)
         keep = [i for i, chunk in enumerate(batch.chunks) if chunk.document_id not in failed]
-        built = build_graph(batch.dataset, [batch.chunks[i] for i in keep],
-                            [batch.graphs[i] for i in keep])
+        built = build_graph(
+            batch.dataset, [batch.chunks[i] for i in keep], [batch.graphs[i] for i in keep]
+        )
         self._write_graph(built)
         vectors = self._write_vectors(batch.dataset, built)
         relations = [e for e in built.edges.values() if e.name not in STRUCTURAL_EDGES]
@@ -65,12 +72,14 @@ class AddDataPoints:
         for collection, items in built.to_embed.items():
             unique = list({item.id: item for item in items}.values())
             for part in batched(unique, self.embed_batch_size * 8):
-                total += self._embed_and_upsert(dataset, collection, part)
+                total += self._embed_and_upsert(dataset, collection, list(part))
         return total
 
     def _embed_and_upsert(self, dataset: str, collection: str, items: list[EmbedItem]) -> int:
         vectors = self.embedder.embed([item.text for item in items])
-        points = [VectorPoint(id=item.id, vector=vector.tolist(), dataset=dataset, payload=item.payload)
-                  for item, vector in zip(items, vectors, strict=True)]
+        points = [
+            VectorPoint(id=item.id, vector=vector.tolist(), dataset=dataset, payload=item.payload)
+            for item, vector in zip(items, vectors, strict=True)
+        ]
         self.vectors.upsert(collection, points)
         return len(points)

@@ -27,19 +27,21 @@ class Step(Protocol):
     def run(self, data: Any) -> BaseModel: ...
 
 
-def step_types(step: type) -> tuple[type, type]:
+def step_types(step: Any) -> tuple[type, type]:
     """The input and output models of a step, read from the annotations of its `run`."""
     hints = typing.get_type_hints(step.run)
     params = [name for name in hints if name != "return"]
     if len(params) != 1 or "return" not in hints:
-        raise TypeError(f"{step.__name__}.run must take one annotated argument and annotate its return")
+        raise TypeError(
+            f"{step.__name__}.run must take one annotated argument and annotate its return"
+        )
     return hints[params[0]], hints["return"]
 
 
 class Pipeline:
     """An ordered list of step classes whose input/output types are checked when built."""
 
-    def __init__(self, name: str, version: str, steps: Sequence[type]) -> None:
+    def __init__(self, name: str, version: str, steps: Sequence[Any]) -> None:
         if not steps:
             raise ValueError(f"pipeline {name!r} has no steps")
         for before, after in zip(steps, steps[1:], strict=False):

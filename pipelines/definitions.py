@@ -20,4 +20,6 @@ def get_pipeline(name: str) -> Pipeline:
     try:
         return PIPELINES[name]
     except KeyError:
-        raise ValueError(f"unknown pipeline {name!r}; known: {', '.join(sorted(PIPELINES))}") from None
+        raise ValueError(
+            f"unknown pipeline {name!r}; known: {', '.join(sorted(PIPELINES))}"
+        ) from None

@@ -31,4 +31,3 @@ class ExtractGraph:
             graphs=graphs,
             errors=list(batch.errors),
         )
-

@@ -91,25 +91,52 @@ def build_graph(dataset: str, chunks: list[Chunk], graphs: list[KnowledgeGraph])
         for field_name in INDEX_FIELDS.get(node.type, ()):
             text = node.name if field_name == "name" else str(node.properties.get(field_name, ""))
             if text.strip():
-                built.embed(f"{node.type}_{field_name}", EmbedItem(node.id, text, {"type": node.type}))
+                built.embed(
+                    f"{node.type}_{field_name}", EmbedItem(node.id, text, {"type": node.type})
+                )
     return built
 
 
 def _add_chunk(built: BuiltGraph, dataset: str, chunk: Chunk, graph: KnowledgeGraph) -> None:
     support = [Support(document_id=chunk.document_id, chunk_id=chunk.id)]
-    built.add_node(Node(
-        id=chunk.id, type="DocumentChunk", dataset=dataset, support=support,
-        properties={"text": chunk.text, "index": chunk.index, "document_id": chunk.document_id,
-                    "document_name": chunk.document_name, "token_count": chunk.token_count},
-    ))
-    built.add_edge(Edge(source=chunk.id, target=chunk.document_id, name=PART_OF, dataset=dataset,
-                        support=support))
+    built.add_node(
+        Node(
+            id=chunk.id,
+            type="DocumentChunk",
+            dataset=dataset,
+            support=support,
+            properties={
+                "text": chunk.text,
+                "index": chunk.index,
+                "document_id": chunk.document_id,
+                "document_name": chunk.document_name,
+                "token_count": chunk.token_count,
+            },
+        )
+    )
+    built.add_edge(
+        Edge(
+            source=chunk.id,
+            target=chunk.document_id,
+            name=PART_OF,
+            dataset=dataset,
+            support=support,
+        )
+    )
     if graph.summary.strip():
         sid = summary_id(chunk.id)
-        built.add_node(Node(id=sid, type="TextSummary", dataset=dataset, support=support,
-                            properties={"text": graph.summary}))
-        built.add_edge(Edge(source=sid, target=chunk.id, name=SUMMARIZES, dataset=dataset,
-                            support=support))
+        built.add_node(
+            Node(
+                id=sid,
+                type="TextSummary",
+                dataset=dataset,
+                support=support,
+                properties={"text": graph.summary},
+            )
+        )
+        built.add_edge(
+            Edge(source=sid, target=chunk.id, name=SUMMARIZES, dataset=dataset, support=support)
+        )
     names: dict[str, str] = {}
     for entity in graph.entities:
         if not normalise_name(entity.name):
@@ -117,20 +144,46 @@ def _add_chunk(built: BuiltGraph, dataset: str, chunk: Chunk, graph: KnowledgeGr
         eid = entity_id(dataset, entity.name)
         names[normalise_name(entity.name)] = eid
         tid = entity_type_id(dataset, entity.type)
-        built.add_node(Node(id=eid, type="Entity", dataset=dataset, name=entity.name.strip(),
-                            support=support, properties={"description": entity.description}))
-        built.add_node(Node(id=tid, type="EntityType", dataset=dataset, name=entity.type,
-                            support=support))
-        built.add_edge(Edge(source=chunk.id, target=eid, name=MENTIONS, dataset=dataset,
-                            support=support))
+        built.add_node(
+            Node(
+                id=eid,
+                type="Entity",
+                dataset=dataset,
+                name=entity.name.strip(),
+                support=support,
+                properties={"description": entity.description},
+            )
+        )
+        built.add_node(
+            Node(id=tid, type="EntityType", dataset=dataset, name=entity.type, support=support)
+        )
+        built.add_edge(
+            Edge(source=chunk.id, target=eid, name=MENTIONS, dataset=dataset, support=support)
+        )
         built.add_edge(Edge(source=eid, target=tid, name=IS_A, dataset=dataset, support=support))
     for rel in graph.relationships:
-        source, target = names.get(normalise_name(rel.source)), names.get(normalise_name(rel.target))
+        source, target = (
+            names.get(normalise_name(rel.source)),
+            names.get(normalise_name(rel.target)),
+        )
         name = "_".join(rel.name.lower().split())
         if not source or not target or source == target:
             continue  # a relationship must join two distinct entities named in the same chunk
-        built.add_edge(Edge(source=source, target=target, name=name, dataset=dataset, support=support,
-                            properties={"description": rel.description}))
-        built.embed("EdgeType_relationship_name",
-                    EmbedItem(edge_type_id(dataset, name), relation_label(name), {"type": "EdgeType",
-                                                                                  "name": name}))
+        built.add_edge(
+            Edge(
+                source=source,
+                target=target,
+                name=name,
+                dataset=dataset,
+                support=support,
+                properties={"description": rel.description},
+            )
+        )
+        built.embed(
+            "EdgeType_relationship_name",
+            EmbedItem(
+                edge_type_id(dataset, name),
+                relation_label(name),
+                {"type": "EdgeType", "name": name},
+            ),
+        )

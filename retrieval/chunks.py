@@ -14,8 +14,11 @@ CHUNK_COLLECTION = "DocumentChunk_text"
 def chunk_source(chunk: Node) -> Source:
     """Provenance of a chunk node: itself and the document it is part of."""
     props = chunk.properties
-    return Source(document_id=props.get("document_id", ""),
-                  document_name=props.get("document_name", ""), chunk_id=chunk.id)
+    return Source(
+        document_id=props.get("document_id", ""),
+        document_name=props.get("document_name", ""),
+        chunk_id=chunk.id,
+    )
 
 
 class ChunksRetriever:
@@ -26,10 +29,16 @@ class ChunksRetriever:
 
     def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
         vector = self.embedder.embed([query])[0]
-        hits = self.vectors.search(CHUNK_COLLECTION, vector.tolist(), datasets=datasets, limit=top_k)
+        hits = self.vectors.search(
+            CHUNK_COLLECTION, vector.tolist(), datasets=datasets, limit=top_k
+        )
         nodes = {node.id: node for node in self.graph.get_nodes([hit.id for hit in hits])}
         return [
-            SearchResult(text=str(nodes[hit.id].properties.get("text", "")), score=hit.score,
-                         sources=[chunk_source(nodes[hit.id])])
-            for hit in hits if hit.id in nodes
+            SearchResult(
+                text=str(nodes[hit.id].properties.get("text", "")),
+                score=hit.score,
+                sources=[chunk_source(nodes[hit.id])],
+            )
+            for hit in hits
+            if hit.id in nodes
         ]

@@ -47,8 +47,13 @@ class _Scored:
 class GraphCompletionRetriever:
     """Top-k triplets for a query, each with the text of the chunk it came from."""
 
-    def __init__(self, graph: GraphReader, vectors: VectorStore, embedder: Embedder,
-                 params: GraphSearchParams | None = None) -> None:
+    def __init__(
+        self,
+        graph: GraphReader,
+        vectors: VectorStore,
+        embedder: Embedder,
+        params: GraphSearchParams | None = None,
+    ) -> None:
         self.graph, self.vectors, self.embedder = graph, vectors, embedder
         self.params = params or GraphSearchParams()
 
@@ -62,14 +67,15 @@ class GraphCompletionRetriever:
 
         chunk_sim = search(CHUNK_COLLECTION, p.chunk_hits)
         entity_sim = search(ENTITY_COLLECTION, p.entity_hits)
-        edge_type_hits = self.vectors.search(EDGE_TYPE_COLLECTION, vector, datasets=datasets,
-                                             limit=p.edge_type_hits)
+        edge_type_hits = self.vectors.search(
+            EDGE_TYPE_COLLECTION, vector, datasets=datasets, limit=p.edge_type_hits
+        )
         relation_sim = {hit.payload.get("name", ""): hit.score for hit in edge_type_hits}
         # Entities mentioned by the best chunks are entry points too, well below the chunk itself.
         for edge in self.graph.edges_of(list(chunk_sim), limit=p.edge_limit):
             if edge.name == MENTIONS:
-                inherited = chunk_sim.get(edge.source, 0.0) * p.mention_decay
-                entity_sim[edge.target] = max(entity_sim.get(edge.target, 0.0), inherited)
+                mention = chunk_sim.get(edge.source, 0.0) * p.mention_decay
+                entity_sim[edge.target] = max(entity_sim.get(edge.target, 0.0), mention)
         floor = min(entity_sim.values(), default=0.0) * p.hop_decay
 
         def score(edge: Edge, node_sim: dict[str, float]) -> float:
@@ -86,9 +92,13 @@ class GraphCompletionRetriever:
         for eid, value in first.items():
             for node in (edges[eid].source, edges[eid].target):
                 inherited[node] = max(inherited.get(node, 0.0), value * p.hop_decay)
-        node_sim = {n: max(entity_sim.get(n, 0.0), inherited.get(n, 0.0))
-                    for n in entity_sim.keys() | inherited.keys()}
-        unexpanded = sorted((n for n in inherited if n not in entity_sim), key=lambda n: -inherited[n])
+        node_sim = {
+            n: max(entity_sim.get(n, 0.0), inherited.get(n, 0.0))
+            for n in entity_sim.keys() | inherited.keys()
+        }
+        unexpanded = sorted(
+            (n for n in inherited if n not in entity_sim), key=lambda n: -inherited[n]
+        )
         edges.update({e.id: e for e in self._relations(unexpanded[: p.frontier])})
         scored = [_Scored(e, score(e, node_sim)) for e in edges.values()]
         return self._results(self._diverse_top(scored, top_k))
@@ -103,7 +113,9 @@ class GraphCompletionRetriever:
             return item.edge.support[0].chunk_id if item.edge.support else item.edge.id
 
         while pool and len(chosen) < top_k:
-            best = max(pool, key=lambda s: s.score * self.params.same_chunk_decay ** used.get(key(s), 0))
+            best = max(
+                pool, key=lambda s: s.score * self.params.same_chunk_decay ** used.get(key(s), 0)
+            )
             pool.remove(best)
             used[key(best)] = used.get(key(best), 0) + 1
             chosen.append(best)
@@ -128,6 +140,9 @@ class GraphCompletionRetriever:
             chunks = [nodes[s.chunk_id] for s in edge.support if s.chunk_id in nodes]
             line = f"{source.name} —{relation_label(edge.name)}→ {target.name}"
             text = line + ("\n" + str(chunks[0].properties.get("text", "")) if chunks else "")
-            results.append(SearchResult(text=text, score=round(item.score, 6),
-                                        sources=[chunk_source(c) for c in chunks]))
+            results.append(
+                SearchResult(
+                    text=text, score=round(item.score, 6), sources=[chunk_source(c) for c in chunks]
+                )
+            )
         return results

@@ -13,9 +13,15 @@ from retrieval.models import SearchResponse, SearchType
 NO_LLM_NOTE = "no LLM is configured (COGMILL_LLM_BASE_URL): returning the retrieved context"
 
 
-def search(graph: GraphReader, vectors: VectorStore, embedder: Embedder, query: str,
-           datasets: Sequence[str], search_type: SearchType = SearchType.GRAPH_COMPLETION,
-           top_k: int = 10) -> SearchResponse:
+def search(
+    graph: GraphReader,
+    vectors: VectorStore,
+    embedder: Embedder,
+    query: str,
+    datasets: Sequence[str],
+    search_type: SearchType = SearchType.GRAPH_COMPLETION,
+    top_k: int = 10,
+) -> SearchResponse:
     """Run one search type over the datasets and return its results with provenance."""
     if not query.strip():
         raise ValueError("the query is empty; pass the question to search for")

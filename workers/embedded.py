@@ -39,15 +39,24 @@ class EmbeddedWorker:
 
     def start(self) -> None:
         if not self.app.conf.broker_url.startswith("memory://"):
-            raise RuntimeError("embedded workers need the memory:// broker; start "
-                               "`cogmill worker` processes for a Redis broker")
+            raise RuntimeError(
+                "embedded workers need the memory:// broker; start "
+                "`cogmill worker` processes for a Redis broker"
+            )
         self._controller = _ReadyWorkController(
-            app=self.app, pool_cls="threads", concurrency=self.threads, loglevel="WARNING",
-            queues=[INGEST_QUEUE, LLM_QUEUE], hostname=f"embedded@{threading.get_ident()}",
-            without_heartbeat=True, without_mingle=True, without_gossip=True,
+            app=self.app,
+            pool_cls="threads",
+            concurrency=self.threads,
+            loglevel="WARNING",
+            queues=[INGEST_QUEUE, LLM_QUEUE],
+            hostname=f"embedded@{threading.get_ident()}",
+            without_heartbeat=True,
+            without_mingle=True,
+            without_gossip=True,
         )
-        self._thread = threading.Thread(target=self._controller.start, name="cogmill-worker",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._controller.start, name="cogmill-worker", daemon=True
+        )
         self._thread.start()
         if not self._controller.ready.wait(self.start_timeout):
             raise RuntimeError(f"embedded worker did not start within {self.start_timeout}s")
@@ -66,6 +75,10 @@ class EmbeddedWorker:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()

@@ -66,8 +66,13 @@ class JobTracker:
         """Record a batch's report; True when this call completed the job's last batch."""
         self.state.put(_key(job_id, "report", str(batch)), report.model_dump_json())
         if self.state.add_member(_key(job_id, "done"), str(batch)):
-            self.event(job_id, "batch_done", batch=batch, documents=len(report.documents),
-                       errors=len(report.errors))
+            self.event(
+                job_id,
+                "batch_done",
+                batch=batch,
+                documents=len(report.documents),
+                errors=len(report.errors),
+            )
         job = Job.model_validate_json(self.state.get(_key(job_id)) or "{}")
         return self.state.count_members(_key(job_id, "done")) >= job.total_batches
 
@@ -83,7 +88,9 @@ class JobTracker:
         job.errors = job.errors + errors
         if self.cancelled(job_id):
             job.status = JobStatus.CANCELLED
-        elif job.total_documents and len({e.document_id for e in job.errors}) >= job.total_documents:
+        elif (
+            job.total_documents and len({e.document_id for e in job.errors}) >= job.total_documents
+        ):
             job.status = JobStatus.FAILED
             job.message = "every document failed; see the errors"
         else:
@@ -128,5 +135,7 @@ class JobTracker:
         self.state.append_event(_key(job_id, "events"), json.dumps(payload))
 
     def events(self, job_id: str, after: int = 0) -> list[tuple[int, dict]]:
-        return [(seq, json.loads(raw))
-                for seq, raw in self.state.read_events(_key(job_id, "events"), after=after)]
+        return [
+            (seq, json.loads(raw))
+            for seq, raw in self.state.read_events(_key(job_id, "events"), after=after)
+        ]

@@ -73,8 +73,12 @@ class Runtime:
             ChunkDocuments.name: lambda: ChunkDocuments(s.chunk_tokens, s.chunk_overlap_tokens),
             ExtractGraph.name: lambda: ExtractGraph(self.extractor),
             AddDataPoints.name: lambda: AddDataPoints(
-                self.graph, self.vectors, self.embedder,
-                embed_batch_size=s.embed_batch_size, write_batch_size=s.write_batch_size),
+                self.graph,
+                self.vectors,
+                self.embedder,
+                embed_batch_size=s.embed_batch_size,
+                write_batch_size=s.write_batch_size,
+            ),
         }
         return builders[name]()
 

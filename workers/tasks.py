@@ -35,10 +35,18 @@ def batch_input_key(job_id: str, batch: int) -> str:
     return f"job:{job_id}:artifact:{batch}:input"
 
 
-@app.task(bind=True, name="cogmill.run_step", autoretry_for=(StoreError,), retry_backoff=2,
-          retry_backoff_max=60, retry_jitter=True, max_retries=5)
-def run_step(self: Task, in_key: str | None, job_id: str, pipeline: str, step: str,
-             batch: int) -> str | None:
+@app.task(
+    bind=True,
+    name="cogmill.run_step",
+    autoretry_for=(StoreError,),
+    retry_backoff=2,
+    retry_backoff_max=60,
+    retry_jitter=True,
+    max_retries=5,
+)
+def run_step(
+    self: Task, in_key: str | None, job_id: str, pipeline: str, step: str, batch: int
+) -> str | None:
     """Run one pipeline step on one batch; returns the key of its output (None once stopped)."""
     jobs = tracker()
     if in_key is None or jobs.cancelled(job_id):
@@ -58,16 +66,28 @@ def run_step(self: Task, in_key: str | None, job_id: str, pipeline: str, step: s
     return jobs.put_artifact(job_id, f"{batch}:{step}", output.model_dump_json())
 
 
-def _failed_report(jobs: JobTracker, job_id: str, batch: int, step: str, err: Exception) -> WriteReport:
+def _failed_report(
+    jobs: JobTracker, job_id: str, batch: int, step: str, err: Exception
+) -> WriteReport:
     source = DocumentBatch.model_validate_json(jobs.artifact(batch_input_key(job_id, batch)))
     message = f"{type(err).__name__}: {err}"
-    return WriteReport(dataset=source.dataset, errors=[
-        DocumentError(document_id=d.id, document_name=d.name, step=step, message=message)
-        for d in source.documents])
+    return WriteReport(
+        dataset=source.dataset,
+        errors=[
+            DocumentError(document_id=d.id, document_name=d.name, step=step, message=message)
+            for d in source.documents
+        ],
+    )
 
 
-@app.task(bind=True, name="cogmill.finish_batch", autoretry_for=(StoreError,), retry_backoff=2,
-          retry_jitter=True, max_retries=10)
+@app.task(
+    bind=True,
+    name="cogmill.finish_batch",
+    autoretry_for=(StoreError,),
+    retry_backoff=2,
+    retry_jitter=True,
+    max_retries=10,
+)
 def finish_batch(self: Task, report_key: str | None, job_id: str, batch: int) -> None:
     """Record a batch's outcome on its documents and the job; the last batch finalises."""
     runtime = current_runtime()

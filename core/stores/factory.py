@@ -12,8 +12,10 @@ class NotAvailableError(RuntimeError):
 
 def graph_store(settings: Settings) -> GraphStore:
     if settings.neo4j_uri:
-        raise NotAvailableError("COGMILL_NEO4J_URI is set, but the Neo4j graph adapter is not "
-                                "in this build yet; unset it to use the embedded SQLite graph")
+        raise NotAvailableError(
+            "COGMILL_NEO4J_URI is set, but the Neo4j graph adapter is not "
+            "in this build yet; unset it to use the embedded SQLite graph"
+        )
     from core.stores.graph_sqlite import SQLiteGraphStore
 
     return SQLiteGraphStore(settings.home / "graph.sqlite")
@@ -21,8 +23,10 @@ def graph_store(settings: Settings) -> GraphStore:
 
 def vector_store(settings: Settings, dim: int) -> VectorStore:
     if settings.qdrant_url:
-        raise NotAvailableError("COGMILL_QDRANT_URL is set, but the Qdrant server adapter is not "
-                                "in this build yet; unset it to use embedded Qdrant Edge")
+        raise NotAvailableError(
+            "COGMILL_QDRANT_URL is set, but the Qdrant server adapter is not "
+            "in this build yet; unset it to use embedded Qdrant Edge"
+        )
     from core.stores.vector_qdrant_edge import QdrantEdgeVectorStore
 
     return QdrantEdgeVectorStore(settings.home / "vectors", dim)
@@ -52,8 +56,10 @@ def embedder(settings: Settings) -> Embedder:
 
 def extractor(settings: Settings) -> Extractor:
     if settings.llm_base_url:
-        raise NotAvailableError("COGMILL_LLM_BASE_URL is set, but the LLM gateway is not in this "
-                                "build yet; unset it to use the offline extractor")
+        raise NotAvailableError(
+            "COGMILL_LLM_BASE_URL is set, but the LLM gateway is not in this "
+            "build yet; unset it to use the offline extractor"
+        )
     from core.llm.offline import OfflineExtractor
 
     return OfflineExtractor(model=settings.spacy_model)

@@ -52,8 +52,9 @@ def cognified(cli, corpus: Path) -> str:  # noqa: ANN001
 
 
 def top_documents(cli, query: str, search_type: str, k: int = 5) -> list[str]:  # noqa: ANN001
-    code, output = cli("search", query, "--dataset", "sample", "--type", search_type,
-                       "--top-k", str(k), "--json")
+    code, output = cli(
+        "search", query, "--dataset", "sample", "--type", search_type, "--top-k", str(k), "--json"
+    )
     assert code == 0, output
     body = json.loads(output)
     assert body["query"] == query and body["search_type"] == search_type
@@ -85,12 +86,15 @@ def test_recognify_does_no_work_for_unchanged_documents(cli, cognified: str) -> 
     assert "nothing to do" in output and "documents 0," in output
 
 
-@pytest.mark.parametrize(("query", "expected"), [
-    ("Where was Marie Curie born?", "marie_curie.txt"),
-    ("Who founded Siemens?", "companies.csv"),
-    ("Which river flows through London?", "london.md"),
-    ("What is the capital of Poland?", "warsaw.md"),
-])
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("Where was Marie Curie born?", "marie_curie.txt"),
+        ("Who founded Siemens?", "companies.csv"),
+        ("Which river flows through London?", "london.md"),
+        ("What is the capital of Poland?", "warsaw.md"),
+    ],
+)
 @pytest.mark.parametrize("search_type", ["CHUNKS", "GRAPH_COMPLETION"])
 def test_search_puts_the_right_document_first(cli, cognified, query, expected, search_type) -> None:  # noqa: ANN001
     assert top_documents(cli, query, search_type)[0] == expected
@@ -100,7 +104,10 @@ def test_two_hop_question_follows_an_extracted_relationship(cli, cognified) -> N
     # alan_turing.txt: Turing -born in-> London; london.md: River Thames -flows through-> London.
     # The answer (the Thames) is reached through the extracted born_in edge.
     query = "Which river flows through the city where Alan Turing was born?"
-    assert top_documents(cli, query, "GRAPH_COMPLETION", k=3)[:2] == ["alan_turing.txt", "london.md"]
+    assert top_documents(cli, query, "GRAPH_COMPLETION", k=3)[:2] == [
+        "alan_turing.txt",
+        "london.md",
+    ]
     code, output = cli("search", query, "--dataset", "sample", "--json", "--top-k", "3")
     assert code == 0, output
     lines = [r["text"].split("\n")[0] for r in json.loads(output)["results"]]
@@ -126,6 +133,7 @@ def test_console_script_exit_codes(home: Path) -> None:
     env = {"COGMILL_HOME": str(home), "PATH": "/usr/bin:/bin"}
     usage = subprocess.run([*exe, "search", "x"], capture_output=True, text=True, env=env)
     assert usage.returncode == 2
-    bad = subprocess.run([*exe, "search", "x", "--dataset", "a b"], capture_output=True,
-                         text=True, env=env)
+    bad = subprocess.run(
+        [*exe, "search", "x", "--dataset", "a b"], capture_output=True, text=True, env=env
+    )
     assert bad.returncode == 2 and bad.stderr.startswith("error: invalid dataset name")

@@ -34,12 +34,15 @@ def test_chunk_ids_follow_document_and_index() -> None:
     assert chunk_id(doc, 3) == chunk_id(doc, 3)
 
 
-@pytest.mark.parametrize(("left", "right"), [
-    ("Marie Curie", "marie  curie"),
-    ("The Beatles", "Beatles"),
-    ("Paris.", "paris"),
-    ("ＡＢＣ", "abc"),
-])
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [
+        ("Marie Curie", "marie  curie"),
+        ("The Beatles", "Beatles"),
+        ("Paris.", "paris"),
+        ("ＡＢＣ", "abc"),
+    ],
+)
 def test_entity_names_normalise_to_one_id(left: str, right: str) -> None:
     assert entity_id("ds", left) == entity_id("ds", right)
 

@@ -52,16 +52,26 @@ def test_default_pipeline_is_classify_chunk_extract_add() -> None:
 
 
 def _chunk(doc: str, index: int, text: str) -> Chunk:
-    return Chunk(id=f"{doc}-{index}", document_id=doc, document_name=f"{doc}.txt", index=index,
-                 text=text, token_count=5)
+    return Chunk(
+        id=f"{doc}-{index}",
+        document_id=doc,
+        document_name=f"{doc}.txt",
+        index=index,
+        text=text,
+        token_count=5,
+    )
 
 
 def test_graph_builder_merges_entities_and_keeps_provenance() -> None:
     graph = KnowledgeGraph(
-        entities=[ExtractedEntity(name="Marie Curie", type="Person"),
-                  ExtractedEntity(name="Warsaw", type="Location")],
-        relationships=[ExtractedRelationship(source="Marie Curie", target="Warsaw", name="born in"),
-                       ExtractedRelationship(source="Marie Curie", target="Nobody", name="knows")],
+        entities=[
+            ExtractedEntity(name="Marie Curie", type="Person"),
+            ExtractedEntity(name="Warsaw", type="Location"),
+        ],
+        relationships=[
+            ExtractedRelationship(source="Marie Curie", target="Warsaw", name="born in"),
+            ExtractedRelationship(source="Marie Curie", target="Nobody", name="knows"),
+        ],
         summary="Marie Curie was born in Warsaw.",
     )
     again = KnowledgeGraph(entities=[ExtractedEntity(name="marie curie", type="Person")])
@@ -71,7 +81,16 @@ def test_graph_builder_merges_entities_and_keeps_provenance() -> None:
     relations = [e for e in built.edges.values() if e.name == "born_in"]
     assert len(relations) == 1 and relations[0].support[0].chunk_id == "d1-0"
     assert not [e for e in built.edges.values() if e.name == "knows"]  # unknown endpoint dropped
-    assert {e.name for e in built.edges.values()} == {"PART_OF", "MENTIONS", "IS_A", "SUMMARIZES",
-                                                      "born_in"}
-    assert set(built.to_embed) == {"DocumentChunk_text", "Entity_name", "TextSummary_text",
-                                   "EdgeType_relationship_name"}
+    assert {e.name for e in built.edges.values()} == {
+        "PART_OF",
+        "MENTIONS",
+        "IS_A",
+        "SUMMARIZES",
+        "born_in",
+    }
+    assert set(built.to_embed) == {
+        "DocumentChunk_text",
+        "Entity_name",
+        "TextSummary_text",
+        "EdgeType_relationship_name",
+    }

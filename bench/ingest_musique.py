@@ -1,0 +1,160 @@
+"""Embedded-mode ingestion benchmark on the MuSiQue corpus (run on demand; prints figures).
+
+    .venv/bin/python bench/ingest_musique.py [--limit N] [--corpus PATH] [--questions PATH]
+
+Adds each passage as its own document, cognifies them through the Celery pipeline with the
+embedded stores, then times CHUNKS and GRAPH_COMPLETION searches over the 100 questions.
+Finally it times the embedder alone and the extractor alone on the same texts: together
+they are the floor the whole ingestion is compared with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from core.catalog import AddReport  # noqa: E402
+from core.settings import Settings  # noqa: E402
+from pipelines.classify import check_supported  # noqa: E402
+from retrieval.models import SearchType  # noqa: E402
+from retrieval.search import search  # noqa: E402
+from workers.celery_app import configure  # noqa: E402
+from workers.embedded import EmbeddedWorker  # noqa: E402
+from workers.jobs import JobTracker  # noqa: E402
+from workers.orchestration import cognify  # noqa: E402
+from workers.runtime import Runtime, use_runtime  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "bench" / "data"
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def write_corpus(passages: list[dict], folder: Path) -> list[Path]:
+    paths = []
+    for index, passage in enumerate(passages):
+        path = folder / f"{index:05d}.txt"
+        path.write_text(f"{passage['title']}\n{passage['text']}", encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def ingest(runtime: Runtime, paths: list[Path]) -> dict[str, float]:
+    started = time.perf_counter()
+    runtime.catalog.ensure_dataset("musique")
+    report = AddReport()
+    for path in paths:
+        runtime.catalog.add_file("musique", path, path.name, report, check_supported)
+    added = time.perf_counter()
+    with EmbeddedWorker(configure(runtime.settings), threads=runtime.settings.worker_threads):
+        job = cognify(runtime, "musique")
+        tracker = JobTracker(runtime.state)
+        while not job.status.finished:
+            time.sleep(0.1)
+            job = tracker.get(job.id)
+    done = time.perf_counter()
+    optimize = getattr(runtime.vectors, "optimize", None)
+    if optimize:
+        optimize()
+    return {
+        "add_s": added - started,
+        "cognify_s": done - added,
+        "optimize_s": time.perf_counter() - done,
+        "status": job.status.value,
+        "errors": len(job.errors),
+        **job.counts,
+    }
+
+
+def search_latency(runtime: Runtime, questions: list[str]) -> dict[str, dict[str, float]]:
+    figures = {}
+    for kind in (SearchType.CHUNKS, SearchType.GRAPH_COMPLETION):
+        search(
+            runtime.graph, runtime.vectors, runtime.embedder, questions[0], ["musique"], kind, 10
+        )
+        times = []
+        for question in questions:
+            started = time.perf_counter()
+            search(
+                runtime.graph, runtime.vectors, runtime.embedder, question, ["musique"], kind, 10
+            )
+            times.append((time.perf_counter() - started) * 1000)
+        figures[kind.value] = {
+            "p50_ms": statistics.median(times),
+            "p95_ms": percentile(times, 0.95),
+        }
+    return figures
+
+
+def floor(runtime: Runtime, texts: list[str]) -> dict[str, float]:
+    started = time.perf_counter()
+    runtime.embedder.embed(texts)
+    embedded = time.perf_counter()
+    runtime.extractor.extract(texts)
+    extracted = time.perf_counter()
+    return {"embed_s": embedded - started, "extract_s": extracted - embedded}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=DATA / "musique_train_corpus.json")
+    parser.add_argument("--questions", type=Path, default=DATA / "musique_train.json")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N passages")
+    args = parser.parse_args()
+    passages = json.loads(args.corpus.read_text())
+    if args.limit:
+        passages = passages[: args.limit]
+    questions = [q["question"] for q in json.loads(args.questions.read_text())]
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(home=Path(tmp) / "home")
+        runtime = Runtime(settings)
+        use_runtime(runtime)
+        paths = write_corpus(passages, Path(tmp))
+        # Load the models first: their start-up is not ingestion throughput.
+        runtime.embedder.embed(["warm up"])
+        runtime.extractor.extract(["Warm up the parser."])
+        result = ingest(runtime, paths)
+        result["graph"] = runtime.graph.count("musique")
+        result["search"] = search_latency(runtime, questions)
+        result["peak_rss_mib"] = peak_rss_mib()
+        texts = [f"{p['title']}\n{p['text']}" for p in passages]
+        result["floor"] = floor(runtime, texts)
+        runtime.close()
+    total = result["add_s"] + result["cognify_s"]
+    embed_s, extract_s = result["floor"]["embed_s"], result["floor"]["extract_s"]
+    print(json.dumps(result, indent=2))
+    print(
+        f"\n{len(passages)} documents: add {result['add_s']:.1f} s + cognify "
+        f"{result['cognify_s']:.1f} s = {total:.1f} s ({len(passages) / total:.1f} docs/s); "
+        f"peak RSS {result['peak_rss_mib']:.0f} MiB"
+    )
+    print(
+        f"floor: embed {embed_s:.1f} s + extract {extract_s:.1f} s = {embed_s + extract_s:.1f} s; "
+        f"ingestion / floor = {total / (embed_s + extract_s):.2f}x"
+    )
+    graph = result["graph"]
+    print(
+        f"graph: {graph.get('Entity', 0)} entities, {result.get('relationships', 0)} relationships "
+        f"written, {graph.get('edges', 0)} edges in all"
+    )
+    for kind, figures in result["search"].items():
+        print(f"{kind}: p50 {figures['p50_ms']:.1f} ms, p95 {figures['p95_ms']:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
