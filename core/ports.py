@@ -39,8 +39,15 @@ class GraphReader(Protocol):
         """Nodes of one type in a dataset by id, optionally by exact name. Raises StoreError."""
         ...
 
-    def edges_of(self, node_ids: Sequence[str], *, limit: int = 1000) -> list[Edge]:
-        """Edges with either end in `node_ids`, at most `limit`. Raises StoreError."""
+    def edges_of(
+        self,
+        node_ids: Sequence[str],
+        *,
+        names: Sequence[str] | None = None,
+        exclude: Sequence[str] = (),
+        limit: int = 1000,
+    ) -> list[Edge]:
+        """Edges touching `node_ids` (only `names` if given, never `exclude`), at most `limit`."""
         ...
 
     def neighbourhood(

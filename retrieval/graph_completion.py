@@ -72,8 +72,8 @@ class GraphCompletionRetriever:
         )
         relation_sim = {hit.payload.get("name", ""): hit.score for hit in edge_type_hits}
         # Entities mentioned by the best chunks are entry points too, well below the chunk itself.
-        for edge in self.graph.edges_of(list(chunk_sim), limit=p.edge_limit):
-            if edge.name == MENTIONS:
+        for edge in self.graph.edges_of(list(chunk_sim), names=[MENTIONS], limit=p.edge_limit):
+            if edge.source in chunk_sim:
                 mention = chunk_sim.get(edge.source, 0.0) * p.mention_decay
                 entity_sim[edge.target] = max(entity_sim.get(edge.target, 0.0), mention)
         floor = min(entity_sim.values(), default=0.0) * p.hop_decay
@@ -124,8 +124,9 @@ class GraphCompletionRetriever:
     def _relations(self, node_ids: list[str]) -> list[Edge]:
         if not node_ids:
             return []
-        edges = self.graph.edges_of(node_ids, limit=self.params.edge_limit)
-        return [e for e in edges if e.name not in STRUCTURAL_EDGES]
+        return self.graph.edges_of(
+            node_ids, exclude=sorted(STRUCTURAL_EDGES), limit=self.params.edge_limit
+        )
 
     def _results(self, best: list[_Scored]) -> list[SearchResult]:
         ids = {i for s in best for i in (s.edge.source, s.edge.target)}

@@ -12,6 +12,7 @@ import hashlib
 import re
 import unicodedata
 import uuid
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -100,8 +101,9 @@ class Edge(BaseModel):
     properties: dict[str, Any] = Field(default_factory=dict)
     support: list[Support] = Field(default_factory=list)
 
-    @property
+    @cached_property
     def id(self) -> str:
+        """The edge's key as a uuid (computed once: edges are not renamed after creation)."""
         return edge_id(self.source, self.name, self.target)
 
 

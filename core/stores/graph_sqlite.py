@@ -306,12 +306,23 @@ class SQLiteGraphStore:
             rows = conn.execute(f"{query} ORDER BY id LIMIT ? OFFSET ?", [*params, limit, offset])
             return _nodes(conn, rows)
 
-    def edges_of(self, node_ids: Sequence[str], *, limit: int = 1000) -> list[Edge]:
-        """Edges with either end in `node_ids`, at most `limit`. Raises StoreError."""
+    def edges_of(
+        self,
+        node_ids: Sequence[str],
+        *,
+        names: Sequence[str] | None = None,
+        exclude: Sequence[str] = (),
+        limit: int = 1000,
+    ) -> list[Edge]:
+        """Edges touching `node_ids` (only `names` if given, never `exclude`), at most `limit`."""
+        query = (
+            f"{_EDGE_COLUMNS} WHERE ({_TOUCHING})"
+            " AND (?3 IS NULL OR name IN (SELECT value FROM json_each(?3)))"
+            " AND name NOT IN (SELECT value FROM json_each(?4)) LIMIT ?2"
+        )
+        wanted = None if names is None else _ids(names)
         with self._transaction() as conn:
-            rows = conn.execute(
-                f"{_EDGE_COLUMNS} WHERE {_TOUCHING} LIMIT ?2", (_ids(node_ids), limit)
-            )
+            rows = conn.execute(query, (_ids(node_ids), limit, wanted, _ids(exclude)))
             return _edges(conn, rows)
 
     def neighbourhood(

@@ -138,6 +138,25 @@ class GraphStoreContract:
         assert len(graph_store.edges_of([alice.id, bob.id, carol.id], limit=2)) == 2
         assert graph_store.edges_of(["no-such-id"]) == []
 
+    def test_edges_of_filters_by_name(self, graph_store, dataset):
+        alice, bob, carol = (make_node(dataset, name) for name in ("Alice", "Bob", "Carol"))
+        graph_store.upsert_nodes([alice, bob, carol])
+        graph_store.upsert_edges(
+            [
+                make_edge(alice, bob, "KNOWS"),
+                make_edge(alice, carol, "LIKES"),
+                make_edge(bob, carol, "KNOWS"),
+            ]
+        )
+        assert _triples(graph_store.edges_of([alice.id], names=["LIKES"])) == {
+            (alice.id, "LIKES", carol.id)
+        }
+        knows = graph_store.edges_of([alice.id, carol.id], names=["KNOWS"])
+        assert {e.name for e in knows} == {"KNOWS"} and len(knows) == 2
+        rest = graph_store.edges_of([alice.id], exclude=["KNOWS"])
+        assert [e.name for e in rest] == ["LIKES"]
+        assert graph_store.edges_of([alice.id], names=[]) == []
+
     def test_neighbourhood_follows_hops(self, graph_store, dataset):
         chain = [make_node(dataset, f"n{i}") for i in range(5)]
         graph_store.upsert_nodes(chain)
