@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -26,6 +26,13 @@ class Settings(BaseSettings):
     worker_threads: int = Field(default=2, ge=1, le=64)
     batch_size: int = Field(default=32, ge=1, le=10_000, description="Documents per batch")
     artifact_ttl_seconds: int = 86_400
+    # A message not acknowledged within this time is redelivered by Redis: keep it above the
+    # longest task (the hard time limit) or long tasks run twice.
+    visibility_timeout_seconds: int = Field(default=3600, ge=1)
+    task_soft_time_limit_seconds: int = Field(default=1800, ge=1)
+    task_time_limit_seconds: int = Field(default=1900, ge=1)
+    # A batch step delivered this many times (its worker died each time) is parked as failed.
+    max_deliveries: int = Field(default=8, ge=1)
 
     # Stores
     neo4j_uri: str | None = None
@@ -56,13 +63,22 @@ class Settings(BaseSettings):
     def _absolute_home(cls, value: Path) -> Path:
         return value.expanduser().resolve()
 
-    @field_validator("chunk_overlap_tokens")
-    @classmethod
-    def _overlap_below_size(cls, value: int, info) -> int:  # type: ignore[no-untyped-def]
-        size = info.data.get("chunk_tokens", 256)
-        if value >= size:
-            raise ValueError(f"chunk_overlap_tokens ({value}) must be below chunk_tokens ({size})")
-        return value
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        if self.chunk_overlap_tokens >= self.chunk_tokens:
+            raise ValueError(
+                f"chunk_overlap_tokens ({self.chunk_overlap_tokens}) must be below chunk_tokens "
+                f"({self.chunk_tokens})"
+            )
+        if self.visibility_timeout_seconds <= self.task_time_limit_seconds:
+            raise ValueError(
+                f"visibility_timeout_seconds ({self.visibility_timeout_seconds}) must be above "
+                f"task_time_limit_seconds ({self.task_time_limit_seconds}), or a running task "
+                "is delivered again to another worker"
+            )
+        if self.task_soft_time_limit_seconds >= self.task_time_limit_seconds:
+            raise ValueError("task_soft_time_limit_seconds must be below task_time_limit_seconds")
+        return self
 
     @property
     def embedded_broker(self) -> bool:

@@ -30,10 +30,13 @@ def celery_config(settings: Settings) -> dict[str, object]:
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
-        "task_soft_time_limit": 1800,
-        "task_time_limit": 1900,
+        "task_soft_time_limit": settings.task_soft_time_limit_seconds,
+        "task_time_limit": settings.task_time_limit_seconds,
         # polling_interval matters for the in-process memory:// transport (default 1 s per hop).
-        "broker_transport_options": {"visibility_timeout": 3600, "polling_interval": 0.01},
+        "broker_transport_options": {
+            "visibility_timeout": settings.visibility_timeout_seconds,
+            "polling_interval": 0.01,
+        },
         "broker_connection_retry_on_startup": True,
         "worker_send_task_events": True,
         "task_send_sent_event": True,

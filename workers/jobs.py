@@ -62,6 +62,11 @@ class JobTracker:
             raise LookupError(f"artifact {key} is missing (expired or the job was cleaned up)")
         return value
 
+    def count_delivery(self, job_id: str, batch: int, step: str) -> int:
+        """Count one start of a batch step (a retry or a redelivery after a crash)."""
+        key = _key(job_id, "artifact", str(batch), step, "deliveries")
+        return self.state.incr(key)
+
     def finish_batch(self, job_id: str, batch: int, report: WriteReport) -> bool:
         """Record a batch's report; True when this call completed the job's last batch."""
         self.state.put(_key(job_id, "report", str(batch)), report.model_dump_json())
@@ -75,6 +80,9 @@ class JobTracker:
             )
         job = Job.model_validate_json(self.state.get(_key(job_id)) or "{}")
         return self.state.count_members(_key(job_id, "done")) >= job.total_batches
+
+    def batch_recorded(self, job_id: str, batch: int) -> bool:
+        return self.state.get(_key(job_id, "report", str(batch))) is not None
 
     def batches_done(self, job_id: str) -> int:
         return self.state.count_members(_key(job_id, "done"))

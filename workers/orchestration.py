@@ -98,6 +98,8 @@ def record_batch(runtime: Runtime, job_id: str, batch: int, report: WriteReport 
     jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
     job = jobs.get(job_id)
     if report is None:
+        if jobs.batch_recorded(job_id, batch):
+            return  # a failed or parked step already recorded this batch's errors
         report = WriteReport(dataset=job.dataset)  # stopped by a cancel: nothing was written
     updates = [
         Node(

@@ -52,6 +52,13 @@ def run_step(
     if in_key is None or jobs.cancelled(job_id):
         return None
     runtime = current_runtime()
+    deliveries = jobs.count_delivery(job_id, batch, step)
+    if deliveries > runtime.settings.max_deliveries:
+        # Every earlier delivery died with its worker (acks_late redelivers it): park the batch
+        # with an error instead of killing workers forever.
+        error = RuntimeError(f"started {deliveries - 1} times without finishing; parked")
+        record_batch(runtime, job_id, batch, _failed_report(jobs, job_id, batch, step, error))
+        return None
     instance = runtime.step(get_pipeline(pipeline), step)
     input_type = step_types(type(instance))[0]
     data = input_type.model_validate_json(jobs.artifact(in_key))

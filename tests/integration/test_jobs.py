@@ -117,3 +117,19 @@ def test_cancel_stops_the_job_and_leaves_consistent_stores(runtime: Runtime) -> 
     resumed = run(runtime)
     assert resumed.status is JobStatus.SUCCEEDED
     assert resumed.counts["documents"] == 8 - len(done)
+
+
+def test_a_batch_whose_workers_keep_dying_is_parked_with_its_error(runtime: Runtime) -> None:
+    add_sample(runtime)
+    tracker = JobTracker(runtime.state)
+    job = cognify(runtime, "sample")
+    # As if every earlier delivery of batch 0's first step had died with its worker.
+    for _ in range(runtime.settings.max_deliveries):
+        tracker.count_delivery(job.id, 0, "classify")
+    deadline = time.monotonic() + 60
+    while not (job := tracker.get(job.id)).status.finished:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    parked = [e for e in job.errors if "parked" in e.message]
+    assert job.status is JobStatus.SUCCEEDED and job.counts["documents"] == 8 - len(parked)
+    assert 1 <= len(parked) <= 2 and all(e.step == "classify" for e in parked)
