@@ -1,4 +1,4 @@
-"""The `cogmill` command line: add, cognify, search, jobs, worker, demo.
+"""The `cogmill` command line: add, cognify, search, jobs, worker, serve, demo.
 
 Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback.
 """
@@ -207,6 +207,28 @@ def search(
     print_response(guarded(body), as_json)
 
 
+@app.command()
+def delete(
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset to delete from")],
+    document: Annotated[
+        str | None, typer.Option("--document", help="File name as added; omit for the dataset")
+    ] = None,
+) -> None:
+    """Delete one document (and what only it supported) or a whole dataset."""
+
+    def body() -> int:
+        with runtime_session() as rt:
+            if document is None:
+                removed = rt.catalog.remove_dataset(dataset)
+            else:
+                removed = rt.catalog.remove_named(dataset, document)
+            return len(removed.node_ids) + len(removed.edge_ids)
+
+    count = guarded(body)
+    target = f"document {document}" if document else "dataset"
+    out.print(f"deleted {target} from {dataset}: {count} nodes and edges removed", markup=False)
+
+
 @jobs_app.command("list")
 def jobs_list() -> None:
     """Jobs known to the state store, newest first."""
@@ -272,6 +294,23 @@ def worker(
     configure(settings).worker_main(
         ["worker", "-Q", queues, "-c", str(concurrency), "-E", "--loglevel", "INFO"]
     )
+
+
+# -- serve: the HTTP API ------------------------------------------------------------------------
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
+) -> None:
+    """Run the HTTP API (with embedded worker threads when the broker is in-process)."""
+    import uvicorn
+
+    from api.app import create_app
+
+    # One process: the embedded stores and the memory:// broker cannot be shared by several.
+    uvicorn.run(create_app(), host=host, port=port, workers=1)
 
 
 @app.command()

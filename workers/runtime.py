@@ -38,12 +38,19 @@ class Runtime:
     @cached_property
     def embedder(self) -> Embedder:
         with self._lock:
-            return factory.embedder(self.settings)
+            embedder = factory.embedder(self.settings)
+            if embedder.dim != self.settings.embedding_dim:
+                raise ValueError(
+                    f"the embedder {embedder.model_name} makes {embedder.dim}-d vectors but "
+                    f"COGMILL_EMBEDDING_DIM is {self.settings.embedding_dim}; "
+                    f"set it to {embedder.dim}"
+                )
+            return embedder
 
     @cached_property
     def vectors(self) -> VectorStore:
         with self._lock:
-            return factory.vector_store(self.settings, self.embedder.dim)
+            return factory.vector_store(self.settings, self.settings.embedding_dim)
 
     @cached_property
     def state(self) -> StateStore:
@@ -61,7 +68,7 @@ class Runtime:
 
     @cached_property
     def catalog(self) -> Catalog:
-        return Catalog(self.graph, self.blobs, self.settings.max_file_bytes)
+        return Catalog(self.graph, self.vectors, self.blobs, self.settings.max_file_bytes)
 
     def step(self, pipeline: Pipeline, name: str) -> Step:
         """An instance of the named step of a pipeline, configured from settings."""

@@ -137,3 +137,17 @@ def test_console_script_exit_codes(home: Path) -> None:
         [*exe, "search", "x", "--dataset", "a b"], capture_output=True, text=True, env=env
     )
     assert bad.returncode == 2 and bad.stderr.startswith("error: invalid dataset name")
+
+
+def test_delete_a_document_removes_what_only_it_supported(cli, cognified) -> None:  # noqa: ANN001
+    query = "Which river flows through London?"
+    assert "london.md" in top_documents(cli, query, "CHUNKS", k=8)
+    code, output = cli("delete", "--dataset", "sample", "--document", "london.md")
+    assert code == 0 and "deleted document london.md" in output, output
+    assert "london.md" not in top_documents(cli, query, "CHUNKS", k=8)
+    assert "london.md" not in top_documents(cli, query, "GRAPH_COMPLETION", k=10)
+    code, output = cli("delete", "--dataset", "sample", "--document", "london.md")
+    assert code == 2 and "no document named" in output
+    # Shared facts stay: Alan Turing was born in London is alan_turing.txt's.
+    turing = top_documents(cli, "Where was Alan Turing born?", "GRAPH_COMPLETION", k=3)
+    assert turing[0] == "alan_turing.txt"
