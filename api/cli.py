@@ -280,6 +280,7 @@ def jobs_cancel(job_id: str) -> None:
 def worker(
     queues: Annotated[str, typer.Option(help="Comma-separated queues")] = "ingest,llm",
     concurrency: Annotated[int, typer.Option(min=1)] = 2,
+    pool: Annotated[str, typer.Option(help="prefork, threads or solo")] = "threads",
 ) -> None:
     """Run a Celery worker process on the configured (Redis) broker."""
     from workers.celery_app import configure
@@ -292,7 +293,7 @@ def worker(
             2,
         )
     configure(settings).worker_main(
-        ["worker", "-Q", queues, "-c", str(concurrency), "-E", "--loglevel", "INFO"]
+        ["worker", "-Q", queues, "-c", str(concurrency), "-P", pool, "-E", "--loglevel", "INFO"]
     )
 
 

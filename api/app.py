@@ -1,0 +1,157 @@
+"""The FastAPI application: lifespan (runtime + embedded worker), routers and error mapping."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException
+
+from api.routes import cognify, datasets, health, jobs, search
+from api.schemas import DocumentsAdd, ErrorDetail, ErrorResponse, error_code, error_responses
+from core.catalog import CatalogError
+from core.embeddings.local import ModelNotInstalledError
+from core.ports import StoreError
+from core.settings import Settings
+from core.stores.factory import NotAvailableError
+from workers.jobs import JobNotFoundError
+from workers.orchestration import PlanError
+from workers.runtime import Runtime
+
+log = logging.getLogger("cogmill.api")
+
+# Order does not matter: Starlette picks the handler of the nearest class in the MRO.
+DOMAIN_ERRORS: list[tuple[type[Exception], int, str]] = [
+    (CatalogError, 400, "invalid_request"),
+    (PlanError, 422, "cannot_plan"),
+    (ValueError, 422, "invalid_value"),
+    (JobNotFoundError, 404, "job_not_found"),
+    (NotAvailableError, 503, "backend_not_available"),
+    (StoreError, 503, "store_unavailable"),
+    (ModelNotInstalledError, 503, "model_not_installed"),
+]
+TAGS = [
+    {"name": "datasets", "description": "Datasets and their documents"},
+    {"name": "cognify", "description": "Turn documents into graph and vectors (async jobs)"},
+    {"name": "jobs", "description": "Status and cancellation of cognify jobs"},
+    {"name": "search", "description": "Synchronous retrieval with provenance"},
+    {"name": "health", "description": "Liveness and readiness probes"},
+]
+
+
+def error(status: int, code: str, message: str) -> JSONResponse:
+    body = ErrorResponse(error=ErrorDetail(code=code, message=message))
+    return JSONResponse(body.model_dump(), status_code=status)
+
+
+def _domain_handler(status: int, code: str) -> Callable[[Request, Exception], Any]:
+    def handle(request: Request, exc: Exception) -> JSONResponse:
+        return error(status, code, str(exc))
+
+    return handle
+
+
+def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    code = getattr(exc, "code", None) or error_code(exc.status_code)
+    return error(exc.status_code, code, str(exc.detail))
+
+
+def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = [f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()]
+    return error(422, "validation_error", "invalid request: " + "; ".join(problems))
+
+
+def _bug(request: Request, exc: Exception) -> JSONResponse:
+    # Also catches pydantic ValidationErrors raised inside the app: bad stored data is no 422.
+    # Handlers run outside the `except` block, so pass the exception for its traceback.
+    log.error(
+        "api_unhandled_error method=%s path=%s", request.method, request.url.path, exc_info=exc
+    )
+    return error(500, "internal_error", "unexpected server error (a bug); see the server log")
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI, runtime: Runtime | None) -> AsyncIterator[None]:
+    from workers.celery_app import configure
+    from workers.embedded import EmbeddedWorker
+    from workers.runtime import use_runtime
+
+    rt = runtime or Runtime(Settings())
+    use_runtime(rt)  # Celery tasks in this process find the stores through it
+    worker = None
+    try:
+        if rt.settings.embedded_broker:
+            # memory:// is visible only in this process, so jobs must run here.
+            worker = EmbeddedWorker(configure(rt.settings), threads=rt.settings.worker_threads)
+            await run_in_threadpool(worker.start)
+        else:
+            configure(rt.settings)
+        app.state.runtime = rt
+        yield
+    finally:
+        if worker is not None:
+            await run_in_threadpool(worker.stop)
+        rt.close()
+        use_runtime(None)
+
+
+def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    def schema() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            spec = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+                tags=TAGS,
+            )
+            # The upload route reads its body itself (multipart or JSON), so FastAPI does not
+            # see DocumentsAdd; add it to the components its requestBody refers to.
+            extra = DocumentsAdd.model_json_schema(ref_template="#/components/schemas/{model}")
+            components = spec.setdefault("components", {}).setdefault("schemas", {})
+            components.update(extra.pop("$defs", {}))
+            components["DocumentsAdd"] = extra
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    return schema
+
+
+def _version() -> str:
+    try:
+        return version("cogmill")
+    except PackageNotFoundError:  # running from a checkout that is not installed
+        return "0.0.0"
+
+
+def create_app(runtime: Runtime | None = None) -> FastAPI:
+    """The API app; with no runtime, one is built from Settings() at startup."""
+    app = FastAPI(
+        title="cogmill",
+        version=_version(),
+        description="Knowledge-graph memory for LLM applications: add documents, cognify "
+        "them into a graph and vectors (async jobs), and search with provenance.",
+        lifespan=lambda app: _lifespan(app, runtime),
+        responses=error_responses(500),
+    )
+    for router in (datasets.router, cognify.router, jobs.router, search.router, health.router):
+        app.include_router(router)
+    for exc_type, status, code in DOMAIN_ERRORS:
+        app.add_exception_handler(exc_type, _domain_handler(status, code))
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(ValidationError, _bug)
+    app.add_exception_handler(Exception, _bug)
+    app.openapi = _openapi(app)  # type: ignore[method-assign]
+    return app

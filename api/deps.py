@@ -1,0 +1,212 @@
+"""Route dependencies: the runtime, validated dataset names, and uploads streamed to disk."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Annotated, BinaryIO
+
+from fastapi import Depends, Request
+from fastapi import Path as PathParam
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+from python_multipart.exceptions import FormParserError
+from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import ClientDisconnect
+
+from api.schemas import ApiError, DocumentsAdd
+from core.catalog import check_dataset_name
+from core.models.graph import dataset_id
+from workers.jobs import JobTracker
+from workers.runtime import Runtime
+
+if TYPE_CHECKING:
+    from python_multipart.multipart import MultipartCallbacks
+
+MAX_FILES = 1000
+
+
+def get_runtime(request: Request) -> Runtime:
+    """The runtime the app's lifespan installed."""
+    return request.app.state.runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+def get_jobs(runtime: RuntimeDep) -> JobTracker:
+    return JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
+
+
+JobsDep = Annotated[JobTracker, Depends(get_jobs)]
+
+
+def dataset_name(name: Annotated[str, PathParam(description="Dataset name")]) -> str:
+    """The path's dataset name; CatalogError (400) says what is allowed."""
+    return check_dataset_name(name)
+
+
+DatasetName = Annotated[str, Depends(dataset_name)]
+
+
+def known_dataset(name: DatasetName, runtime: RuntimeDep) -> str:
+    """A dataset that exists; 404 otherwise."""
+    if not runtime.graph.get_nodes([dataset_id(name)]):
+        raise ApiError(
+            404,
+            "dataset_not_found",
+            f"dataset {name!r} does not exist; add documents with "
+            f"POST /api/v1/datasets/{name}/data first",
+        )
+    return name
+
+
+KnownDataset = Annotated[str, Depends(known_dataset)]
+
+
+@dataclass
+class Upload:
+    """One received document: its name and the temp file holding its bytes."""
+
+    name: str
+    path: Path
+
+
+def too_large(what: str, limit: int) -> ApiError:
+    return ApiError(
+        413,
+        "file_too_large",
+        f"{what} is larger than the limit of {limit} bytes; split it, or raise "
+        "COGMILL_MAX_FILE_BYTES on the server",
+    )
+
+
+class _PartsToFiles:
+    """python-multipart callbacks writing each file part to its own temp file."""
+
+    def __init__(self, folder: Path, limit: int) -> None:
+        self.folder, self.limit = folder, limit
+        self.uploads: list[Upload] = []
+        # File writes wait here and run off the event loop in flush(); None closes the file.
+        self.pending: list[tuple[BinaryIO, bytes | None]] = []
+        self._files: list[BinaryIO] = []
+        self._header, self._value, self._disposition = b"", b"", b""
+        self._size = 0
+
+    def callbacks(self) -> MultipartCallbacks:
+        return {
+            "on_header_field": self.on_header_field,
+            "on_header_value": self.on_header_value,
+            "on_header_end": self.on_header_end,
+            "on_headers_finished": self.on_headers_finished,
+            "on_part_data": self.on_part_data,
+            "on_part_end": self.on_part_end,
+        }
+
+    def on_header_field(self, data: bytes, start: int, end: int) -> None:
+        self._header += data[start:end]
+
+    def on_header_value(self, data: bytes, start: int, end: int) -> None:
+        self._value += data[start:end]
+
+    def on_header_end(self) -> None:
+        if self._header.lower() == b"content-disposition":
+            self._disposition = self._value
+        self._header, self._value = b"", b""
+
+    def on_headers_finished(self) -> None:
+        _, options = parse_options_header(self._disposition)
+        self._disposition, self._size = b"", 0
+        if b"filename" not in options:
+            field = options.get(b"name", b"").decode("utf-8", "replace")
+            message = f"form field {field!r} is not a file; send files as 'files' parts"
+            raise ApiError(422, "not_a_file", message)
+        if len(self.uploads) >= MAX_FILES:
+            raise ApiError(413, "too_many_files", f"at most {MAX_FILES} files per request")
+        # Keep only the base name: some clients send a path, and the name is a label, never a path.
+        raw = options[b"filename"].decode("utf-8", "replace").replace("\\", "/")
+        self.uploads.append(Upload(PurePosixPath(raw).name, self.folder / str(len(self.uploads))))
+        self._files.append(self.uploads[-1].path.open("wb"))
+
+    def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        self._size += end - start
+        if self._size > self.limit:
+            raise too_large(f"file {self.uploads[-1].name!r}", self.limit)
+        self.pending.append((self._files[-1], data[start:end]))
+
+    def on_part_end(self) -> None:
+        self.pending.append((self._files[-1], None))
+
+    def flush(self) -> None:
+        for file, data in self.pending:
+            if data is None:
+                file.close()
+            else:
+                file.write(data)
+        self.pending.clear()
+
+    def close(self) -> None:
+        for file in self._files:
+            file.close()
+
+
+async def _receive_files(request: Request, folder: Path, limit: int) -> list[Upload]:
+    _, params = parse_options_header(request.headers["content-type"])
+    sink = _PartsToFiles(folder, limit)
+    try:
+        parser = MultipartParser(params.get(b"boundary", b""), sink.callbacks())
+        async for chunk in request.stream():
+            parser.write(chunk)
+            if sink.pending:
+                await run_in_threadpool(sink.flush)
+        parser.finalize()
+    except FormParserError as err:
+        raise ApiError(400, "bad_multipart", f"malformed multipart body: {err}") from err
+    finally:
+        sink.close()
+    return sink.uploads
+
+
+async def _receive_documents(request: Request, folder: Path, limit: int) -> list[Upload]:
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        # JSON is parsed in memory, so the whole body is held to the one-file limit.
+        if len(body) > limit:
+            raise too_large("the JSON body (use multipart/form-data for large files)", limit)
+    try:
+        documents = DocumentsAdd.model_validate_json(bytes(body)).documents
+    except ValidationError as err:
+        raise RequestValidationError(err.errors(include_url=False)) from err
+    uploads = [Upload(doc.name, folder / str(i)) for i, doc in enumerate(documents)]
+    for upload, doc in zip(uploads, documents, strict=True):
+        await run_in_threadpool(upload.path.write_text, doc.text, "utf-8")
+    return uploads
+
+
+async def receive_uploads(request: Request, runtime: RuntimeDep) -> AsyncIterator[list[Upload]]:
+    """The request's documents (multipart files or JSON texts), each in its own temp file."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    receivers = {"multipart/form-data": _receive_files, "application/json": _receive_documents}
+    if kind not in receivers:
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            "send files as multipart/form-data 'files' parts, or JSON "
+            '{"documents": [{"name": "notes.txt", "text": "..."}]}',
+        )
+    # Under COGMILL_HOME rather than /tmp, which may be memory-backed (tmpfs).
+    folder = Path(tempfile.mkdtemp(prefix=".upload-", dir=runtime.settings.home))
+    try:
+        yield await receivers[kind](request, folder, runtime.settings.max_file_bytes)
+    except ClientDisconnect as err:  # nobody reads the answer, but it is no server bug
+        raise ApiError(400, "upload_interrupted", "the client disconnected; send again") from err
+    finally:
+        await run_in_threadpool(shutil.rmtree, folder, True)
+
+
+UploadsDep = Annotated[list[Upload], Depends(receive_uploads)]

@@ -1,0 +1,50 @@
+"""Liveness and readiness probes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import APIRouter, Response
+
+from api.deps import RuntimeDep
+from api.schemas import Health, Readiness
+from workers.runtime import Runtime
+
+router = APIRouter(tags=["health"])
+
+# One cheap call per store; opening a store (or loading the model) on first use is part of
+# being ready, so a missing model or a bad setting shows here rather than on the first search.
+CHECKS: dict[str, Callable[[Runtime], object]] = {
+    "graph": lambda rt: rt.graph.get_nodes([]),
+    "vectors": lambda rt: rt.vectors.count("ready_check"),
+    "state": lambda rt: rt.state.get("api:ready"),
+    "embedder": lambda rt: rt.embedder.dim,
+}
+
+
+@router.get("/health", response_model=Health)
+def health() -> Health:
+    """200 whenever the process is up."""
+    return Health()
+
+
+@router.get(
+    "/ready",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "A store did not answer"}},
+)
+def ready(runtime: RuntimeDep, response: Response) -> Readiness:
+    """200 when the stores answer and the embedder loads; 503 naming what failed."""
+    stores: dict[str, str] = {}
+    for name, check in CHECKS.items():
+        try:
+            check(runtime)
+            stores[name] = "ok"
+        # StoreError and NotAvailableError are RuntimeErrors, a missing model is an OSError,
+        # and settings that do not fit together (embedding dim) are ValueErrors.
+        except (RuntimeError, OSError, ValueError) as err:
+            stores[name] = f"{type(err).__name__}: {err}"
+    ok = all(status == "ok" for status in stores.values())
+    if not ok:
+        response.status_code = 503
+    return Readiness(ready=ok, stores=stores)

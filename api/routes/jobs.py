@@ -1,0 +1,63 @@
+"""Cognify jobs: list, status and cancel."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path
+
+from api.deps import JobsDep
+from api.schemas import ApiError, error_responses
+from core.models.jobs import Job
+from workers.jobs import JobNotFoundError, JobTracker
+
+router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
+
+# Job ids are uuid4 hex; anything else (a ':' especially) would address other state keys.
+JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def job_id(job_id: Annotated[str, Path(description="Id returned by cognify")]) -> str:
+    if not JOB_ID.match(job_id):
+        raise _not_found(job_id)
+    return job_id
+
+
+JobId = Annotated[str, Depends(job_id)]
+
+
+def _not_found(job_id: str) -> ApiError:
+    return ApiError(
+        404, "job_not_found", f"no job {job_id!r}; GET /api/v1/jobs lists the known jobs"
+    )
+
+
+def _get(jobs: JobTracker, job_id: str, cancel: bool = False) -> Job:
+    try:
+        return jobs.cancel(job_id) if cancel else jobs.get(job_id)
+    except JobNotFoundError as err:
+        raise _not_found(job_id) from err
+
+
+@router.get("", response_model=list[Job], responses=error_responses(503))
+def list_jobs(jobs: JobsDep) -> list[Job]:
+    """Jobs known to the state store, newest first."""
+    return sorted(jobs.list(), key=lambda job: job.created_at, reverse=True)
+
+
+@router.get("/{job_id}", response_model=Job, responses=error_responses(404, 422, 503))
+def get_job(job_id: JobId, jobs: JobsDep) -> Job:
+    """A job's status, live counts and per-document errors."""
+    return _get(jobs, job_id)
+
+
+@router.post(
+    "/{job_id}/cancel",
+    status_code=202,
+    response_model=Job,
+    responses=error_responses(404, 422, 503),
+)
+def cancel_job(job_id: JobId, jobs: JobsDep) -> Job:
+    """Stop a job: queued batches are skipped, running steps stop at their next boundary."""
+    return _get(jobs, job_id, cancel=True)

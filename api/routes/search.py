@@ -1,0 +1,32 @@
+"""Synchronous search over datasets (the same answer as `cogmill search --json`)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from api.deps import RuntimeDep
+from api.schemas import SearchRequest, error_responses
+from retrieval.models import SearchResponse
+from retrieval.search import search as run_search
+
+router = APIRouter(prefix="/api/v1", tags=["search"])
+
+
+@router.post(
+    "/search",
+    response_model=SearchResponse,
+    # Unset fields are left out, exactly as the CLI prints them.
+    response_model_exclude_none=True,
+    responses=error_responses(400, 422, 503),
+)
+def search(body: SearchRequest, runtime: RuntimeDep) -> SearchResponse:
+    """Search datasets; results carry the chunks and documents they came from."""
+    return run_search(
+        runtime.graph,
+        runtime.vectors,
+        runtime.embedder,
+        body.query,
+        body.datasets,
+        body.search_type,
+        body.top_k,
+    )

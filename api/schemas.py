@@ -1,0 +1,168 @@
+"""Request and response bodies of the HTTP API, and its one error schema."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import HTTPException
+from pydantic import BaseModel, Field, field_validator
+
+from core.catalog import AddReport
+from core.models.graph import Node
+from core.models.jobs import JobStatus
+from retrieval.models import SearchType
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="Stable machine-readable code, e.g. dataset_not_found")
+    message: str = Field(description="What went wrong and what to do about it")
+
+
+class ErrorResponse(BaseModel):
+    """The body of every 4xx and 5xx response."""
+
+    error: ErrorDetail
+
+
+class ApiError(HTTPException):
+    """An HTTP error raised by a route; rendered as an ErrorResponse."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(status_code=status, detail=message)
+        self.code = code
+
+
+ERROR_DESCRIPTIONS = {
+    400: "Invalid request (e.g. a bad dataset name)",
+    404: "Dataset or job not found",
+    413: "A file or the body is larger than COGMILL_MAX_FILE_BYTES",
+    415: "Unsupported Content-Type",
+    422: "The body failed validation or names an unknown pipeline",
+    500: "A bug: the server log has the traceback",
+    503: "A store or backend is unavailable",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` documenting the given error statuses with the error schema."""
+    return {
+        status: {"model": ErrorResponse, "description": ERROR_DESCRIPTIONS[status]}
+        for status in statuses
+    }
+
+
+def error_code(status: int) -> str:
+    """A default error code from an HTTP status (404 -> not_found)."""
+    return HTTPStatus(status).phrase.lower().replace(" ", "_").replace("-", "_")
+
+
+# -- datasets and documents -------------------------------------------------------------------
+
+
+class DocumentText(BaseModel):
+    name: str = Field(
+        min_length=1,
+        max_length=255,
+        description="File name; its extension gives the format (notes.txt, page.md, rows.csv)",
+    )
+    text: str = Field(description="The document content")
+
+
+class DocumentsAdd(BaseModel):
+    """Documents sent as JSON text instead of file uploads."""
+
+    documents: list[DocumentText] = Field(min_length=1, max_length=1000)
+
+
+class RejectedDocument(BaseModel):
+    name: str
+    reason: str
+
+
+class AddResult(BaseModel):
+    """What happened to each uploaded document (by name)."""
+
+    added: list[str]
+    replaced: list[str] = Field(description="Same name, new content: the old version is removed")
+    unchanged: list[str] = Field(description="Same content already stored: skipped")
+    rejected: list[RejectedDocument]
+
+    @classmethod
+    def from_report(cls, report: AddReport) -> AddResult:
+        return cls(
+            added=report.added,
+            replaced=report.replaced,
+            unchanged=report.unchanged,
+            rejected=[RejectedDocument(name=n, reason=r) for n, r in report.rejected],
+        )
+
+
+class DatasetPublic(BaseModel):
+    name: str
+    documents: int
+
+
+class DocumentPublic(BaseModel):
+    """A catalog record: a document of a dataset and its processing status."""
+
+    id: str
+    name: str
+    status: str = Field(description="added, processed or failed")
+    size: int
+    extension: str
+    content_hash: str
+    pipeline_version: str | None = None
+    error: str | None = None
+
+    @classmethod
+    def from_node(cls, node: Node) -> DocumentPublic:
+        props = node.properties
+        return cls(
+            id=node.id,
+            name=node.name,
+            status=props.get("status", "added"),
+            size=props.get("size", 0),
+            extension=props.get("extension", ""),
+            content_hash=props.get("content_hash", ""),
+            pipeline_version=props.get("pipeline_version"),
+            error=props.get("error") or None,
+        )
+
+
+# -- cognify, search, health --------------------------------------------------------------------
+
+
+class CognifyRequest(BaseModel):
+    all: bool = Field(default=False, description="Reprocess every document, not only new/changed")
+    pipeline: str = "default"
+
+
+class JobAccepted(BaseModel):
+    job_id: str
+    status: JobStatus
+    message: str = ""
+
+
+class SearchRequest(BaseModel):
+    query: str = Field(min_length=1)
+    datasets: list[str] = Field(min_length=1)
+    search_type: SearchType = SearchType.GRAPH_COMPLETION
+    top_k: int = Field(default=10, ge=1, le=1000)
+
+    @field_validator("search_type", mode="before")
+    @classmethod
+    def _any_case(cls, value: object) -> object:
+        # `cogmill search --type` is case-insensitive; accept the same values here.
+        return value.upper() if isinstance(value, str) else value
+
+
+class Health(BaseModel):
+    status: str = "ok"
+
+
+class Readiness(BaseModel):
+    """Whether each store answered; `stores` maps a store to "ok" or its error."""
+
+    ready: bool
+    stores: dict[str, str]

@@ -1,0 +1,227 @@
+"""The HTTP API end to end: real app, embedded stores in tmp, real Celery worker threads."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.demo import SAMPLE_CORPUS
+from core.settings import Settings
+from retrieval.models import SearchType
+from retrieval.search import search as run_search
+from workers.runtime import Runtime
+
+pytestmark = pytest.mark.e2e
+
+LIMIT = 64 * 1024  # max_file_bytes of the module's runtime
+DATA = "/api/v1/datasets/sample/data"
+NOTE = {"name": "notes.txt", "text": "Ada Lovelace wrote the first algorithm for a machine."}
+SAMPLE_NAMES = sorted(p.name for p in SAMPLE_CORPUS.iterdir())
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory: pytest.TempPathFactory) -> Runtime:
+    home = tmp_path_factory.mktemp("api-home")
+    return Runtime(Settings(home=home, max_file_bytes=LIMIT, batch_size=3))
+
+
+@pytest.fixture(scope="module")
+def client(runtime: Runtime) -> Iterator[TestClient]:
+    with TestClient(create_app(runtime)) as client:  # runs the lifespan: worker threads
+        yield client
+
+
+def sample_files() -> list[tuple[str, tuple[str, bytes, str]]]:
+    files = [
+        ("files", (name, (SAMPLE_CORPUS / name).read_bytes(), "text/plain"))
+        for name in SAMPLE_NAMES
+    ]
+    return [*files, ("files", ("empty.txt", b"", "text/plain"))]
+
+
+@pytest.fixture(scope="module")
+def uploaded(client: TestClient) -> list[dict[str, Any]]:
+    bodies = []
+    for kwargs in ({"files": sample_files()}, {"json": {"documents": [NOTE]}}):
+        response = client.post(DATA, **kwargs)
+        assert response.status_code == 200, response.text
+        bodies.append(response.json())
+    return bodies
+
+
+@pytest.fixture(scope="module")
+def cognified(client: TestClient, uploaded: list[dict[str, Any]]) -> tuple[Any, dict[str, Any]]:
+    accepted = client.post("/api/v1/datasets/sample/cognify", json={"all": False})
+    job = accepted.json()
+    deadline = time.monotonic() + 120
+    while job["status"] not in ("succeeded", "failed", "cancelled"):
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)
+        job = client.get(accepted.headers["location"]).json()
+    return accepted, job
+
+
+def assert_error(response: Any, status: int, code: str, *words: str) -> None:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and body["error"]["code"] == code, body
+    assert all(word in body["error"]["message"] for word in words), body
+
+
+def test_upload_files_and_json_documents(uploaded: list[dict[str, Any]]) -> None:
+    files, texts = uploaded
+    assert files["added"] == SAMPLE_NAMES and files["replaced"] == files["unchanged"] == []
+    [rejected] = files["rejected"]
+    assert rejected["name"] == "empty.txt" and "empty" in rejected["reason"]
+    assert texts == {"added": ["notes.txt"], "replaced": [], "unchanged": [], "rejected": []}
+
+
+def test_reupload_is_unchanged(client: TestClient, uploaded: list[dict[str, Any]]) -> None:
+    body = client.post(DATA, files=sample_files()[:-1]).json()
+    assert body["unchanged"] == SAMPLE_NAMES and body["added"] == []
+
+
+def test_oversize_file_is_413_and_nothing_is_stored(client: TestClient, uploaded: Any) -> None:
+    files = [
+        ("files", ("small.txt", b"fits", "text/plain")),
+        ("files", ("big.txt", b"a" * (LIMIT + 1), "text/plain")),
+    ]
+    assert_error(
+        client.post(DATA, files=files), 413, "file_too_large", "big.txt", "COGMILL_MAX_FILE_BYTES"
+    )
+    big_json = {"documents": [{"name": "big.txt", "text": "a" * (LIMIT + 1)}]}
+    assert_error(client.post(DATA, json=big_json), 413, "file_too_large", "multipart")
+    names = {doc["name"] for doc in client.get(DATA).json()}
+    assert names == {*SAMPLE_NAMES, "notes.txt"}
+
+
+def test_bad_requests_get_the_error_schema(client: TestClient) -> None:
+    bad = client.post("/api/v1/datasets/my data!/data", files=sample_files()[:1])
+    assert_error(bad, 400, "invalid_request", "invalid dataset name")
+    assert_error(client.get("/api/v1/datasets/my data!/data"), 400, "invalid_request")
+    assert_error(
+        client.post(DATA, content=b"x", headers={"content-type": "text/plain"}),
+        415,
+        "unsupported_media_type",
+    )
+    assert_error(client.post(DATA, json={"documents": []}), 422, "validation_error", "documents")
+    assert_error(client.get("/api/v1/nowhere"), 404, "not_found")
+
+
+def test_cognify_accepts_and_the_job_succeeds(cognified: tuple[Any, dict[str, Any]]) -> None:
+    accepted, job = cognified
+    assert accepted.status_code == 202, accepted.text
+    assert accepted.headers["location"] == f"/api/v1/jobs/{accepted.json()['job_id']}"
+    assert job["status"] == "succeeded" and job["errors"] == []
+    assert job["counts"]["documents"] == len(SAMPLE_NAMES) + 1 and job["counts"]["entities"] > 20
+
+
+def test_documents_and_datasets_are_listed(client: TestClient, cognified: Any) -> None:
+    docs = client.get(DATA).json()
+    assert {d["name"]: d["status"] for d in docs} == dict.fromkeys(
+        [*SAMPLE_NAMES, "notes.txt"], "processed"
+    )
+    assert client.get("/api/v1/datasets").json() == [{"name": "sample", "documents": len(docs)}]
+    assert_error(client.get("/api/v1/datasets/never/data"), 404, "dataset_not_found")
+
+
+def test_jobs_list_and_recognify_with_nothing_to_do(client: TestClient, cognified: Any) -> None:
+    accepted, job = cognified
+    assert [j["id"] for j in client.get("/api/v1/jobs").json()] == [job["id"]]
+    again = client.post("/api/v1/datasets/sample/cognify")
+    assert again.status_code == 202 and again.json()["status"] == "succeeded"
+    assert "nothing to do" in again.json()["message"]
+    assert client.post(f"/api/v1/jobs/{job['id']}/cancel").json()["status"] == "succeeded"
+
+
+@pytest.mark.parametrize("search_type", ["CHUNKS", "GRAPH_COMPLETION"])
+def test_search_matches_the_cli_json(
+    client: TestClient, runtime: Runtime, cognified: Any, search_type: str
+) -> None:
+    query = "Where was Marie Curie born?"
+    request = {"query": query, "datasets": ["sample"], "search_type": search_type, "top_k": 5}
+    response = client.post("/api/v1/search", json=request)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["results"][0]["sources"][0]["document_name"] == "marie_curie.txt"
+    # `cogmill search --json` prints exactly this serialisation of the same call.
+    cli = run_search(
+        runtime.graph,
+        runtime.vectors,
+        runtime.embedder,
+        query,
+        ["sample"],
+        SearchType(search_type),
+        5,
+    )
+    assert body == json.loads(cli.model_dump_json(exclude_none=True))
+
+
+def test_search_validation(client: TestClient) -> None:
+    request = {"query": "x", "datasets": ["sample"], "top_k": 0}
+    assert_error(client.post("/api/v1/search", json=request), 422, "validation_error", "top_k")
+    request = {"query": "x", "datasets": ["a b"]}
+    assert_error(client.post("/api/v1/search", json=request), 400, "invalid_request", "a b")
+
+
+def test_unknown_job_and_dataset_are_404(client: TestClient) -> None:
+    assert_error(
+        client.get("/api/v1/jobs/0123456789abcdef"), 404, "job_not_found", "GET /api/v1/jobs"
+    )
+    assert_error(client.post("/api/v1/jobs/job:x/cancel"), 404, "job_not_found")
+    missing = client.post("/api/v1/datasets/never-added/cognify", json={})
+    assert_error(missing, 404, "dataset_not_found", "POST /api/v1/datasets/never-added/data")
+
+
+def test_unknown_pipeline_is_422(client: TestClient, uploaded: Any) -> None:
+    response = client.post("/api/v1/datasets/sample/cognify", json={"pipeline": "nope"})
+    assert_error(response, 422, "invalid_value", "unknown pipeline", "default")
+
+
+def test_health_and_ready(client: TestClient, runtime: Runtime, tmp_path: Any) -> None:
+    assert client.get("/health").json() == {"status": "ok"}
+    ready = client.get("/ready")
+    assert ready.status_code == 200 and ready.json()["ready"] is True
+    broken = Runtime(Settings(home=tmp_path, neo4j_uri="bolt://127.0.0.1:1"))
+    broken.__dict__["embedder"] = runtime.embedder  # share the loaded model
+    client.app.state.runtime = broken  # type: ignore[attr-defined]
+    try:
+        response = client.get("/ready")
+    finally:
+        client.app.state.runtime = runtime  # type: ignore[attr-defined]
+        broken.close()
+    assert response.status_code == 503
+    stores = response.json()["stores"]
+    # Nothing listens on port 1: the graph store cannot answer (whichever adapter is built).
+    assert stores["graph"].split(":")[0] in ("StoreError", "NotAvailableError"), stores
+    assert stores["vectors"] == stores["state"] == stores["embedder"] == "ok"
+
+
+def test_openapi_lists_every_route(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    assert spec["info"]["title"] == "cogmill"
+    routes = {(path, method) for path, ops in spec["paths"].items() for method in ops}
+    assert routes == {
+        ("/api/v1/datasets", "get"),
+        ("/api/v1/datasets/{name}/data", "post"),
+        ("/api/v1/datasets/{name}/data", "get"),
+        ("/api/v1/datasets/{name}/cognify", "post"),
+        ("/api/v1/jobs", "get"),
+        ("/api/v1/jobs/{job_id}", "get"),
+        ("/api/v1/jobs/{job_id}/cancel", "post"),
+        ("/api/v1/search", "post"),
+        ("/health", "get"),
+        ("/ready", "get"),
+    }
+    upload = spec["paths"]["/api/v1/datasets/{name}/data"]["post"]
+    assert set(upload["requestBody"]["content"]) == {"multipart/form-data", "application/json"}
+    assert "DocumentsAdd" in spec["components"]["schemas"]
+    assert "HTTPValidationError" not in spec["components"]["schemas"]
+    error_ref = {"$ref": "#/components/schemas/ErrorResponse"}
+    assert upload["responses"]["413"]["content"]["application/json"]["schema"] == error_ref
