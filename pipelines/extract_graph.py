@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from core.llm.extractor import ExtractionFailed
+from core.models.extraction import KnowledgeGraph
+from core.models.jobs import DocumentError
 from core.ports import Extractor
 from pipelines.models import ChunkBatch, ExtractedBatch
 
 
 class ExtractGraph:
-    """Runs the configured extractor (an LLM or the offline one) over a batch of chunks."""
+    """Runs the configured extractor (an LLM or the offline one) over a batch of chunks.
+
+    When the LLM gives up on some chunks, only their documents fail (and are retried by the
+    next cognify); the rest of the batch goes on.
+    """
 
     name: ClassVar[str] = "extract_graph"
 
@@ -17,7 +24,22 @@ class ExtractGraph:
         self.extractor = extractor
 
     def run(self, batch: ChunkBatch) -> ExtractedBatch:
-        graphs = self.extractor.extract([chunk.text for chunk in batch.chunks])
+        errors = list(batch.errors)
+        try:
+            graphs = self.extractor.extract([chunk.text for chunk in batch.chunks])
+        except ExtractionFailed as failure:
+            graphs = [graph or KnowledgeGraph() for graph in failure.results]
+            names = {doc.id: doc.name for doc in batch.documents}
+            failed_docs = {batch.chunks[i].document_id: err for i, err in failure.failures.items()}
+            errors += [
+                DocumentError(
+                    document_id=doc_id,
+                    document_name=names.get(doc_id, ""),
+                    step=self.name,
+                    message=str(err),
+                )
+                for doc_id, err in failed_docs.items()
+            ]
         if len(graphs) != len(batch.chunks):
             # An extractor that loses outputs would silently misattribute facts; refuse.
             raise RuntimeError(
@@ -29,5 +51,5 @@ class ExtractGraph:
             documents=batch.documents,
             chunks=batch.chunks,
             graphs=graphs,
-            errors=list(batch.errors),
+            errors=errors,
         )

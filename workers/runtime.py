@@ -64,7 +64,7 @@ class Runtime:
     @cached_property
     def extractor(self) -> Extractor:
         with self._lock:
-            return factory.extractor(self.settings)
+            return factory.extractor(self.settings, self.state)
 
     @cached_property
     def catalog(self) -> Catalog:

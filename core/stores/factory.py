@@ -12,9 +12,15 @@ class NotAvailableError(RuntimeError):
 
 def graph_store(settings: Settings) -> GraphStore:
     if settings.neo4j_uri:
-        raise NotAvailableError(
-            "COGMILL_NEO4J_URI is set, but the Neo4j graph adapter is not "
-            "in this build yet; unset it to use the embedded SQLite graph"
+        from core.stores.graph_neo4j import Neo4jGraphStore
+
+        return Neo4jGraphStore(
+            settings.neo4j_uri,
+            user=settings.neo4j_user,
+            password=settings.neo4j_password,
+            database=settings.neo4j_database,
+            pool_size=settings.neo4j_pool_size,
+            batch_size=settings.write_batch_size,
         )
     from core.stores.graph_sqlite import SQLiteGraphStore
 
@@ -22,10 +28,26 @@ def graph_store(settings: Settings) -> GraphStore:
 
 
 def vector_store(settings: Settings, dim: int) -> VectorStore:
-    if settings.qdrant_url:
-        raise NotAvailableError(
-            "COGMILL_QDRANT_URL is set, but the Qdrant server adapter is not "
-            "in this build yet; unset it to use embedded Qdrant Edge"
+    kind = settings.vector_store
+    if kind == "auto":
+        kind = "qdrant" if settings.qdrant_url else "qdrant_edge"
+    if kind == "qdrant":
+        if not settings.qdrant_url:
+            raise NotAvailableError("COGMILL_VECTOR_STORE=qdrant needs COGMILL_QDRANT_URL")
+        from core.stores.vector_qdrant import QdrantVectorStore
+
+        return QdrantVectorStore(dim, url=settings.qdrant_url, api_key=settings.qdrant_api_key)
+    if kind == "neo4j":
+        if not settings.neo4j_uri:
+            raise NotAvailableError("COGMILL_VECTOR_STORE=neo4j needs COGMILL_NEO4J_URI")
+        from core.stores.vector_neo4j import Neo4jVectorStore
+
+        return Neo4jVectorStore(
+            settings.neo4j_uri,
+            dim,
+            user=settings.neo4j_user,
+            password=settings.neo4j_password,
+            database=settings.neo4j_database,
         )
     from core.stores.vector_qdrant_edge import QdrantEdgeVectorStore
 
@@ -36,7 +58,7 @@ def state_store(settings: Settings) -> StateStore:
     if settings.redis_url:
         from core.stores.state_redis import RedisStateStore
 
-        return RedisStateStore(settings.redis_url)
+        return RedisStateStore(settings.redis_url, prefix=settings.redis_prefix)
     from core.stores.state_sqlite import SQLiteStateStore
 
     return SQLiteStateStore(settings.home / "state.sqlite")
@@ -54,12 +76,39 @@ def embedder(settings: Settings) -> Embedder:
     return LocalEmbedder(batch_size=settings.embed_batch_size)
 
 
-def extractor(settings: Settings) -> Extractor:
-    if settings.llm_base_url:
-        raise NotAvailableError(
-            "COGMILL_LLM_BASE_URL is set, but the LLM gateway is not in this "
-            "build yet; unset it to use the offline extractor"
-        )
-    from core.llm.offline import OfflineExtractor
+def extractor(settings: Settings, state: StateStore) -> Extractor:
+    """The LLM extractor when an endpoint is configured, the offline one otherwise."""
+    if not settings.llm_base_url:
+        from core.llm.offline import OfflineExtractor
 
-    return OfflineExtractor(model=settings.spacy_model)
+        return OfflineExtractor(model=settings.spacy_model)
+    from core.llm.cache import LLMCache
+    from core.llm.client import LLMClient
+    from core.llm.extractor import LLMExtractor
+
+    client = LLMClient(
+        settings.llm_base_url,
+        settings.llm_model,
+        settings.llm_api_key,
+        timeout=settings.llm_timeout_seconds,
+        max_attempts=settings.llm_max_attempts,
+        limiter=rate_limiter(settings),
+        cache=LLMCache(state, ttl=settings.llm_cache_ttl_seconds),
+    )
+    return LLMExtractor(client, concurrency=settings.llm_concurrency)
+
+
+def rate_limiter(settings: Settings):  # noqa: ANN201 - RateLimiter lives with the LLM client
+    """One token bucket for every worker: in Redis when there is one, else in this process."""
+    rpm = settings.llm_requests_per_minute or None
+    tpm = settings.llm_tokens_per_minute or None
+    if rpm is None and tpm is None:
+        return None
+    if settings.redis_url:
+        from core.llm.ratelimit import RedisRateLimiter
+
+        key = f"{settings.redis_prefix}llm-rate:{settings.llm_model}"
+        return RedisRateLimiter(settings.redis_url, key, rpm, tpm)
+    from core.llm.ratelimit import LocalRateLimiter
+
+    return LocalRateLimiter(rpm, tpm)

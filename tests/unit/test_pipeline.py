@@ -94,3 +94,31 @@ def test_graph_builder_merges_entities_and_keeps_provenance() -> None:
         "TextSummary_text",
         "EdgeType_relationship_name",
     }
+
+
+class _HalfFailing:
+    """An extractor whose LLM gave up on the second text."""
+
+    name = "half-failing"
+
+    def extract(self, texts: list[str]) -> list[KnowledgeGraph]:
+        from core.llm.client import LLMError
+        from core.llm.extractor import ExtractionFailed
+
+        results = [KnowledgeGraph(summary=t) for t in texts]
+        results[1] = None  # type: ignore[call-overload]
+        raise ExtractionFailed({1: LLMError("gave up after 6 attempts")}, results)
+
+
+def test_llm_failures_fail_only_their_documents() -> None:
+    from pipelines.extract_graph import ExtractGraph
+    from pipelines.models import ChunkBatch, DocumentRef
+
+    docs = [DocumentRef(id=d, dataset="ds", name=f"{d}.txt", blob_key=d) for d in ("d1", "d2")]
+    batch = ChunkBatch(
+        dataset="ds", documents=docs, chunks=[_chunk("d1", 0, "one"), _chunk("d2", 0, "two")]
+    )
+    out = ExtractGraph(_HalfFailing()).run(batch)
+    assert [(e.document_id, e.step) for e in out.errors] == [("d2", "extract_graph")]
+    assert "gave up" in out.errors[0].message
+    assert len(out.graphs) == 2 and out.graphs[0].summary == "one"

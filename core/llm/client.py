@@ -1,0 +1,377 @@
+"""Structured (JSON, pydantic-validated) chat completions from any OpenAI-compatible endpoint.
+
+The SDK's own retries are off: this client retries, so that the limiter is awaited before
+every attempt and one budget (`max_attempts`) covers transport errors and invalid replies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import functools
+import json
+import logging
+import random
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import openai
+import openai.resources  # noqa: F401  (the SDK imports this lazily, ~1 s inside the first call)
+from pydantic import BaseModel, ValidationError
+
+from core.llm.cache import LLMCache, cache_key
+from core.llm.ratelimit import RateLimiter
+from core.ports import StoreError
+
+log = logging.getLogger("cogmill.llm")
+Model = TypeVar("Model", bound=BaseModel)
+# Local servers (vLLM, Ollama, llama.cpp) need no key, but the SDK refuses an empty one.
+NO_API_KEY = "not-needed"
+# Completion tokens assumed per call before any usage has been reported.
+DEFAULT_COMPLETION_TOKENS = 256
+# A server asking for a longer pause gets retried after this anyway (and may say no again).
+MAX_RETRY_AFTER = 120.0
+# 408 timeout, 409 lock conflict, 429 rate limit; all 5xx are retried too.
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+class LLMError(RuntimeError):
+    """An LLM endpoint failed for good: after all attempts, or with a non-retryable error."""
+
+
+@dataclass
+class LLMStats:
+    """Counters for logs and tests; safe to update from several threads."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    repairs: int = 0
+    fallbacks: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    _answers: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **counts: int) -> None:
+        """Add to named counters atomically."""
+        with self._lock:
+            for name, value in counts.items():
+                setattr(self, name, getattr(self, name) + value)
+
+    def snapshot(self) -> dict[str, int]:
+        """The public counters as a dict."""
+        with self._lock:
+            return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def expected_completion_tokens(self) -> int:
+        """The mean completion size so far, for the next call's token estimate."""
+        with self._lock:
+            if not self._answers:
+                return DEFAULT_COMPLETION_TOKENS
+            return self.completion_tokens // self._answers
+
+
+class LLMClient:
+    """Asks a chat model for JSON that validates against a pydantic schema; retries, caches."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str = "",
+        *,
+        timeout: float = 60.0,
+        max_attempts: int = 6,
+        limiter: RateLimiter | None = None,
+        cache: LLMCache | None = None,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 30.0,
+    ) -> None:
+        if not base_url or not model:
+            raise ValueError(f"base_url and model are required, got {base_url!r}, {model!r}")
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+        if not timeout > 0:
+            raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.endpoint = f"{self.base_url}/chat/completions"
+        self.timeout = timeout
+        self.max_attempts = max_attempts
+        self.limiter = limiter
+        self.cache = cache
+        self.backoff = (backoff_base, backoff_cap)
+        self.stats = LLMStats()
+        self._api_key = api_key or NO_API_KEY
+        # Cleared for good when the server rejects `json_schema`; then `json_object` is used.
+        self._json_schema = True
+        # One SDK client per event loop: httpx connections cannot move between loops, and
+        # every `extract` call runs a loop of its own.
+        self._sdks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI]
+        self._sdks = weakref.WeakKeyDictionary()
+        self._sdks_lock = threading.Lock()
+
+    async def structured(self, messages: Sequence[dict[str, Any]], schema: type[Model]) -> Model:
+        """The model's reply parsed as `schema`, from the cache if possible. Raises LLMError."""
+        schema_json = schema_of(schema)
+        key = cache_key(self.model, messages, schema_json) if self.cache else None
+        if key is not None and (hit := await self._cached(key, schema)) is not None:
+            return hit
+        try:
+            result = await self._complete(list(messages), schema, schema_json)
+        except LLMError:
+            self.stats.add(failures=1)
+            raise
+        if key is not None:
+            await self._store(key, result.model_dump_json())
+        return result
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections opened from the running event loop."""
+        with self._sdks_lock:
+            sdk = self._sdks.pop(asyncio.get_running_loop(), None)
+        if sdk is not None:
+            await sdk.close()
+
+    async def _complete(
+        self, messages: list[dict[str, Any]], schema: type[Model], schema_json: dict[str, Any]
+    ) -> Model:
+        """Attempts until a valid reply; an invalid reply is sent back once per attempt."""
+        request, last = messages, "no attempt made"
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                content = await self._send(request, schema, schema_json)
+            except openai.OpenAIError as err:
+                failure = classify(err)
+                if not failure.retryable:
+                    raise LLMError(self._message(failure, attempt, retryable=False)) from err
+                last = self._message(failure, attempt)
+                await self._pause(attempt, failure)
+                continue
+            try:
+                return schema.model_validate_json(content)
+            except ValidationError as err:
+                # Ask for a repair of this reply, not a fresh answer: the model sees its error.
+                self.stats.add(repairs=1)
+                last = f"{self.endpoint}: invalid reply after {attempt} attempt(s): {short(err)}"
+                request = repair_messages(messages, content, err)
+        raise LLMError(f"{last} (gave up after {self.max_attempts} attempts)")
+
+    async def _send(
+        self, messages: list[dict[str, Any]], schema: type[BaseModel], schema_json: dict[str, Any]
+    ) -> str:
+        """One request after the limiter allows it; the reply text ("" if none)."""
+        if self.limiter is not None:
+            await self.limiter.acquire(self._estimate(messages, schema_json))
+        self.stats.add(requests=1)
+        json_schema = self._json_schema
+        # Any: plain dicts are what the SDK sends; its TypedDict overloads add nothing here.
+        sent: Any = self._with_format(messages, schema_json, json_schema)
+        fmt: Any = response_format(schema, schema_json, json_schema)
+        try:
+            response = await self._sdk().chat.completions.create(
+                model=self.model, messages=sent, response_format=fmt, timeout=self.timeout
+            )
+        except (openai.BadRequestError, openai.UnprocessableEntityError) as err:
+            if not (json_schema and mentions_schema(err)):
+                raise
+            self._json_schema = False
+            self.stats.add(fallbacks=1)
+            log.warning("llm_json_schema_rejected endpoint=%s fallback=json_object", self.endpoint)
+            return await self._send(messages, schema, schema_json)
+        self._record_usage(response.usage)
+        if not response.choices:
+            return ""
+        return response.choices[0].message.content or ""
+
+    def _with_format(
+        self, messages: list[dict[str, Any]], schema_json: dict[str, Any], json_schema: bool
+    ) -> list[dict[str, Any]]:
+        """Messages as sent: in `json_object` mode the schema must be spelled out in a prompt."""
+        if json_schema:
+            return messages
+        hint = "Reply with one JSON object that follows this JSON schema:\n" + json.dumps(
+            schema_json
+        )
+        # Into the leading system message: some chat templates allow only one, and only first.
+        if messages and messages[0].get("role") == "system":
+            first = {**messages[0], "content": f"{messages[0]['content']}\n\n{hint}"}
+            return [first, *messages[1:]]
+        return [{"role": "system", "content": hint}, *messages]
+
+    async def _pause(self, attempt: int, failure: Failure) -> None:
+        """Sleep before the next attempt (none after the last)."""
+        if attempt >= self.max_attempts:
+            return
+        delay = backoff_delay(attempt, failure.retry_after, *self.backoff)
+        self.stats.add(retries=1)
+        log.warning(
+            "llm_retry endpoint=%s status=%s attempt=%d delay=%.2f",
+            self.endpoint,
+            failure.status or failure.kind,
+            attempt,
+            delay,
+        )
+        await asyncio.sleep(delay)
+
+    def _message(self, failure: Failure, attempt: int, *, retryable: bool = True) -> str:
+        status = f"HTTP {failure.status}" if failure.status else failure.kind
+        tail = "" if retryable else " (not retryable)"
+        return f"{self.endpoint}: {status} on attempt {attempt}: {failure.detail}{tail}"
+
+    def _sdk(self) -> openai.AsyncOpenAI:
+        """The SDK client of the running event loop, created on first use."""
+        loop = asyncio.get_running_loop()
+        with self._sdks_lock:
+            sdk = self._sdks.get(loop)
+            if sdk is None:
+                sdk = openai.AsyncOpenAI(
+                    base_url=self.base_url,
+                    api_key=self._api_key,
+                    timeout=self.timeout,
+                    max_retries=0,  # retries happen here, under the limiter
+                )
+                self._sdks[loop] = sdk
+            return sdk
+
+    def _estimate(self, messages: list[dict[str, Any]], schema_json: dict[str, Any]) -> int:
+        """Tokens this call will likely count against a tokens/minute limit."""
+        chars = sum(len(str(m.get("content", ""))) for m in messages)
+        chars += len(str(schema_json))  # close enough to its JSON length, and cheaper
+        # ~4 characters per token in English; corrected by the replies seen so far.
+        return chars // 4 + self.stats.expected_completion_tokens()
+
+    def _record_usage(self, usage: Any) -> None:
+        if usage is not None:
+            self.stats.add(
+                prompt_tokens=usage.prompt_tokens or 0,
+                completion_tokens=usage.completion_tokens or 0,
+                _answers=1,
+            )
+
+    async def _cached(self, key: str, schema: type[Model]) -> Model | None:
+        """A cached reply; a broken cache is logged and treated as a miss."""
+        assert self.cache is not None
+        try:
+            raw = await asyncio.to_thread(self.cache.get, key)
+        except StoreError as err:
+            log.warning("llm_cache_unavailable op=get error=%s", err)
+            return None
+        if raw is None:
+            return None
+        try:
+            result = schema.model_validate_json(raw)
+        except ValidationError:
+            return None  # written under an older schema: answer again
+        self.stats.add(cache_hits=1)
+        return result
+
+    async def _store(self, key: str, raw: str) -> None:
+        assert self.cache is not None
+        try:
+            await asyncio.to_thread(self.cache.put, key, raw)
+        except StoreError as err:
+            log.warning("llm_cache_unavailable op=put error=%s", err)
+
+
+@functools.lru_cache(maxsize=64)
+def schema_of(schema: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema, computed once per class (it takes milliseconds). Read-only."""
+    return schema.model_json_schema()
+
+
+def response_format(
+    schema: type[BaseModel], schema_json: dict[str, Any], json_schema: bool
+) -> dict[str, Any]:
+    """The `response_format` for a schema; `json_object` for servers without `json_schema`."""
+    if not json_schema:
+        return {"type": "json_object"}
+    # strict=False: strict mode demands every field required and no defaults, which general
+    # pydantic models do not satisfy; replies are validated here either way.
+    spec = {"name": schema.__name__, "schema": schema_json, "strict": False}
+    return {"type": "json_schema", "json_schema": spec}
+
+
+def mentions_schema(err: openai.APIStatusError) -> bool:
+    """Whether a 400/422 complains about the response format rather than the request."""
+    text = f"{err.message} {err.body}".lower()
+    return "response_format" in text or "schema" in text
+
+
+def repair_messages(
+    messages: list[dict[str, Any]], reply: str, err: ValidationError
+) -> list[dict[str, Any]]:
+    """The original conversation plus the bad reply and what was wrong with it."""
+    fix = (
+        f"Your reply was not valid: {short(err)}\n"
+        "Answer again with only the corrected JSON object, no other text."
+    )
+    return [*messages, {"role": "assistant", "content": reply}, {"role": "user", "content": fix}]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What went wrong with one request, and whether another attempt may help."""
+
+    retryable: bool
+    kind: str
+    status: int | None = None
+    retry_after: float | None = None
+    detail: str = ""
+
+
+def classify(err: openai.OpenAIError) -> Failure:
+    """Sort an SDK error into retryable (429, 5xx, timeouts, connections) or final."""
+    if isinstance(err, openai.APITimeoutError):
+        return Failure(True, "timeout", detail="no response in time")
+    if isinstance(err, openai.APIConnectionError):
+        return Failure(True, "connection error", detail=short(err))
+    if isinstance(err, openai.APIStatusError):
+        status = err.status_code
+        # OpenAI answers an exhausted quota with 429 too, but no amount of waiting fixes it.
+        quota = getattr(err, "code", None) == "insufficient_quota"
+        retryable = (status in RETRYABLE_STATUS or status >= 500) and not quota
+        wait = retry_after_seconds(err.response.headers)
+        return Failure(retryable, "http error", status, wait, short(err.message))
+    return Failure(False, type(err).__name__, detail=short(err))
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """The pause a server asks for (`retry-after-ms`, or `retry-after` seconds or date)."""
+    value = headers.get("retry-after")
+    for raw, scale in ((headers.get("retry-after-ms"), 0.001), (value, 1.0)):
+        if raw is not None:
+            try:
+                return max(0.0, float(raw) * scale)
+            except ValueError:
+                pass  # not a number: maybe an HTTP date
+    if value is None:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None  # unparseable: fall back to exponential backoff
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def backoff_delay(attempt: int, retry_after: float | None, base: float, cap: float) -> float:
+    """Seconds before attempt `attempt + 1`: full jitter, at least what the server asked."""
+    jitter = random.uniform(0, min(cap, base * 2 ** (attempt - 1)))
+    if retry_after is None:
+        return jitter
+    # The jitter on top keeps clients told the same Retry-After from returning in one herd.
+    return min(retry_after, MAX_RETRY_AFTER) + random.uniform(0, base)
+
+
+def short(err: object, limit: int = 500) -> str:
+    """An error message cut to `limit` characters for exceptions and logs."""
+    text = " ".join(str(err).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

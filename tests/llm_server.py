@@ -1,0 +1,362 @@
+"""An OpenAI-compatible stand-in for a paid LLM API: deterministic answers, injected faults.
+
+`POST /v1/chat/completions` answers a KnowledgeGraph-shaped JSON computed from the first user
+message (capitalised word runs are entities, "A <few lowercase words> B" are relationships,
+the first sentence is the summary). `POST /v1/embeddings` returns hashed bag-of-words unit
+vectors. `GET /stats` counts requests and faults; `POST /control` changes the faults.
+
+Faults are drawn from a RNG seeded by (seed, path, subject, n-th request for that subject), so
+a run injects the same faults whatever order concurrent requests arrive in.
+
+    python -m tests.llm_server --port 8089 --latency-ms 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import random
+import re
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, fields
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+FAULTS = ("429", "500", "timeout", "malformed")
+_NAME = re.compile(r"[A-Z][A-Za-z0-9]+(?: [A-Z][A-Za-z0-9]+)*")
+_VERB = re.compile(r"^ ((?:[a-z]+ ){1,3})$")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_LEADING = {"The", "A", "An", "In", "On", "At", "It", "He", "She", "They", "This", "That"}
+_ORG_SUFFIX = {"Inc", "Corp", "Labs", "Ltd", "University", "Company", "Institute"}
+
+
+@dataclass
+class Faults:
+    """What the server injects; rates are per request, drawn in the order of FAULTS."""
+
+    rate_429: float = 0.0
+    rate_500: float = 0.0
+    rate_timeout: float = 0.0
+    rate_malformed: float = 0.0  # chat only: the reply's JSON is cut in half
+    latency_ms: float = 0.0
+    retry_after: float = 1.0  # seconds, sent in Retry-After with every 429
+    hang_seconds: float = 5.0  # a "timeout" sleeps this long, longer than the client waits
+    fail_first: int = 0  # the first N requests per subject fail with `fail_kind`
+    fail_kind: str = "500"
+    reject_json_schema: bool = False  # answer 400 to response_format json_schema
+    embedding_dim: int = 64
+    seed: int = 0
+
+
+def graph_for_text(text: str) -> dict[str, Any]:
+    """The deterministic KnowledgeGraph JSON the server answers for a text."""
+    sentences = [s for s in _SENTENCE_END.split(text.strip()) if s]
+    entities: dict[str, dict[str, str]] = {}
+    relationships: list[dict[str, str]] = []
+    for sentence in sentences:
+        mentions = list(_mentions(sentence))
+        for name, _start, _end in mentions:
+            about = f"Mentioned: {sentence[:80]}"
+            entities.setdefault(name, {"name": name, "type": _type(name), "description": about})
+        for (left, _, end), (right, start, _) in zip(mentions, mentions[1:], strict=False):
+            if match := _VERB.match(sentence[end:start]):
+                name = "_".join(match.group(1).split())
+                fact = {"source": left, "target": right, "name": name, "description": sentence}
+                relationships.append(fact)
+    summary = sentences[0] if sentences else ""
+    return {"entities": list(entities.values()), "relationships": relationships, "summary": summary}
+
+
+def _mentions(sentence: str) -> list[tuple[str, int, int]]:
+    """Capitalised word runs (without a leading "The", "In", ...) with their spans."""
+    found = []
+    for match in _NAME.finditer(sentence):
+        words, start = match.group().split(" "), match.start()
+        while words and words[0] in _LEADING:
+            start += len(words.pop(0)) + 1
+        if words:
+            found.append((" ".join(words), start, match.end()))
+    return found
+
+
+def _type(name: str) -> str:
+    last = name.split(" ")[-1]
+    if last in _ORG_SUFFIX:
+        return "Organization"
+    return "Person" if name.count(" ") == 1 else "Thing"
+
+
+def embedding_for_text(text: str, dim: int) -> list[float]:
+    """A unit vector from hashed words: texts sharing words point the same way."""
+    vector = [0.0] * dim
+    for token in re.findall(r"\w+", text.lower()):
+        digest = hashlib.sha256(token.encode()).digest()
+        for k in range(2):  # two slots per word soften collisions in small dims
+            slot = int.from_bytes(digest[4 * k : 4 * k + 4], "big") % dim
+            vector[slot] += 1.0 if digest[16 + k] & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector))
+    if norm == 0:
+        return [1.0] + [0.0] * (dim - 1)
+    return [v / norm for v in vector]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # many concurrent clients connect at once
+
+    def __init__(self, address: tuple[str, int], faults: Faults) -> None:
+        super().__init__(address, _Handler)
+        self.faults = faults
+        self.lock = threading.Lock()
+        self.closing = threading.Event()
+        self.requests: Counter[str] = Counter()
+        self.injected: Counter[str] = Counter()
+        self.seen: Counter[tuple[str, str]] = Counter()
+
+    def draw_fault(self, path: str, subject: str) -> str | None:
+        """The fault for this request, if any (reproducible per subject and repetition)."""
+        with self.lock:
+            n = self.seen[(path, subject)]
+            self.seen[(path, subject)] += 1
+            faults = self.faults
+        kind = faults.fail_kind if n < faults.fail_first else None
+        if kind is None:
+            roll = random.Random(f"{faults.seed}:{path}:{subject}:{n}").random()
+            for name in FAULTS:
+                roll -= getattr(faults, f"rate_{name}")
+                if roll < 0:
+                    kind = name
+                    break
+        if kind == "malformed" and not path.endswith("/chat/completions"):
+            kind = None
+        if kind:
+            with self.lock:
+                self.injected[kind] += 1
+        return kind
+
+    def count(self, path: str) -> None:
+        """Count one request on `path`."""
+        with self.lock:
+            self.requests[path] += 1
+
+    def stats(self) -> dict[str, Any]:
+        """Requests per path, faults injected per kind, the current settings."""
+        with self.lock:
+            faults, config = dict(self.injected), asdict(self.faults)
+            return {"requests": dict(self.requests), "faults": faults, "config": config}
+
+    def configure(self, changes: dict[str, Any]) -> None:
+        """Change some fault settings; TypeError on an unknown name."""
+        with self.lock:
+            self.faults = Faults(**{**asdict(self.faults), **changes})
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, like a real API
+    server: _Server
+    timeout = 30  # drop idle keep-alive connections
+    # Headers and body go out as two writes; with Nagle the body waits for a delayed ACK.
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: tests and benchmarks print what matters."""
+
+    def do_GET(self) -> None:
+        if self.path == "/stats":
+            self._json(200, self.server.stats())
+        else:
+            self._error(404, f"no route GET {self.path}")
+
+    def do_POST(self) -> None:
+        body = self._body()
+        if self.path == "/control":
+            self._control(body)
+            return
+        self.server.count(self.path)
+        if self.path in ("/v1/chat/completions", "/v1/embeddings"):
+            self._model_call(body)
+        else:
+            self._error(404, f"no route POST {self.path}")
+
+    def _control(self, body: dict[str, Any]) -> None:
+        reset = body.pop("reset", False)
+        try:
+            self.server.configure(body)
+        except TypeError as err:
+            self._error(400, f"bad fault settings: {err}")
+            return
+        if reset:
+            with self.server.lock:
+                for counter in (self.server.requests, self.server.injected, self.server.seen):
+                    counter.clear()
+        self._json(200, self.server.stats())
+
+    def _model_call(self, body: dict[str, Any]) -> None:
+        faults = self.server.faults
+        chat = self.path.endswith("/chat/completions")
+        subject = _user_text(body) if chat else json.dumps(body.get("input"))
+        time.sleep(faults.latency_ms / 1000)
+        kind = self.server.draw_fault(self.path, subject)
+        if kind == "429":
+            self._error(
+                429, "rate limit reached", headers={"Retry-After": f"{faults.retry_after:g}"}
+            )
+        elif kind == "500":
+            self._error(500, "the server had an error while processing your request")
+        elif kind == "timeout":
+            self.server.closing.wait(faults.hang_seconds)
+            self._error(504, "gateway timeout")
+        elif chat:
+            self._chat(body, subject, malformed=kind == "malformed")
+        else:
+            self._embeddings(body)
+
+    def _chat(self, body: dict[str, Any], text: str, *, malformed: bool) -> None:
+        fmt = (body.get("response_format") or {}).get("type")
+        if fmt == "json_schema" and self.server.faults.reject_json_schema:
+            self._error(400, "response_format json_schema is not supported by this server")
+            return
+        graph = graph_for_text(text)
+        content = json.dumps(graph) if fmt in ("json_schema", "json_object") else graph["summary"]
+        if malformed:
+            content = content[: len(content) // 2]
+        prompt = sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4
+        message = {"role": "assistant", "content": content}
+        reply = {
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "test"),
+            "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+            "usage": _usage(prompt, len(content) // 4),
+        }
+        self._json(200, reply)
+
+    def _embeddings(self, body: dict[str, Any]) -> None:
+        inputs = body.get("input", [])
+        texts = [inputs] if isinstance(inputs, str) else list(inputs)
+        dim = self.server.faults.embedding_dim
+        data = [
+            {"object": "embedding", "index": i, "embedding": embedding_for_text(t, dim)}
+            for i, t in enumerate(texts)
+        ]
+        usage = _usage(sum(len(t) for t in texts) // 4, 0)
+        self._json(200, {"object": "list", "data": data, "model": "test", "usage": usage})
+
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b"{}"
+        try:
+            body = json.loads(raw)
+        except json.JSONDecodeError:
+            return {}
+        return body if isinstance(body, dict) else {}
+
+    def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        error = {"message": message, "type": "test_server_error", "code": str(status)}
+        self._json(status, {"error": error}, headers)
+
+    def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout fault): nothing left to answer
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def _user_text(body: dict[str, Any]) -> str:
+    """The first user message: the text to extract from (repair turns come later)."""
+    for message in body.get("messages", []):
+        if message.get("role") == "user":
+            content = message.get("content", "")
+            if isinstance(content, list):
+                return " ".join(part.get("text", "") for part in content)
+            return str(content)
+    return ""
+
+
+class LLMTestServer:
+    """The test server in a background thread; a context manager."""
+
+    def __init__(self, port: int = 0, host: str = "127.0.0.1", **faults: Any) -> None:
+        self._server = _Server((host, port), Faults(**faults))
+        self.port = self._server.server_address[1]
+        self.base_url = f"http://{host}:{self.port}/v1"
+        # A short poll interval: shutdown() waits up to one interval.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    def __enter__(self) -> LLMTestServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def configure(self, **faults: Any) -> None:
+        """Change fault settings (same names as the constructor's)."""
+        self._server.configure(faults)
+
+    def stats(self) -> dict[str, Any]:
+        """Requests per path, faults injected per kind, the current settings."""
+        return self._server.stats()
+
+    def calls(self, path: str = "/v1/chat/completions") -> int:
+        """Requests received on one path."""
+        return self._server.stats()["requests"].get(path, 0)
+
+    def serve(self) -> None:
+        """Serve in the calling thread until interrupted (the command line)."""
+        try:
+            self._server.serve_forever(poll_interval=0.05)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self._server.server_close()
+
+    def close(self) -> None:
+        """Stop serving and close the socket."""
+        self._server.closing.set()  # wakes requests hanging in a timeout fault
+        if self._thread.is_alive():  # shutdown() waits forever on a server never started
+            self._server.shutdown()
+        self._server.server_close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="OpenAI-compatible test LLM server")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8089)
+    for f in fields(Faults):
+        flag = "--" + f.name.replace("_", "-")
+        kind = {"int": int, "float": float, "str": str}.get(str(f.type))
+        if kind is not None:
+            parser.add_argument(flag, type=kind, default=f.default)
+    parser.add_argument("--reject-json-schema", action="store_true")
+    args = vars(parser.parse_args())
+    host, port = args.pop("host"), args.pop("port")
+    server = LLMTestServer(port, host, **args)
+    print(f"test LLM server at {server.base_url} faults={server.stats()['config']}", flush=True)
+    server.serve()
+
+
+if __name__ == "__main__":
+    main()
