@@ -292,6 +292,10 @@ def worker(
             "run separate workers (embedded mode runs workers inside each command)",
             2,
         )
+    if pool == "threads":
+        from workers.runtime import share_cores_between_threads
+
+        share_cores_between_threads(concurrency)
     configure(settings).worker_main(
         ["worker", "-Q", queues, "-c", str(concurrency), "-P", pool, "-E", "--loglevel", "INFO"]
     )

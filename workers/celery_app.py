@@ -35,7 +35,7 @@ def celery_config(settings: Settings) -> dict[str, object]:
         # polling_interval matters for the in-process memory:// transport (default 1 s per hop).
         "broker_transport_options": {
             "visibility_timeout": settings.visibility_timeout_seconds,
-            "polling_interval": 0.01,
+            "polling_interval": 0.1,
         },
         "broker_connection_retry_on_startup": True,
         "worker_send_task_events": True,

@@ -14,6 +14,7 @@ from celery.worker import WorkController
 from celery.worker import state as worker_state
 
 from workers.celery_app import INGEST_QUEUE, LLM_QUEUE
+from workers.runtime import share_cores_between_threads
 
 
 class _ReadyWorkController(WorkController):
@@ -43,6 +44,7 @@ class EmbeddedWorker:
                 "embedded workers need the memory:// broker; start "
                 "`cogmill worker` processes for a Redis broker"
             )
+        share_cores_between_threads(self.threads)
         self._controller = _ReadyWorkController(
             app=self.app,
             pool_cls="threads",

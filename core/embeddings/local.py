@@ -111,14 +111,34 @@ class LocalEmbedder:
         if len(texts) == 0:
             raise ValueError("embed() needs at least one text")
         encodings = self._tokenizer.encode_batch(list(texts))
-        # Batching texts of similar length keeps padding (wasted work) small.
-        order = np.argsort([len(e.ids) for e in encodings], kind="stable")
+        lengths = [len(e.ids) for e in encodings]
         vectors = np.empty((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start : start + self.batch_size]
+        for rows in _length_batches(lengths, self.batch_size):
             ids, mask = _pad([encodings[i].ids for i in rows])
             vectors[rows] = _encode(self._bert, ids, mask)
         return vectors
+
+
+def _length_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
+    """Row groups of similar length, within a token budget of `batch_size` * 64.
+
+    Padding is wasted work, and attention grows with the square of the width: a short text in
+    a batch with a 256-token one costs as much as the long one. So a batch closes when the next
+    (longer) text would pad the first one by more than a third, or break the token budget.
+    """
+    order = np.argsort(lengths, kind="stable")
+    budget = batch_size * 64
+    batches: list[np.ndarray] = []
+    start = 0
+    for end in range(1, len(order) + 1):
+        if end < len(order):
+            first, width = lengths[order[start]], lengths[order[end]]
+            fits = (end - start + 1) * width <= budget and end - start < batch_size * 4
+            if fits and width <= first * 4 // 3 + 8:
+                continue
+        batches.append(order[start:end])
+        start = end
+    return batches
 
 
 def _read_json(path: Path) -> dict:
