@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import uuid
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -27,3 +29,22 @@ class VectorHit(BaseModel):
 def collection_name(node_type: str, field: str) -> str:
     """Vector collections are named `<Type>_<field>` (DESIGN.md)."""
     return f"{node_type}_{field}"
+
+
+_COLLECTION_NAME = re.compile(r"[A-Za-z0-9_]{1,128}")
+
+
+def check_collection(name: str) -> None:
+    """Raise ValueError unless the name is safe as a folder, label and index name."""
+    if not isinstance(name, str) or not _COLLECTION_NAME.fullmatch(name):
+        raise ValueError(
+            f"bad vector collection name {name!r}: use 1-128 letters, digits or underscores"
+        )
+
+
+def point_id(value: str) -> str:
+    """The canonical UUID string of a point id; every vector store accepts only UUIDs."""
+    try:
+        return str(uuid.UUID(value))
+    except (TypeError, ValueError, AttributeError) as err:
+        raise ValueError(f"vector point id {value!r} is not a UUID string") from err

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -28,10 +27,9 @@ from urllib.parse import urlsplit
 import neo4j
 from neo4j.exceptions import DriverError, Neo4jError
 
-from core.models.vectors import VectorHit, VectorPoint
+from core.models.vectors import VectorHit, VectorPoint, check_collection, point_id
 from core.ports import StoreError, batched
 
-_COLLECTION_NAME = re.compile(r"[A-Za-z0-9_]{1,128}")
 _NAMESPACE = re.compile(r"[A-Za-z][A-Za-z0-9]{0,31}")
 _WRITE_BATCH = 1000  # rows per UNWIND transaction: ~1.5 MB of parameters at 384 dims
 _DELETE_BATCH = 5000  # nodes removed per transaction, so a big dataset never needs one huge tx
@@ -77,22 +75,6 @@ WITH n, vector.similarity.cosine(n.embedding, $vector) AS score
 ORDER BY score DESC LIMIT $limit
 RETURN [n.id, score, n.dataset, n.payload] AS hit
 """
-
-
-def _check_collection(name: str) -> None:
-    """Raise ValueError unless the name is safe inside a label and an index name."""
-    if not isinstance(name, str) or not _COLLECTION_NAME.fullmatch(name):
-        raise ValueError(
-            f"bad vector collection name {name!r}: use 1-128 letters, digits or underscores"
-        )
-
-
-def _point_id(point_id: str) -> str:
-    """The canonical UUID string; other adapters accept nothing else, so neither do we."""
-    try:
-        return str(uuid.UUID(point_id))
-    except (TypeError, ValueError, AttributeError) as err:
-        raise ValueError(f"vector point id {point_id!r} is not a UUID string") from err
 
 
 def _hit(row: list[Any]) -> VectorHit:
@@ -220,13 +202,13 @@ class Neo4jVectorStore:
                 raise ValueError(f"payload of point {p.id!r} is not JSON: {err}") from err
             vector = [float(x) for x in p.vector]
             rows.append(
-                {"id": _point_id(p.id), "dataset": p.dataset, "payload": payload, "vector": vector}
+                {"id": point_id(p.id), "dataset": p.dataset, "payload": payload, "vector": vector}
             )
         return rows
 
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
         """Insert or replace points by id, creating the collection; ValueError on a bad dim/id."""
-        _check_collection(collection)
+        check_collection(collection)
         rows = self._rows(points)
         if not rows:
             return
@@ -243,7 +225,7 @@ class Neo4jVectorStore:
         self._check_dim(vector, "query vector")
         if limit < 1:
             raise ValueError(f"search limit must be positive, got {limit}")
-        _check_collection(collection)
+        check_collection(collection)
         if not datasets or not self._exists(collection):
             return []
         query = [float(x) for x in vector]
@@ -284,7 +266,7 @@ class Neo4jVectorStore:
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove points with these ids from every collection. Raises StoreError."""
-        point_ids = [_point_id(i) for i in ids]
+        point_ids = [point_id(i) for i in ids]
         query = f"MATCH (n:`{self._base}`) WHERE n.id IN $ids DETACH DELETE n"
         with self._errors("delete"):
             for chunk in batched(point_ids, _DELETE_BATCH):
@@ -302,7 +284,7 @@ class Neo4jVectorStore:
 
     def count(self, collection: str, *, dataset: str | None = None) -> int:
         """Number of points in a collection (0 when it does not exist)."""
-        _check_collection(collection)
+        check_collection(collection)
         with self._errors(f"count of {collection!r}"):
             return self._size(collection, None if dataset is None else [dataset])
 

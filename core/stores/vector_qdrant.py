@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -27,32 +26,15 @@ import httpx
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ApiException
 
-from core.models.vectors import VectorHit, VectorPoint
+from core.models.vectors import VectorHit, VectorPoint, check_collection, point_id
 from core.ports import StoreError, batched
 
-_COLLECTION_NAME = re.compile(r"[A-Za-z0-9_]{1,128}")
 _NAMESPACE = re.compile(r"[A-Za-z][A-Za-z0-9]{0,31}")  # no "_": prefixes stay unambiguous
 _DATASET = "dataset"  # payload key of the dataset a point belongs to
 _UPSERT_BATCH = 512  # points per request: ~1.6 MB of JSON at 384 dims
 _DELETE_BATCH = 1024
 # Failures of the store, as opposed to our own ValueErrors, which are raised before any call.
 _CLIENT_ERRORS = (ApiException, httpx.HTTPError, ValueError, RuntimeError, OSError)
-
-
-def _check_collection(name: str) -> None:
-    """Raise ValueError unless the name is a valid collection name of ours."""
-    if not isinstance(name, str) or not _COLLECTION_NAME.fullmatch(name):
-        raise ValueError(
-            f"bad vector collection name {name!r}: use 1-128 letters, digits or underscores"
-        )
-
-
-def _point_id(point_id: str) -> str:
-    """The canonical UUID string for an id; Qdrant accepts only UUID or integer point ids."""
-    try:
-        return str(uuid.UUID(point_id))
-    except (TypeError, ValueError, AttributeError) as err:
-        raise ValueError(f"vector point id {point_id!r} is not a UUID string") from err
 
 
 def _dataset_filter(datasets: Sequence[str]) -> models.Filter:
@@ -146,7 +128,7 @@ class QdrantVectorStore:
 
     def _exists(self, collection: str) -> bool:
         """Whether a collection exists; another process may have created it since we looked."""
-        _check_collection(collection)
+        check_collection(collection)
         if collection in self._known:
             return True
         with self._lock, self._errors("lookup", collection):
@@ -190,13 +172,13 @@ class QdrantVectorStore:
 
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
         """Insert or replace points by id, creating the collection; ValueError on a bad dim/id."""
-        _check_collection(collection)
+        check_collection(collection)
         # Validate the whole call before writing, so a bad point writes nothing.
         for p in points:
             self._check_dim(p.vector, f"vector of point {p.id!r}")
         structs = [
             models.PointStruct(
-                id=_point_id(p.id),
+                id=point_id(p.id),
                 vector=[float(x) for x in p.vector],
                 payload={**p.payload, _DATASET: p.dataset},
             )
@@ -230,7 +212,7 @@ class QdrantVectorStore:
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove points with these ids from every collection. Raises StoreError."""
-        point_ids: list[models.ExtendedPointId] = [_point_id(i) for i in ids]
+        point_ids: list[models.ExtendedPointId] = [point_id(i) for i in ids]
         if not point_ids:
             return
         for name in self._our_collections():

@@ -13,19 +13,16 @@ Facts this adapter leans on (qdrant-edge-py 0.9, checked by experiment):
 
 from __future__ import annotations
 
-import re
 import threading
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import qdrant_edge as qe
 
-from core.models.vectors import VectorHit, VectorPoint
+from core.models.vectors import VectorHit, VectorPoint, check_collection, point_id
 from core.ports import StoreError, batched
 
-_COLLECTION_NAME = re.compile(r"[A-Za-z0-9_]{1,128}")
 _SHARD_MARKER = "edge_config.json"  # Edge writes it into every shard folder it creates
 _DATASET = "dataset"  # payload key of the dataset a point belongs to
 # Points per update call: each call is one WAL entry, and the WAL works in 32 MiB segments.
@@ -43,20 +40,12 @@ def _engine_errors(action: str, collection: str) -> Iterator[None]:
         ) from err
 
 
-def _check_collection(name: str) -> None:
-    """Raise ValueError unless the name is safe as a folder name."""
-    if not isinstance(name, str) or not _COLLECTION_NAME.fullmatch(name):
-        raise ValueError(
-            f"bad vector collection name {name!r}: use 1-128 letters, digits or underscores"
-        )
-
-
-def _point_id(point_id: str) -> str:
-    """The canonical UUID string for an id; Edge accepts only UUID or integer point ids."""
+def _is_collection(name: str) -> bool:
     try:
-        return str(uuid.UUID(point_id))
-    except (TypeError, ValueError, AttributeError) as err:
-        raise ValueError(f"vector point id {point_id!r} is not a UUID string") from err
+        check_collection(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _in_datasets(datasets: Sequence[str]) -> qe.Filter:
@@ -87,7 +76,7 @@ class QdrantEdgeVectorStore:
             raise StoreError(f"cannot open vector store {self.path}: {err}") from err
         try:
             for folder in folders:
-                if _COLLECTION_NAME.fullmatch(folder.name) and (folder / _SHARD_MARKER).is_file():
+                if _is_collection(folder.name) and (folder / _SHARD_MARKER).is_file():
                     self._shards[folder.name] = self._open(folder.name)
         except StoreError:
             self.close()  # release the WAL locks of the shards already opened
@@ -139,13 +128,13 @@ class QdrantEdgeVectorStore:
 
     def _shard(self, collection: str) -> qe.EdgeShard | None:
         """The shard of a collection, or None when it does not exist."""
-        _check_collection(collection)
+        check_collection(collection)
         with self._registry() as shards:
             return shards.get(collection)
 
     def _shard_or_create(self, collection: str) -> qe.EdgeShard:
         """The shard of a collection, created (once, under the lock) when missing."""
-        _check_collection(collection)
+        check_collection(collection)
         with self._registry() as shards:
             if collection not in shards:
                 shards[collection] = self._create(collection)
@@ -163,12 +152,12 @@ class QdrantEdgeVectorStore:
 
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
         """Insert or replace points by id, creating the collection; ValueError on a bad dim/id."""
-        _check_collection(collection)
+        check_collection(collection)
         # Validate the whole call before writing, so a bad point writes nothing.
         for point in points:
             self._check_dim(point.vector, f"vector of point {point.id!r}")
         edge_points = [
-            qe.Point(_point_id(p.id), p.vector, {**p.payload, _DATASET: p.dataset}) for p in points
+            qe.Point(point_id(p.id), p.vector, {**p.payload, _DATASET: p.dataset}) for p in points
         ]
         if not edge_points:
             return
@@ -200,7 +189,7 @@ class QdrantEdgeVectorStore:
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove points with these ids from every collection. Raises StoreError."""
-        point_ids = [_point_id(i) for i in ids]
+        point_ids = [point_id(i) for i in ids]
         if not point_ids:
             return
         for collection, shard in self._all_shards():
