@@ -26,8 +26,12 @@ class GraphSearchParams:
     entity_hits: int = 20
     chunk_hits: int = 20
     edge_type_hits: int = 50
-    frontier: int = 30
-    edge_limit: int = 2000
+    # Bounds on what one query reads: the best `seeds` entry points, the first hop's edges,
+    # `frontier` nodes to step from, and the second hop's edges.
+    seeds: int = 40
+    frontier: int = 20
+    edge_limit: int = 600
+    second_hop_limit: int = 300
     node_weight: float = 0.5
     edge_weight: float = 0.2
     chunk_weight: float = 0.3
@@ -84,7 +88,8 @@ class GraphCompletionRetriever:
             rel = relation_sim.get(edge.name, 0.0)
             return p.node_weight * ends + p.edge_weight * rel + p.chunk_weight * chunks
 
-        edges = {e.id: e for e in self._relations(list(entity_sim))}
+        seeds = sorted(entity_sim, key=lambda n: -entity_sim[n])[: p.seeds]
+        edges = {e.id: e for e in self._relations(seeds, p.edge_limit)}
         first = {eid: score(e, entity_sim) for eid, e in edges.items()}
         # Spread: a node at the end of a good triplet is as relevant as part of that triplet,
         # which lets the second hop of a question (a node the query never names) rank.
@@ -99,7 +104,9 @@ class GraphCompletionRetriever:
         unexpanded = sorted(
             (n for n in inherited if n not in entity_sim), key=lambda n: -inherited[n]
         )
-        edges.update({e.id: e for e in self._relations(unexpanded[: p.frontier])})
+        edges.update(
+            {e.id: e for e in self._relations(unexpanded[: p.frontier], p.second_hop_limit)}
+        )
         scored = [_Scored(e, score(e, node_sim)) for e in edges.values()]
         return self._results(self._diverse_top(scored, top_k))
 
@@ -121,11 +128,11 @@ class GraphCompletionRetriever:
             chosen.append(best)
         return chosen
 
-    def _relations(self, node_ids: list[str]) -> list[Edge]:
+    def _relations(self, node_ids: list[str], limit: int) -> list[Edge]:
         if not node_ids:
             return []
         return self.graph.edges_of(
-            node_ids, exclude=sorted(STRUCTURAL_EDGES), limit=self.params.edge_limit
+            node_ids, exclude=sorted(STRUCTURAL_EDGES), limit=limit
         )
 
     def _results(self, best: list[_Scored]) -> list[SearchResult]:
