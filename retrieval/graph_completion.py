@@ -131,9 +131,7 @@ class GraphCompletionRetriever:
     def _relations(self, node_ids: list[str], limit: int) -> list[Edge]:
         if not node_ids:
             return []
-        return self.graph.edges_of(
-            node_ids, exclude=sorted(STRUCTURAL_EDGES), limit=limit
-        )
+        return self.graph.edges_of(node_ids, exclude=sorted(STRUCTURAL_EDGES), limit=limit)
 
     def _results(self, best: list[_Scored]) -> list[SearchResult]:
         ids = {i for s in best for i in (s.edge.source, s.edge.target)}

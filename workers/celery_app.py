@@ -35,6 +35,9 @@ def celery_config(settings: Settings) -> dict[str, object]:
         # polling_interval matters for the in-process memory:// transport (default 1 s per hop).
         "broker_transport_options": {
             "visibility_timeout": settings.visibility_timeout_seconds,
+            # The lock guarding the redelivery of unacknowledged messages survives a Redis
+            # restart (AOF); by default it would then block redelivery for 300 s.
+            "unacked_mutex_expire": min(300, settings.visibility_timeout_seconds),
             "polling_interval": 0.1,
         },
         "broker_connection_retry_on_startup": True,
@@ -54,4 +57,10 @@ app.set_default()
 def configure(settings: Settings) -> Celery:
     """Point the app at the broker of these settings (before any worker starts)."""
     app.conf.update(celery_config(settings))
+    # Celery keeps its connection and producer pools for the broker it first used; drop them
+    # so the next publish connects to this one (Celery's own after-fork reset does the same).
+    if app._pool is not None:
+        app._pool.force_close_all()
+        app._pool = None
+    app.amqp._producer_pool = None
     return app
