@@ -8,5 +8,5 @@ QUESTIONS = [
     "Where was Marie Curie born?",
     "What is the capital of Poland?",
     "Who founded Siemens?",
-    "In which country was Marie Curie born?",
+    "Which river flows through the city where Alan Turing was born?",
 ]
