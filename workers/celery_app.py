@@ -57,10 +57,9 @@ app.set_default()
 def configure(settings: Settings) -> Celery:
     """Point the app at the broker of these settings (before any worker starts)."""
     app.conf.update(celery_config(settings))
-    # Celery keeps its connection and producer pools for the broker it first used; drop them
-    # so the next publish connects to this one (Celery's own after-fork reset does the same).
-    if app._pool is not None:
-        app._pool.force_close_all()
-        app._pool = None
+    # Celery keeps its connection and producer pools for the broker it first used; forget them
+    # so the next publish connects to this one. Not closed: kombu shares pools per broker URL
+    # process-wide, so a later configure() back to that broker gets the same, still open, pool.
+    app._pool = None
     app.amqp._producer_pool = None
     return app
