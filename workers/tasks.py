@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from celery import Signature, Task, chain
+from celery import Signature, chain
 
 from core.models.jobs import DocumentError
 from core.ports import StoreError
@@ -36,7 +36,6 @@ def batch_input_key(job_id: str, batch: int) -> str:
 
 
 @app.task(
-    bind=True,
     name="cogmill.run_step",
     autoretry_for=(StoreError,),
     retry_backoff=2,
@@ -44,9 +43,7 @@ def batch_input_key(job_id: str, batch: int) -> str:
     retry_jitter=True,
     max_retries=5,
 )
-def run_step(
-    self: Task, in_key: str | None, job_id: str, pipeline: str, step: str, batch: int
-) -> str | None:
+def run_step(in_key: str | None, job_id: str, pipeline: str, step: str, batch: int) -> str | None:
     """Run one pipeline step on one batch; returns the key of its output (None once stopped)."""
     jobs = tracker()
     if in_key is None or jobs.cancelled(job_id):
@@ -88,14 +85,13 @@ def _failed_report(
 
 
 @app.task(
-    bind=True,
     name="cogmill.finish_batch",
     autoretry_for=(StoreError,),
     retry_backoff=2,
     retry_jitter=True,
     max_retries=10,
 )
-def finish_batch(self: Task, report_key: str | None, job_id: str, batch: int) -> None:
+def finish_batch(report_key: str | None, job_id: str, batch: int) -> None:
     """Record a batch's outcome on its documents and the job; the last batch finalises."""
     runtime = current_runtime()
     report = None
