@@ -8,6 +8,10 @@ job still ends; store outages are retried with backoff before that.
 from __future__ import annotations
 
 import logging
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from celery import Signature, chain
 
@@ -24,6 +28,8 @@ from workers.runtime import current_runtime
 log = logging.getLogger("cogmill.tasks")
 
 LLM_STEPS = frozenset({"extract_graph"})
+STORE_RETRY_PAUSES = (0.5, 1, 2, 4, 8, 15, 30)  # ~1 minute in all
+T = TypeVar("T")
 
 
 def tracker() -> JobTracker:
@@ -45,11 +51,38 @@ def batch_input_key(job_id: str, batch: int) -> str:
 )
 def run_step(in_key: str | None, job_id: str, pipeline: str, step: str, batch: int) -> str | None:
     """Run one pipeline step on one batch; returns the key of its output (None once stopped)."""
+    deliveries: list[int] = []  # counted once per delivery, however often the body is retried
+    return ride_out_store_outages(
+        lambda: _run_step(in_key, job_id, pipeline, step, batch, deliveries)
+    )
+
+
+def ride_out_store_outages(work: Callable[[], T]) -> T:
+    """Retry `work` in this process while a store is unreachable.
+
+    Celery's own retry republishes the task to the broker; when the outage is the broker's
+    Redis itself, that publish fails and the task is dropped with its chain. Waiting here
+    needs no broker. After the last pause the error goes to Celery's retry as before.
+    """
+    for pause in STORE_RETRY_PAUSES:
+        try:
+            return work()
+        except StoreError as err:
+            log.warning("store_unavailable retry_in=%ss error=%s", pause, err)
+            time.sleep(pause * random.uniform(0.8, 1.2))
+    return work()
+
+
+def _run_step(
+    in_key: str | None, job_id: str, pipeline: str, step: str, batch: int, counted: list[int]
+) -> str | None:
     jobs = tracker()
     if in_key is None or jobs.cancelled(job_id):
         return None
     runtime = current_runtime()
-    deliveries = jobs.count_delivery(job_id, batch, step)
+    if not counted:
+        counted.append(jobs.count_delivery(job_id, batch, step))
+    deliveries = counted[0]
     if deliveries > runtime.settings.max_deliveries:
         # Every earlier delivery died with its worker (acks_late redelivers it): park the batch
         # with an error instead of killing workers forever.
@@ -93,11 +126,14 @@ def _failed_report(
 )
 def finish_batch(report_key: str | None, job_id: str, batch: int) -> None:
     """Record a batch's outcome on its documents and the job; the last batch finalises."""
-    runtime = current_runtime()
-    report = None
-    if report_key is not None:
-        report = WriteReport.model_validate_json(tracker().artifact(report_key))
-    record_batch(runtime, job_id, batch, report)
+
+    def work() -> None:
+        report = None
+        if report_key is not None:
+            report = WriteReport.model_validate_json(tracker().artifact(report_key))
+        record_batch(current_runtime(), job_id, batch, report)
+
+    ride_out_store_outages(work)
 
 
 def batch_chain(job_id: str, pipeline: str, steps: list[str], batch: int) -> Signature:
