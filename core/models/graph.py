@@ -8,7 +8,6 @@ document removes its support; an item with no support left is removed.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 import uuid
@@ -23,11 +22,6 @@ _NAMESPACE = uuid.UUID("6f1c2a43-5d0e-4c1b-9a8e-2b7c3d4e5f60")
 def stable_id(*parts: str) -> str:
     """A deterministic uuid5 string for the given parts."""
     return str(uuid.uuid5(_NAMESPACE, "\x1f".join(parts)))
-
-
-def content_hash(data: bytes) -> str:
-    """sha256 hex digest of raw document bytes."""
-    return hashlib.sha256(data).hexdigest()
 
 
 _SPACES = re.compile(r"\s+")

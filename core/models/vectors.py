@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -48,3 +49,9 @@ def point_id(value: str) -> str:
         return str(uuid.UUID(value))
     except (TypeError, ValueError, AttributeError) as err:
         raise ValueError(f"vector point id {value!r} is not a UUID string") from err
+
+
+def check_dim(vector: Sequence[float], dim: int, what: str) -> None:
+    """Raise ValueError when a vector does not have the store's dimension."""
+    if len(vector) != dim:
+        raise ValueError(f"{what} has {len(vector)} dimensions; this store holds {dim}")

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import neo4j
 from neo4j.exceptions import DriverError, Neo4jError
 
-from core.models.vectors import VectorHit, VectorPoint, check_collection, point_id
+from core.models.vectors import VectorHit, VectorPoint, check_collection, check_dim, point_id
 from core.ports import StoreError, batched
 
 _NAMESPACE = re.compile(r"[A-Za-z][A-Za-z0-9]{0,31}")
@@ -186,16 +186,11 @@ class Neo4jVectorStore:
                     self._ready.add(collection)
         return collection in self._ready
 
-    def _check_dim(self, vector: Sequence[float], what: str) -> None:
-        """Raise ValueError when a vector does not have the store's dimension."""
-        if len(vector) != self.dim:
-            raise ValueError(f"{what} has {len(vector)} dimensions; this store holds {self.dim}")
-
     def _rows(self, points: Sequence[VectorPoint]) -> list[dict[str, Any]]:
         """Validated upsert parameters; any bad point raises before anything is written."""
         rows = []
         for p in points:
-            self._check_dim(p.vector, f"vector of point {p.id!r}")
+            check_dim(p.vector, self.dim, f"vector of point {p.id!r}")
             try:
                 payload = json.dumps(p.payload, sort_keys=True)
             except (TypeError, ValueError) as err:
@@ -222,7 +217,7 @@ class Neo4jVectorStore:
         self, collection: str, vector: Sequence[float], *, datasets: Sequence[str], limit: int = 10
     ) -> list[VectorHit]:
         """Nearest points (cosine, best first) within the datasets; [] for an unknown collection."""
-        self._check_dim(vector, "query vector")
+        check_dim(vector, self.dim, "query vector")
         if limit < 1:
             raise ValueError(f"search limit must be positive, got {limit}")
         check_collection(collection)

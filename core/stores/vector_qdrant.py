@@ -26,7 +26,7 @@ import httpx
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ApiException
 
-from core.models.vectors import VectorHit, VectorPoint, check_collection, point_id
+from core.models.vectors import VectorHit, VectorPoint, check_collection, check_dim, point_id
 from core.ports import StoreError, batched
 
 _NAMESPACE = re.compile(r"[A-Za-z][A-Za-z0-9]{0,31}")  # no "_": prefixes stay unambiguous
@@ -165,17 +165,12 @@ class QdrantVectorStore:
         prefix = f"{self.namespace}_"
         return [c.name for c in found if c.name.startswith(prefix)]
 
-    def _check_dim(self, vector: Sequence[float], what: str) -> None:
-        """Raise ValueError when a vector does not have the store's dimension."""
-        if len(vector) != self.dim:
-            raise ValueError(f"{what} has {len(vector)} dimensions; this store holds {self.dim}")
-
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
         """Insert or replace points by id, creating the collection; ValueError on a bad dim/id."""
         check_collection(collection)
         # Validate the whole call before writing, so a bad point writes nothing.
         for p in points:
-            self._check_dim(p.vector, f"vector of point {p.id!r}")
+            check_dim(p.vector, self.dim, f"vector of point {p.id!r}")
         structs = [
             models.PointStruct(
                 id=point_id(p.id),
@@ -195,7 +190,7 @@ class QdrantVectorStore:
         self, collection: str, vector: Sequence[float], *, datasets: Sequence[str], limit: int = 10
     ) -> list[VectorHit]:
         """Nearest points (cosine, best first) within the datasets; [] for an unknown collection."""
-        self._check_dim(vector, "query vector")
+        check_dim(vector, self.dim, "query vector")
         if limit < 1:
             raise ValueError(f"search limit must be positive, got {limit}")
         if not self._exists(collection) or not datasets:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import qdrant_edge as qe
 
-from core.models.vectors import VectorHit, VectorPoint, check_collection, point_id
+from core.models.vectors import VectorHit, VectorPoint, check_collection, check_dim, point_id
 from core.ports import StoreError, batched
 
 _SHARD_MARKER = "edge_config.json"  # Edge writes it into every shard folder it creates
@@ -145,17 +145,12 @@ class QdrantEdgeVectorStore:
         with self._registry() as shards:
             return list(shards.items())
 
-    def _check_dim(self, vector: Sequence[float], what: str) -> None:
-        """Raise ValueError when a vector does not have the store's dimension."""
-        if len(vector) != self.dim:
-            raise ValueError(f"{what} has {len(vector)} dimensions; this store holds {self.dim}")
-
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
         """Insert or replace points by id, creating the collection; ValueError on a bad dim/id."""
         check_collection(collection)
         # Validate the whole call before writing, so a bad point writes nothing.
         for point in points:
-            self._check_dim(point.vector, f"vector of point {point.id!r}")
+            check_dim(point.vector, self.dim, f"vector of point {point.id!r}")
         edge_points = [
             qe.Point(point_id(p.id), p.vector, {**p.payload, _DATASET: p.dataset}) for p in points
         ]
@@ -170,7 +165,7 @@ class QdrantEdgeVectorStore:
         self, collection: str, vector: Sequence[float], *, datasets: Sequence[str], limit: int = 10
     ) -> list[VectorHit]:
         """Nearest points (cosine, best first) within the datasets; [] for an unknown collection."""
-        self._check_dim(vector, "query vector")
+        check_dim(vector, self.dim, "query vector")
         if limit < 1:
             raise ValueError(f"search limit must be positive, got {limit}")
         shard = self._shard(collection)
