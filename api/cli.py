@@ -146,7 +146,10 @@ def wait_for(job: Job, show_progress: bool) -> Job:
 def cognify(
     dataset: Annotated[str, typer.Argument(help="Dataset to process")],
     all_documents: Annotated[bool, typer.Option("--all", help="Reprocess every document")] = False,
-    pipeline: Annotated[str, typer.Option(help="Pipeline name")] = "default",
+    pipeline: Annotated[
+        str | None,
+        typer.Option(help="Pipeline for every document (default: each document's own)"),
+    ] = None,
 ) -> None:
     """Build the knowledge graph and vectors of a dataset's new and changed documents."""
     from workers.orchestration import cognify as plan
@@ -202,7 +205,7 @@ def search(
 
     def body() -> SearchResponse:
         with runtime_session() as rt:
-            return run_search(rt.graph, rt.vectors, rt.embedder, query, dataset, search_type, top_k)
+            return run_search(rt.retrieval(), query, dataset, search_type, top_k)
 
     print_response(guarded(body), as_json)
 

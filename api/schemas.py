@@ -135,7 +135,7 @@ class DocumentPublic(BaseModel):
 
 class CognifyRequest(BaseModel):
     all: bool = Field(default=False, description="Reprocess every document, not only new/changed")
-    pipeline: str = "default"
+    pipeline: str | None = None
 
 
 class JobAccepted(BaseModel):

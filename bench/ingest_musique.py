@@ -87,15 +87,12 @@ def ingest(runtime: Runtime, paths: list[Path]) -> dict[str, float]:
 def search_latency(runtime: Runtime, questions: list[str]) -> dict[str, dict[str, float]]:
     figures = {}
     for kind in (SearchType.CHUNKS, SearchType.GRAPH_COMPLETION):
-        search(
-            runtime.graph, runtime.vectors, runtime.embedder, questions[0], ["musique"], kind, 10
-        )
+        ctx = runtime.retrieval()
+        search(ctx, questions[0], ["musique"], kind, 10)
         times = []
         for question in questions:
             started = time.perf_counter()
-            search(
-                runtime.graph, runtime.vectors, runtime.embedder, question, ["musique"], kind, 10
-            )
+            search(ctx, question, ["musique"], kind, 10)
             times.append((time.perf_counter() - started) * 1000)
         figures[kind.value] = {
             "p50_ms": statistics.median(times),

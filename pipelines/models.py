@@ -20,9 +20,10 @@ class DocumentRef(BaseModel):
 
 
 class DocumentBatch(BaseModel):
-    """Input of a pipeline: the documents of one batch."""
+    """Input of a pipeline: the documents of one batch, and the pipeline they go through."""
 
     dataset: str
+    pipeline: str = "default"
     documents: list[DocumentRef]
 
 

@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from core.catalog import check_dataset_name
-from core.ports import Embedder, GraphReader, VectorStore
+from retrieval.base import RetrievalContext, Retriever
 from retrieval.chunks import ChunksRetriever
 from retrieval.graph_completion import GraphCompletionRetriever
 from retrieval.models import SearchResponse, SearchType
 
 NO_LLM_NOTE = "no LLM is configured (COGMILL_LLM_BASE_URL): returning the retrieved context"
 
+# One factory per search type; a retriever that answers defines `get_completion`.
+RETRIEVERS: dict[SearchType, Callable[[RetrievalContext], Retriever]] = {
+    SearchType.CHUNKS: lambda ctx: ChunksRetriever(ctx.graph, ctx.vectors, ctx.embedder),
+    SearchType.GRAPH_COMPLETION: lambda ctx: GraphCompletionRetriever(
+        ctx.graph, ctx.vectors, ctx.embedder
+    ),
+}
+
 
 def search(
-    graph: GraphReader,
-    vectors: VectorStore,
-    embedder: Embedder,
+    ctx: RetrievalContext,
     query: str,
     datasets: Sequence[str],
     search_type: SearchType = SearchType.GRAPH_COMPLETION,
@@ -29,11 +35,19 @@ def search(
         raise ValueError(f"top-k must be at least 1, got {top_k}")
     for name in datasets:
         check_dataset_name(name)
-    retrievers = {
-        SearchType.CHUNKS: ChunksRetriever,
-        SearchType.GRAPH_COMPLETION: GraphCompletionRetriever,
-    }
-    retriever = retrievers[search_type](graph, vectors, embedder)
+    if search_type not in RETRIEVERS:
+        raise ValueError(f"search type {search_type} is not available")
+    retriever = RETRIEVERS[search_type](ctx)
     results = retriever.get_context(query, datasets, top_k)
-    note = NO_LLM_NOTE if search_type is SearchType.GRAPH_COMPLETION else None
-    return SearchResponse(query=query, search_type=search_type, results=results, note=note)
+    answer, note = None, None
+    complete = getattr(retriever, "get_completion", None)
+    if search_type is SearchType.GRAPH_COMPLETION and complete is None:
+        note = NO_LLM_NOTE  # completion for this type is not built yet
+    elif complete is not None:
+        if ctx.llm is None:
+            note = NO_LLM_NOTE
+        else:
+            answer = complete(query, results)
+    return SearchResponse(
+        query=query, search_type=search_type, results=results, answer=answer, note=note
+    )

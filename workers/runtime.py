@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from core.catalog import Catalog
 from core.ports import BlobStore, Embedder, Extractor, GraphStore, StateStore, VectorStore
@@ -20,6 +21,10 @@ from pipelines.chunk import ChunkDocuments
 from pipelines.classify import Classify
 from pipelines.definitions import Pipeline
 from pipelines.extract_graph import ExtractGraph
+from retrieval.base import RetrievalContext
+
+if TYPE_CHECKING:
+    from core.llm.client import LLMClient
 
 
 class Runtime:
@@ -67,14 +72,32 @@ class Runtime:
             return factory.extractor(self.settings, self.state)
 
     @cached_property
+    def llm(self) -> LLMClient | None:
+        """The LLM client when one is configured (retrievers answer with it), else None."""
+        with self._lock:
+            return factory.llm_client(self.settings, self.state)
+
+    def retrieval(self) -> RetrievalContext:
+        """What the retrievers read: the stores, the embedder and the LLM (if any)."""
+        return RetrievalContext(
+            graph=self.graph,
+            vectors=self.vectors,
+            embedder=self.embedder,
+            settings=self.settings,
+            state=self.state,
+            llm=self.llm,
+        )
+
+    @cached_property
     def catalog(self) -> Catalog:
         return Catalog(self.graph, self.vectors, self.blobs, self.settings.max_file_bytes)
 
-    def step(self, pipeline: Pipeline, name: str) -> Step:
-        """An instance of the named step of a pipeline, configured from settings."""
+    def step(self, pipeline: Pipeline, name: str, options: dict[str, Any] | None = None) -> Step:
+        """An instance of the named step of a pipeline, configured from settings and the job's
+        options (see `Job.options`)."""
         if name not in pipeline.step_names:
             raise ValueError(f"pipeline {pipeline.name!r} has no step {name!r}")
-        s = self.settings
+        s, options = self.settings, options or {}
         builders = {
             Classify.name: lambda: Classify(self.blobs, s.max_file_bytes),
             ChunkDocuments.name: lambda: ChunkDocuments(s.chunk_tokens, s.chunk_overlap_tokens),

@@ -89,7 +89,7 @@ def _run_step(
         error = RuntimeError(f"started {deliveries - 1} times without finishing; parked")
         record_batch(runtime, job_id, batch, _failed_report(jobs, job_id, batch, step, error))
         return None
-    instance = runtime.step(get_pipeline(pipeline), step)
+    instance = runtime.step(get_pipeline(pipeline), step, jobs.get(job_id).options)
     input_type = step_types(type(instance))[0]
     data = input_type.model_validate_json(jobs.artifact(in_key))
     try:

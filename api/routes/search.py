@@ -22,9 +22,7 @@ router = APIRouter(prefix="/api/v1", tags=["search"])
 def search(body: SearchRequest, runtime: RuntimeDep) -> SearchResponse:
     """Search datasets; results carry the chunks and documents they came from."""
     return run_search(
-        runtime.graph,
-        runtime.vectors,
-        runtime.embedder,
+        runtime.retrieval(),
         body.query,
         body.datasets,
         body.search_type,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -41,6 +42,8 @@ class Job(BaseModel):
     pipeline: str
     pipeline_version: str
     mode: str = "changed"
+    # Step options chosen for this job (e.g. a custom graph model); every step task reads them.
+    options: dict[str, Any] = Field(default_factory=dict)
     status: JobStatus = JobStatus.QUEUED
     total_documents: int = 0
     total_batches: int = 0

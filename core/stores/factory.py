@@ -86,17 +86,14 @@ def embedder(settings: Settings) -> Embedder:
     return LocalEmbedder(batch_size=settings.embed_batch_size)
 
 
-def extractor(settings: Settings, state: StateStore) -> Extractor:
-    """The LLM extractor when an endpoint is configured, the offline one otherwise."""
+def llm_client(settings: Settings, state: StateStore):  # noqa: ANN201 - LLMClient is lazy
+    """The LLM client for the configured endpoint (cached, rate-limited), or None without one."""
     if not settings.llm_base_url:
-        from core.llm.offline import OfflineExtractor
-
-        return OfflineExtractor(model=settings.spacy_model)
+        return None
     from core.llm.cache import LLMCache
     from core.llm.client import LLMClient
-    from core.llm.extractor import LLMExtractor
 
-    client = LLMClient(
+    return LLMClient(
         settings.llm_base_url,
         settings.llm_model,
         settings.llm_api_key,
@@ -105,6 +102,17 @@ def extractor(settings: Settings, state: StateStore) -> Extractor:
         limiter=rate_limiter(settings),
         cache=LLMCache(state, ttl=settings.llm_cache_ttl_seconds),
     )
+
+
+def extractor(settings: Settings, state: StateStore) -> Extractor:
+    """The LLM extractor when an endpoint is configured, the offline one otherwise."""
+    client = llm_client(settings, state)
+    if client is None:
+        from core.llm.offline import OfflineExtractor
+
+        return OfflineExtractor(model=settings.spacy_model)
+    from core.llm.extractor import LLMExtractor
+
     return LLMExtractor(client, concurrency=settings.llm_concurrency)
 
 

@@ -152,9 +152,7 @@ def test_search_matches_the_cli_json(
     assert body["results"][0]["sources"][0]["document_name"] == "marie_curie.txt"
     # `cogmill search --json` prints exactly this serialisation of the same call.
     cli = run_search(
-        runtime.graph,
-        runtime.vectors,
-        runtime.embedder,
+        runtime.retrieval(),
         query,
         ["sample"],
         SearchType(search_type),

@@ -331,9 +331,7 @@ def test_one_datasets_data_is_invisible_to_anothers_search(
 
         for kind in (SearchType.CHUNKS, SearchType.GRAPH_COMPLETION):
             response = search(
-                runtime.graph,
-                runtime.vectors,
-                runtime.embedder,
+                runtime.retrieval(),
                 "Where is Project Bluebird hidden?",
                 [dataset],
                 kind,
@@ -342,9 +340,7 @@ def test_one_datasets_data_is_invisible_to_anothers_search(
             names = {s.document_name for r in response.results for s in r.sources}
             assert "secret.txt" not in names
             mine = search(
-                runtime.graph,
-                runtime.vectors,
-                runtime.embedder,
+                runtime.retrieval(),
                 "Where is Project Bluebird hidden?",
                 [other],
                 kind,
