@@ -36,7 +36,8 @@ def search(
     for name in datasets:
         check_dataset_name(name)
     if search_type not in RETRIEVERS:
-        raise ValueError(f"search type {search_type} is not available")
+        available = ", ".join(sorted(RETRIEVERS))
+        raise ValueError(f"search type {search_type} is not available yet; use one of {available}")
     retriever = RETRIEVERS[search_type](ctx)
     results = retriever.get_context(query, datasets, top_k)
     answer, note = None, None
