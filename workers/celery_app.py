@@ -41,13 +41,21 @@ def celery_config(settings: Settings) -> dict[str, object]:
             "polling_interval": 0.1,
         },
         "broker_connection_retry_on_startup": True,
+        # A chain's next step is published when the previous one ends; keep retrying that
+        # publish through a broker restart (~2 min) rather than dropping the rest of the chain.
+        "task_publish_retry_policy": {
+            "max_retries": 60,
+            "interval_start": 0.2,
+            "interval_step": 0.5,
+            "interval_max": 2.0,
+        },
         "worker_send_task_events": True,
         "task_send_sent_event": True,
         "worker_hijack_root_logger": False,
     }
 
 
-app = Celery("cogmill", include=["workers.tasks"])
+app = Celery("cogmill", include=["workers.tasks", "workers.sweeper"])
 app.conf.update(celery_config(Settings()))
 # Worker pool threads resolve `current_app` through the default app; without this, chained
 # callbacks published from those threads would use an unconfigured app (amqp://localhost).

@@ -8,6 +8,7 @@ crash between the two writes only repeats an idempotent write.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 from core.models.jobs import DocumentError, Job, JobStatus, utcnow
@@ -80,6 +81,19 @@ class JobTracker:
             )
         job = Job.model_validate_json(self.state.get(_key(job_id)) or "{}")
         return self.state.count_members(_key(job_id, "done")) >= job.total_batches
+
+    def touch(self, job_id: str) -> None:
+        """Note that the job made progress now (the sweeper resumes jobs that stop doing so)."""
+        self.state.put(_key(job_id, "progress"), str(time.time()), ttl=self.artifact_ttl)
+
+    def last_progress(self, job: Job) -> float:
+        raw = self.state.get(_key(job.id, "progress"))
+        return float(raw) if raw is not None else job.created_at.timestamp()
+
+    def unfinished_batches(self, job: Job) -> list[int]:
+        return [
+            batch for batch in range(job.total_batches) if not self.batch_recorded(job.id, batch)
+        ]
 
     def batch_recorded(self, job_id: str, batch: int) -> bool:
         return self.state.get(_key(job_id, "report", str(batch))) is not None

@@ -27,7 +27,7 @@ from workers.runtime import current_runtime
 
 log = logging.getLogger("cogmill.tasks")
 
-LLM_STEPS = frozenset({"extract_graph"})
+LLM_STEPS = frozenset({"extract_graph", "extract_events", "summarize_documents"})
 STORE_RETRY_PAUSES = (0.5, 1, 2, 4, 8, 15, 30)  # ~1 minute in all
 T = TypeVar("T")
 
@@ -39,6 +39,10 @@ def tracker() -> JobTracker:
 
 def batch_input_key(job_id: str, batch: int) -> str:
     return f"job:{job_id}:artifact:{batch}:input"
+
+
+def step_output_key(job_id: str, batch: int, step: str) -> str:
+    return f"job:{job_id}:artifact:{batch}:{step}"
 
 
 @app.task(
@@ -82,6 +86,7 @@ def _run_step(
     runtime = current_runtime()
     if not counted:
         counted.append(jobs.count_delivery(job_id, batch, step))
+    jobs.touch(job_id)
     deliveries = counted[0]
     if deliveries > runtime.settings.max_deliveries:
         # Every earlier delivery died with its worker (acks_late redelivers it): park the batch
@@ -100,7 +105,9 @@ def _run_step(
         log.exception("step_failed step=%s job=%s batch=%s", step, job_id, batch)
         record_batch(runtime, job_id, batch, _failed_report(jobs, job_id, batch, step, err))
         return None  # the rest of the chain passes the None through
-    return jobs.put_artifact(job_id, f"{batch}:{step}", output.model_dump_json())
+    key = jobs.put_artifact(job_id, f"{batch}:{step}", output.model_dump_json())
+    jobs.touch(job_id)
+    return key
 
 
 def _failed_report(
@@ -129,6 +136,7 @@ def finish_batch(report_key: str | None, job_id: str, batch: int) -> None:
 
     def work() -> None:
         report = None
+        tracker().touch(job_id)
         if report_key is not None:
             report = WriteReport.model_validate_json(tracker().artifact(report_key))
         record_batch(current_runtime(), job_id, batch, report)
@@ -136,8 +144,14 @@ def finish_batch(report_key: str | None, job_id: str, batch: int) -> None:
     ride_out_store_outages(work)
 
 
-def batch_chain(job_id: str, pipeline: str, steps: list[str], batch: int) -> Signature:
-    """The chain of one batch: every step on its queue, then `finish_batch`."""
+def batch_chain(
+    job_id: str, pipeline: str, steps: list[str], batch: int, in_key: str | None = None
+) -> Signature:
+    """The chain of one batch: each of `steps` on its queue, then `finish_batch`.
+
+    `in_key` is the first step's input (default: the batch's planned input); the sweeper
+    resumes a batch with the steps left after its last stored output.
+    """
     signatures = [
         run_step.signature(
             kwargs={"job_id": job_id, "pipeline": pipeline, "step": step, "batch": batch},
@@ -145,6 +159,7 @@ def batch_chain(job_id: str, pipeline: str, steps: list[str], batch: int) -> Sig
         )
         for step in steps
     ]
-    signatures[0].args = (batch_input_key(job_id, batch),)
+    first_input = in_key or batch_input_key(job_id, batch)
     finish = finish_batch.signature(kwargs={"job_id": job_id, "batch": batch}, queue=INGEST_QUEUE)
+    (signatures[0] if signatures else finish).args = (first_input,)
     return chain(*signatures, finish)

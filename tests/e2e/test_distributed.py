@@ -104,6 +104,14 @@ class Workers:
     def live(self) -> list[subprocess.Popen]:
         return [p for p in self.procs if p.poll() is None]
 
+    def replace_exited(self, wanted: int) -> int:
+        """Start workers until `wanted` run, as a supervisor (compose `restart:`) would."""
+        started = 0
+        while len(self.live()) < wanted:
+            self.start()
+            started += 1
+        return started
+
     def stop_all(self) -> None:
         for proc in self.live():
             proc.terminate()

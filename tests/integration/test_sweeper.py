@@ -1,0 +1,74 @@
+"""Lost chains are resumed: a job whose messages vanished ends complete, from where it stopped."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from core.models.jobs import JobStatus
+from core.settings import Settings
+from tests.integration.test_jobs import add_sample, snapshot
+from workers.celery_app import configure
+from workers.embedded import EmbeddedWorker
+from workers.jobs import JobTracker
+from workers.orchestration import cognify
+from workers.runtime import Runtime, use_runtime
+from workers.sweeper import queued_messages, resume_point, sweep
+from workers.tasks import batch_input_key, run_step, step_output_key
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Iterator[Runtime]:
+    rt = Runtime(Settings(home=tmp_path / "home", batch_size=3))
+    use_runtime(rt)
+    yield rt
+    rt.close()
+    use_runtime(None)
+
+
+def test_a_job_whose_messages_were_lost_is_resumed_from_its_last_step(runtime: Runtime) -> None:
+    app = configure(runtime.settings)
+    app.control.purge()
+    add_sample(runtime)
+    job = cognify(runtime, "sample")  # no worker runs yet: the chains wait in the queues
+    assert job.total_batches == 3 and queued_messages(app) == 3
+    app.control.purge()  # ... and are lost, as when the broker drops them
+    assert queued_messages(app) == 0
+    # Batch 0 got one step further before the loss: its resume starts after that step.
+    first = "classify"
+    out = run_step.run(batch_input_key(job.id, 0), job.id, "default", first, 0)
+    assert out == step_output_key(job.id, 0, first)
+    tracker = JobTracker(runtime.state)
+    pipeline, remaining, in_key = resume_point(tracker, job.id, 0)
+    assert pipeline == "default" and remaining[0] == "chunk" and in_key == out
+    assert resume_point(tracker, job.id, 1)[1][0] == first
+
+    now = time.time()
+    assert sweep(runtime, app, stall_seconds=60, now=now) == 0, "progress is recent: not stalled"
+    assert sweep(runtime, app, stall_seconds=60, now=now + 61) == 3
+    assert queued_messages(app) == 3
+    # Work waits in the queues now, so a second sweep must not resume the job again.
+    assert sweep(runtime, app, stall_seconds=60, now=now + 200) == 0
+
+    with EmbeddedWorker(app, threads=2):
+        deadline = time.monotonic() + 120
+        while not (job := tracker.get(job.id)).status.finished:
+            assert time.monotonic() < deadline, job
+            time.sleep(0.05)
+    assert job.status is JobStatus.SUCCEEDED and job.counts["documents"] == 8, job
+    resumed = [e for _, e in tracker.events(job.id) if e["event"] == "batch_resumed"]
+    assert sorted(e["batch"] for e in resumed) == [0, 1, 2]
+    # The resumed job wrote what an undisturbed one writes.
+    lost = snapshot(runtime)
+    runtime.catalog.remove_dataset("sample")
+    add_sample(runtime)
+    with EmbeddedWorker(app, threads=2):
+        job = cognify(runtime, "sample")
+        while not (job := tracker.get(job.id)).status.finished:
+            time.sleep(0.05)
+    assert snapshot(runtime) == lost
