@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from core.lexical import LexicalIndex
 from core.models.graph import Node, Removed, dataset_id, document_id
 from core.ports import BlobStore, GraphStore, VectorStore
 
@@ -22,6 +23,27 @@ HEAD_BYTES = 8192
 
 # (file name, first bytes) -> a rejection reason, or None when the file looks acceptable
 FileCheck = Callable[[str, bytes], "str | None"]
+
+
+STRUCTURED_PIPELINE = "structured"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def record_pipeline(name: str, head: bytes) -> str | None:
+    """`structured` for record files, judged by name and first bytes; None for other files.
+
+    Record files: .csv, .tsv, .jsonl/.ndjson, a .json holding a list of objects, and SQLite
+    databases (any name, by their header).
+    """
+    if head.startswith(SQLITE_MAGIC):
+        return STRUCTURED_PIPELINE
+    ext = Path(name).suffix.lower().lstrip(".")
+    if ext in ("csv", "tsv", "jsonl", "ndjson"):
+        return STRUCTURED_PIPELINE
+    text = head.decode("utf-8", errors="ignore").lstrip("\ufeff \t\r\n")
+    if ext == "json" and text.startswith("[") and text[1:].lstrip().startswith("{"):
+        return STRUCTURED_PIPELINE
+    return None
 
 
 class CatalogError(ValueError):
@@ -34,6 +56,19 @@ def check_dataset_name(name: str) -> str:
         raise CatalogError(
             f"invalid dataset name {name!r}: use 1-64 letters, digits, '_', '-' or '.', "
             "starting with a letter or digit (no spaces or slashes)"
+        )
+    return name
+
+
+NODE_SET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+
+
+def check_node_set(name: str) -> str:
+    """Return the node set name or raise CatalogError saying what is allowed."""
+    if not NODE_SET_NAME.match(name):
+        raise CatalogError(
+            f"invalid node set name {name!r}: use 1-64 letters, digits, '_', '-' or '.', "
+            "starting with a letter or digit (e.g. coding_rules)"
         )
     return name
 
@@ -67,12 +102,18 @@ class Catalog:
     """Adds, lists and removes documents of datasets."""
 
     def __init__(
-        self, graph: GraphStore, vectors: VectorStore, blobs: BlobStore, max_bytes: int
+        self,
+        graph: GraphStore,
+        vectors: VectorStore,
+        blobs: BlobStore,
+        max_bytes: int,
+        lexical: LexicalIndex | None = None,
     ) -> None:
         self.graph = graph
         self.vectors = vectors
         self.blobs = blobs
         self.max_bytes = max_bytes
+        self.lexical = lexical
 
     def ensure_dataset(self, dataset: str) -> None:
         check_dataset_name(dataset)
@@ -91,9 +132,25 @@ class Catalog:
             offset += page
 
     def add_file(
-        self, dataset: str, path: Path, name: str, report: AddReport, check: FileCheck
+        self,
+        dataset: str,
+        path: Path,
+        name: str,
+        report: AddReport,
+        check: FileCheck,
+        node_set: str | None = None,
+        pipeline: str | None = None,
     ) -> None:
-        """Add one file: reject it, skip it as unchanged, or store it (replacing older versions)."""
+        """Add one file: reject it, skip it as unchanged, or store it (replacing older versions).
+
+        The document's pipeline is `pipeline` when given (also for an unchanged file), else
+        `structured` for record files (see `record_pipeline`), else each cognify's default.
+
+        `node_set` names a group the document's chunks belong to (e.g. "coding_rules"), which
+        retrievers can search on its own.
+        """
+        if node_set is not None:
+            check_node_set(node_set)
         size = path.stat().st_size
         if size > self.max_bytes:
             report.rejected.append(
@@ -105,18 +162,44 @@ class Catalog:
             )
             return
         with path.open("rb") as stream:
-            problem = check(name, stream.read(HEAD_BYTES))
+            head = stream.read(HEAD_BYTES)
+            problem = check(name, head)
             if problem:
                 report.rejected.append((name, problem))
                 return
             stream.seek(0)
-            self._store(dataset, name, stream, report)
+            self._store(dataset, name, stream, report, node_set)
+            self._assign_pipeline(dataset, name, pipeline or record_pipeline(name, head), pipeline)
 
-    def _store(self, dataset: str, name: str, stream: BinaryIO, report: AddReport) -> None:
+    def _assign_pipeline(
+        self, dataset: str, name: str, chosen: str | None, explicit: str | None
+    ) -> None:
+        """Record the document's pipeline: a new document gets `chosen`, an older one only an
+        explicit choice (a plain re-add keeps what `cognify --pipeline` set)."""
+        if chosen is None:
+            return
+        for doc in self.graph.find_nodes(dataset, "Document", name=name, limit=10):
+            current = doc.properties.get("pipeline")
+            if current != chosen and (explicit or doc.properties.get("status") == "added"):
+                self.graph.upsert_nodes(
+                    [Node(id=doc.id, type="Document", dataset=dataset,
+                          properties={"pipeline": chosen})]
+                )  # fmt: skip
+
+    def _store(
+        self, dataset: str, name: str, stream: BinaryIO, report: AddReport, node_set: str | None
+    ) -> None:
         digest = _hash_stream(stream)
         doc_id = document_id(dataset, digest)
         existing = self.graph.find_nodes(dataset, "Document", name=name, limit=10)
-        if any(node.id == doc_id for node in existing):
+        same = next((node for node in existing if node.id == doc_id), None)
+        if same is not None:
+            if node_set is not None and same.properties.get("node_set", "") != node_set:
+                # A new node set for the same content: the next cognify re-labels its chunks.
+                props = {"node_set": node_set, "status": "added"}
+                self.graph.upsert_nodes(
+                    [Node(id=doc_id, type="Document", dataset=dataset, properties=props)]
+                )
             report.unchanged.append(name)
             return
         stream.seek(0)
@@ -135,6 +218,7 @@ class Catalog:
                         "size": size,
                         "extension": Path(name).suffix.lower().lstrip("."),
                         "status": "added",
+                        **({"node_set": node_set} if node_set else {}),
                     },
                 )
             ]
@@ -152,6 +236,8 @@ class Catalog:
         # Vectors go after the graph: a crash in between leaves vectors without nodes, which
         # searches skip and a repeated delete removes, never nodes that cannot be found.
         self.vectors.delete(removed.node_ids + removed.edge_ids)
+        if self.lexical is not None:
+            self.lexical.remove(dataset, removed.node_ids)
         self.blobs.delete(doc.properties.get("blob_key", f"{dataset}/{doc.id}"))
         return removed
 
@@ -173,6 +259,8 @@ class Catalog:
         keys = [d.properties.get("blob_key", "") for d in self.documents(dataset)]
         removed = self.graph.delete_dataset(dataset)
         self.vectors.delete_dataset(dataset)
+        if self.lexical is not None:
+            self.lexical.remove_dataset(dataset)
         for key in filter(None, keys):
             self.blobs.delete(key)
         return removed

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from core.lexical import LexicalDoc, LexicalIndex
 from core.models.graph import Edge
 from core.models.vectors import VectorPoint
 from core.ports import Embedder, GraphStore, VectorStore, batched
 from pipelines.graph_builder import STRUCTURAL_EDGES, BuiltGraph, EmbedItem, build_graph
 from pipelines.models import ExtractedBatch, WriteReport
+from pipelines.resolve_entities import add_alias_nodes
+from pipelines.summarize_documents import add_document_summaries
 
 
 class AddDataPoints:
@@ -28,6 +31,7 @@ class AddDataPoints:
         *,
         embed_batch_size: int = 64,
         write_batch_size: int = 2000,
+        lexical: LexicalIndex | None = None,
     ) -> None:
         if embed_batch_size < 1 or write_batch_size < 1:
             raise ValueError(
@@ -35,6 +39,7 @@ class AddDataPoints:
             )
         self.graph, self.vectors, self.embedder = graph, vectors, embedder
         self.embed_batch_size, self.write_batch_size = embed_batch_size, write_batch_size
+        self.lexical = lexical
 
     def run(self, batch: ExtractedBatch) -> WriteReport:
         failed = {error.document_id for error in batch.errors}
@@ -42,12 +47,25 @@ class AddDataPoints:
         for doc in documents:
             removed = self.graph.delete_document(batch.dataset, doc.id)
             self.vectors.delete(removed.node_ids + removed.edge_ids)
+            if self.lexical is not None:
+                self.lexical.remove(batch.dataset, removed.node_ids)
         keep = [i for i, chunk in enumerate(batch.chunks) if chunk.document_id not in failed]
         built = build_graph(
-            batch.dataset, [batch.chunks[i] for i in keep], [batch.graphs[i] for i in keep]
+            batch.dataset,
+            [batch.chunks[i] for i in keep],
+            [batch.graphs[i] for i in keep],
+            node_sets={doc.id: doc.node_set for doc in documents if doc.node_set},
+            events=[batch.events[i] for i in keep] if batch.events else None,
         )
+        # Entity resolution's aliases and the document summaries (pipelines/resolve_entities.py,
+        # pipelines/summarize_documents.py), for the documents that did not fail.
+        aliases = [a for a in batch.aliases if a.document_id not in failed]
+        add_alias_nodes(built, batch.dataset, aliases)
+        summaries = [s for s in batch.document_summaries if s.document_id not in failed]
+        add_document_summaries(built, batch.dataset, summaries)
         self._write_graph(built)
         vectors = self._write_vectors(batch.dataset, built)
+        self._index_terms(batch.dataset, built)
         relations = [e for e in built.edges.values() if e.name not in STRUCTURAL_EDGES]
         return WriteReport(
             dataset=batch.dataset,
@@ -57,7 +75,16 @@ class AddDataPoints:
             relationships=len(relations),
             vectors=vectors,
             errors=list(batch.errors),
+            entity_ids=sorted(n.id for n in built.nodes.values() if n.type == "Entity"),
         )
+
+    def write(self, dataset: str, built: BuiltGraph) -> int:
+        """Write a built graph's nodes, edges and vectors (no purge); returns the vectors written.
+
+        Steps that build their own graph in batches (pipelines/structured.py) write through this.
+        """
+        self._write_graph(built)
+        return self._write_vectors(dataset, built)
 
     def _write_graph(self, built: BuiltGraph) -> None:
         for nodes in batched(list(built.nodes.values()), self.write_batch_size):
@@ -66,6 +93,17 @@ class AddDataPoints:
         edges: list[Edge] = sorted(built.edges.values(), key=lambda e: (e.source, e.target, e.name))
         for chunk in batched(edges, self.write_batch_size):
             self.graph.upsert_edges(chunk)
+
+    def _index_terms(self, dataset: str, built: BuiltGraph) -> None:
+        """BM25 postings of the chunks written (CHUNKS_LEXICAL), after the graph holds them."""
+        if self.lexical is None:
+            return
+        docs = [
+            LexicalDoc(node.id, str(node.properties.get("document_id", "")), str(text))
+            for node in built.nodes.values()
+            if node.type == "DocumentChunk" and (text := node.properties.get("text"))
+        ]
+        self.lexical.add(dataset, docs)
 
     def _write_vectors(self, dataset: str, built: BuiltGraph) -> int:
         total = 0

@@ -2,15 +2,17 @@
 
 Tokens are the embedder's word-pieces without [CLS]/[SEP] (core/embeddings/tokenizer.py),
 so `token_count` is what the embedding model reads. Whole elements are packed while they
-fit; a larger element is cut into sentences (rows for tables, lines for lists and code) and
-a piece still too large into runs of whole words. A title never ends a chunk when the
-content after it can join it.
+fit; a larger element is cut into sentences (rows for tables, lines for lists), code into
+its syntactic units (a class into its methods, and so on down; lines last), and a piece
+still too large into runs of whole words. A title never ends a chunk when the content after
+it can join it. Tokens are counted in bounded groups, so a huge document does not hold the
+tokenizer's output for all of its text at once.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -19,9 +21,11 @@ from tokenizers import Encoding
 from core.embeddings.tokenizer import count_tokens, encode
 from core.models.graph import chunk_id
 from core.models.jobs import DocumentError
+from pipelines.formats.code import split_blocks
 from pipelines.models import Chunk, ChunkBatch, ClassifiedBatch, ClassifiedDocument, Element
 
 MIN_MAX_TOKENS = 16
+COUNT_GROUP_CHARS = 1 << 20  # characters tokenized per call: few calls, bounded memory
 _LINE_KINDS = {"table", "list", "code"}  # cut only between lines: a row is never split
 # End of a sentence: . ! or ? (maybe closed by a quote or bracket), space, then a capital,
 # digit or opening quote. Abbreviations like "e.g. X" split wrongly, which costs little here.
@@ -55,9 +59,9 @@ class ChunkDocuments:
 
     def run(self, batch: ClassifiedBatch) -> ChunkBatch:
         out = ChunkBatch(dataset=batch.dataset, errors=list(batch.errors))
-        # One tokenizer call for every element of the batch: per-call overhead dominates.
+        # Few tokenizer calls for the whole batch: per-call overhead dominates small texts.
         elements = [_texts(doc.elements) for doc in batch.documents]
-        counts = iter(count_tokens([text for texts in elements for _, text in texts]))
+        counts = _count_grouped(text for texts in elements for _, text in texts)
         for doc, texts in zip(batch.documents, elements, strict=True):
             if not texts:
                 out.errors.append(_no_text(doc, self.name))
@@ -108,6 +112,19 @@ def _texts(elements: Sequence[Element]) -> list[tuple[str, str]]:
     return [(e.kind, e.text.strip()) for e in elements if e.text.strip()]
 
 
+def _count_grouped(texts: Iterator[str]) -> Iterator[int]:
+    """Token counts of the texts, in order, tokenized about COUNT_GROUP_CHARS at a time."""
+    group: list[str] = []
+    size = 0
+    for text in texts:
+        group.append(text)
+        size += len(text)
+        if size >= COUNT_GROUP_CHARS:
+            yield from count_tokens(group)
+            group, size = [], 0
+    yield from count_tokens(group)
+
+
 def _no_text(doc: ClassifiedDocument, step: str) -> DocumentError:
     return DocumentError(
         document_id=doc.document.id,
@@ -119,11 +136,31 @@ def _no_text(doc: ClassifiedDocument, step: str) -> DocumentError:
 
 
 def _split(text: str, kind: str, limit: int) -> list[tuple[str, int]]:
-    """Parts of at most `limit` tokens: lines or sentences, then word runs for what is left."""
+    """Parts of at most `limit` tokens: code units, lines or sentences, then word runs."""
+    if kind == "code":
+        return _code_parts(text, limit)
     if kind in _LINE_KINDS:
         parts = [line.strip() for line in text.split("\n") if line.strip()]
     else:
         parts = [part for part in _SENTENCE_BREAK.split(text) if part.strip()]
+    return _fit(parts, limit)
+
+
+def _code_parts(text: str, limit: int) -> list[tuple[str, int]]:
+    """Syntactic units of code that fit, splitting a unit too large at its next level; lines
+    (indentation kept) when no level gives two units."""
+    blocks = [block.strip("\n") for block in split_blocks(text)]
+    blocks = [block for block in blocks if block.strip()]
+    if len(blocks) < 2:
+        return _fit([line.rstrip() for line in text.split("\n") if line.strip()], limit)
+    out: list[tuple[str, int]] = []
+    for block, tokens in zip(blocks, count_tokens(blocks), strict=True):
+        out.extend([(block, tokens)] if tokens <= limit else _code_parts(block, limit))
+    return out
+
+
+def _fit(parts: list[str], limit: int) -> list[tuple[str, int]]:
+    """The parts with their token counts; a part above `limit` cut into runs of words."""
     out: list[tuple[str, int]] = []
     for part, encoding in zip(parts, encode(parts), strict=True):
         if len(encoding) <= limit:

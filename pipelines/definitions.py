@@ -6,13 +6,45 @@ from pipelines.add_data_points import AddDataPoints
 from pipelines.base import Pipeline
 from pipelines.chunk import ChunkDocuments
 from pipelines.classify import Classify
+from pipelines.extract_events import ExtractEvents
 from pipelines.extract_graph import ExtractGraph
+from pipelines.reconcile_entities import ReconcileEntities
+from pipelines.resolve_entities import ResolveEntities
+from pipelines.structured import LinkRows, ReadTables
+from pipelines.summarize_documents import SummarizeDocuments
 
 # Bump a version whenever a step's behaviour, prompt or model changes: documents processed by
 # an older version are then picked up again by a plain `cognify`.
-DEFAULT = Pipeline("default", "1", [Classify, ChunkDocuments, ExtractGraph, AddDataPoints])
+# Version 2: document summaries and entity resolution (aliases, near-duplicate merges).
+DEFAULT = Pipeline(
+    "default",
+    "2",
+    [
+        Classify,
+        ChunkDocuments,
+        ExtractGraph,
+        SummarizeDocuments,
+        ResolveEntities,
+        AddDataPoints,
+        ReconcileEntities,
+    ],
+)
+# A superset of `default` (AddDataPoints replaces all a document's derived data, entities too),
+# with events extracted from the resolved entities; a new default version re-runs it too.
+TEMPORAL = Pipeline(
+    "temporal",
+    f"{DEFAULT.version}+events1",
+    [
+        *DEFAULT.steps[: DEFAULT.steps.index(AddDataPoints)],
+        ExtractEvents,
+        *DEFAULT.steps[DEFAULT.steps.index(AddDataPoints) :],
+    ],
+)
+# Record files and databases: rows and foreign keys, no LLM (pipelines/structured.py).
+STRUCTURED = Pipeline("structured", "1", [ReadTables, LinkRows])
 
-PIPELINES: dict[str, Pipeline] = {DEFAULT.name: DEFAULT}
+PIPELINES: dict[str, Pipeline] = {DEFAULT.name: DEFAULT, TEMPORAL.name: TEMPORAL}
+PIPELINES[STRUCTURED.name] = STRUCTURED
 
 
 def get_pipeline(name: str) -> Pipeline:

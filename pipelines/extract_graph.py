@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import ClassVar
 
 from core.llm.extractor import ExtractionFailed
+from core.models.custom import CustomGraphModel
 from core.models.extraction import KnowledgeGraph
 from core.models.jobs import DocumentError
 from core.ports import Extractor
+from pipelines.align_ontology import OntologyAligner
 from pipelines.models import ChunkBatch, ExtractedBatch
 
 
@@ -15,13 +17,23 @@ class ExtractGraph:
     """Runs the configured extractor (an LLM or the offline one) over a batch of chunks.
 
     When the LLM gives up on some chunks, only their documents fail (and are retried by the
-    next cognify); the rest of the batch goes on.
+    next cognify); the rest of the batch goes on. With a custom graph model the graphs are
+    conformed to its classes (the offline extractor's types mapped onto them); with an ontology
+    they are aligned with it (pipelines/align_ontology.py).
     """
 
     name: ClassVar[str] = "extract_graph"
 
-    def __init__(self, extractor: Extractor) -> None:
+    def __init__(
+        self,
+        extractor: Extractor,
+        *,
+        graph_model: CustomGraphModel | None = None,
+        aligner: OntologyAligner | None = None,
+    ) -> None:
         self.extractor = extractor
+        self.graph_model = graph_model
+        self.aligner = aligner
 
     def run(self, batch: ChunkBatch) -> ExtractedBatch:
         errors = list(batch.errors)
@@ -46,6 +58,10 @@ class ExtractGraph:
                 f"extractor {self.extractor.name} returned {len(graphs)} graphs "
                 f"for {len(batch.chunks)} chunks"
             )
+        if self.graph_model is not None:
+            graphs = [self.graph_model.conform(graph) for graph in graphs]
+        if self.aligner is not None:
+            graphs = self.aligner.align(graphs)
         return ExtractedBatch(
             dataset=batch.dataset,
             documents=batch.documents,

@@ -1,7 +1,9 @@
 """Turns extracted chunks into graph nodes, edges and the texts to embed (DESIGN.md data model).
 
 Structural edges: chunk PART_OF document, chunk MENTIONS entity, entity IS_A entity type,
-summary SUMMARIZES chunk. Every other edge name is a relationship between entities.
+summary SUMMARIZES chunk, entity type SUBCLASS_OF entity type (ontology classes, see
+pipelines/align_ontology.py). Every other edge name is a relationship between entities.
+Entities of a custom graph model's class (core/models/custom.py) get the class as node type.
 Everything built here is deduplicated within the batch and carries its provenance.
 """
 
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.models.extraction import KnowledgeGraph
+from core.models.extraction import KnowledgeGraph, OntologyAlignment
 from core.models.graph import (
     Edge,
     Node,
@@ -20,10 +22,24 @@ from core.models.graph import (
     stable_id,
     summary_id,
 )
-from pipelines.models import Chunk
+from pipelines.models import Chunk, ExtractedEvent
+from pipelines.temporal_builder import TEMPORAL_EDGES, add_events
 
 PART_OF, MENTIONS, IS_A, SUMMARIZES = "PART_OF", "MENTIONS", "IS_A", "SUMMARIZES"
-STRUCTURAL_EDGES = frozenset({PART_OF, MENTIONS, IS_A, SUMMARIZES})
+SUBCLASS_OF = "SUBCLASS_OF"
+# Alias -ALIAS_OF-> Entity: a name that resolved to the entity (pipelines/resolve_entities.py).
+ALIAS_OF = "ALIAS_OF"
+# Property (and vector payload key) of chunks added to a node set.
+NODE_SET = "node_set"
+# Event edges (AT, DURING, INVOLVES) are structural too: they are not entity relationships.
+STRUCTURAL_EDGES = (
+    frozenset({PART_OF, MENTIONS, IS_A, SUMMARIZES, SUBCLASS_OF, ALIAS_OF}) | TEMPORAL_EDGES
+)
+
+# Tables (pipelines/structured.py): row IN_TABLE table is structural; row REFERENCES row (a
+# foreign key) is a relation that graph search follows.
+IN_TABLE, REFERENCES = "IN_TABLE", "REFERENCES"
+STRUCTURAL_EDGES |= {IN_TABLE}
 
 # Node type -> its fields embedded into the `<Type>_<field>` collections.
 INDEX_FIELDS: dict[str, tuple[str, ...]] = {
@@ -31,6 +47,9 @@ INDEX_FIELDS: dict[str, tuple[str, ...]] = {
     "Entity": ("name",),
     "TextSummary": ("text",),
     "EdgeType": ("relationship_name",),
+    "Event": ("text",),
+    "TableRow": ("text",),
+    "Table": ("name",),
 }
 
 
@@ -56,6 +75,8 @@ class BuiltGraph:
     nodes: dict[str, Node] = field(default_factory=dict)
     edges: dict[tuple[str, str, str], Edge] = field(default_factory=dict)
     to_embed: dict[str, list[EmbedItem]] = field(default_factory=dict)
+    # Custom graph model classes met in the batch -> their embedded fields.
+    custom_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def add_node(self, node: Node) -> None:
         existing = self.nodes.get(node.id)
@@ -82,18 +103,38 @@ def _union(into: list[Support], more: list[Support]) -> None:
     into.extend(s for s in more if (s.document_id, s.chunk_id) not in seen)
 
 
-def build_graph(dataset: str, chunks: list[Chunk], graphs: list[KnowledgeGraph]) -> BuiltGraph:
-    """Nodes, edges and embedding work for a batch of extracted chunks."""
+def build_graph(
+    dataset: str,
+    chunks: list[Chunk],
+    graphs: list[KnowledgeGraph],
+    node_sets: dict[str, str] | None = None,
+    events: list[list[ExtractedEvent]] | None = None,
+) -> BuiltGraph:
+    """Nodes, edges and embedding work for a batch of extracted chunks.
+
+    `node_sets` maps a document id to its node set: its chunks carry it as a property and in
+    their vector payload, so a search can keep to one set (CODING_RULES).
+    """
     built = BuiltGraph()
+    node_sets = node_sets or {}
     for chunk, graph in zip(chunks, graphs, strict=True):
         _add_chunk(built, dataset, chunk, graph)
+        if node_set := node_sets.get(chunk.document_id):
+            built.nodes[chunk.id].properties[NODE_SET] = node_set
+    if events:  # per chunk, from the temporal pipeline (pipelines/temporal_builder.py)
+        add_events(built, dataset, chunks, graphs, events)
     for node in built.nodes.values():
-        for field_name in INDEX_FIELDS.get(node.type, ()):
-            text = node.name if field_name == "name" else str(node.properties.get(field_name, ""))
+        fields = INDEX_FIELDS.get(node.type) or built.custom_fields.get(node.type, ())
+        if node.type in built.custom_fields and node.type not in INDEX_FIELDS:
+            # The graph retrievers find entry points in Entity_name, custom classes included.
+            built.embed("Entity_name", EmbedItem(node.id, node.name, {"type": node.type}))
+        for field_name in fields:
+            text = node.name if field_name == "name" else _text(node.properties.get(field_name))
             if text.strip():
-                built.embed(
-                    f"{node.type}_{field_name}", EmbedItem(node.id, text, {"type": node.type})
-                )
+                payload = {"type": node.type}
+                if NODE_SET in node.properties:
+                    payload[NODE_SET] = node.properties[NODE_SET]
+                built.embed(f"{node.type}_{field_name}", EmbedItem(node.id, text, payload))
     return built
 
 
@@ -138,29 +179,41 @@ def _add_chunk(built: BuiltGraph, dataset: str, chunk: Chunk, graph: KnowledgeGr
             Edge(source=sid, target=chunk.id, name=SUMMARIZES, dataset=dataset, support=support)
         )
     names: dict[str, str] = {}
+    built.custom_fields.update({k: tuple(v) for k, v in graph.node_classes.items()})
+    ontology = graph.ontology or OntologyAlignment()
+    class_labels = {c.uri: c.label for c in ontology.classes}
     for entity in graph.entities:
         if not normalise_name(entity.name):
             continue
         eid = entity_id(dataset, entity.name)
         names[normalise_name(entity.name)] = eid
-        tid = entity_type_id(dataset, entity.type)
+        # A type matched to an ontology class is that class's node, named by its label.
+        type_name = class_labels.get(ontology.type_uris.get(entity.type, ""), entity.type)
+        tid = entity_type_id(dataset, type_name)
         built.add_node(
             Node(
                 id=eid,
-                type="Entity",
+                type=entity.type if entity.type in graph.node_classes else "Entity",
                 dataset=dataset,
                 name=entity.name.strip(),
                 support=support,
-                properties={"description": entity.description},
+                properties={"description": entity.description, **entity.properties},
             )
         )
         built.add_node(
-            Node(id=tid, type="EntityType", dataset=dataset, name=entity.type, support=support)
+            Node(id=tid, type="EntityType", dataset=dataset, name=type_name, support=support)
         )
         built.add_edge(
             Edge(source=chunk.id, target=eid, name=MENTIONS, dataset=dataset, support=support)
         )
         built.add_edge(Edge(source=eid, target=tid, name=IS_A, dataset=dataset, support=support))
+        for uri in ontology.entity_classes.get(entity.name, ()):
+            if uri in class_labels:  # the classes of the ontology individual it matched
+                cid = entity_type_id(dataset, class_labels[uri])
+                built.add_edge(
+                    Edge(source=eid, target=cid, name=IS_A, dataset=dataset, support=support)
+                )
+    _add_ontology_classes(built, dataset, ontology, support)
     for rel in graph.relationships:
         source, target = (
             names.get(normalise_name(rel.source)),
@@ -187,3 +240,37 @@ def _add_chunk(built: BuiltGraph, dataset: str, chunk: Chunk, graph: KnowledgeGr
                 {"type": "EdgeType", "name": name},
             ),
         )
+
+
+def _add_ontology_classes(
+    built: BuiltGraph, dataset: str, ontology: OntologyAlignment, support: list[Support]
+) -> None:
+    """Matched ontology classes and superclasses as EntityType nodes, child SUBCLASS_OF parent."""
+    labels = {c.uri: c.label for c in ontology.classes}
+    for ref in ontology.classes:
+        cid = entity_type_id(dataset, ref.label)
+        built.add_node(
+            Node(
+                id=cid,
+                type="EntityType",
+                dataset=dataset,
+                name=ref.label,
+                support=support,
+                properties={"ontology_uri": ref.uri},
+            )
+        )
+        for parent in ref.parents:
+            if parent in labels and labels[parent] != ref.label:
+                pid = entity_type_id(dataset, labels[parent])
+                built.add_edge(
+                    Edge(source=cid, target=pid, name=SUBCLASS_OF, dataset=dataset, support=support)
+                )
+
+
+def _text(value: object) -> str:
+    """The text embedded for a property: list items joined, nothing for None."""
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value)
+    return str(value)

@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field
 
 from core.models.extraction import KnowledgeGraph
 from core.models.jobs import DocumentError
+from core.temporal import TimeSpan
 
 
 class DocumentRef(BaseModel):
@@ -17,6 +18,8 @@ class DocumentRef(BaseModel):
     blob_key: str
     extension: str = ""
     size: int = 0
+    # The node set the document was added to ("" for none); its chunks carry it.
+    node_set: str = ""
 
 
 class DocumentBatch(BaseModel):
@@ -72,6 +75,37 @@ class ExtractedBatch(BaseModel):
     chunks: list[Chunk] = Field(default_factory=list)
     graphs: list[KnowledgeGraph] = Field(default_factory=list)
     errors: list[DocumentError] = Field(default_factory=list)
+    # Per chunk (same order) when the pipeline extracts events (`temporal`), else empty.
+    events: list[list[ExtractedEvent]] = Field(default_factory=list)
+    # Names the entity resolution step rewrote (`resolve_entities`), kept as Alias nodes.
+    aliases: list[EntityAlias] = Field(default_factory=list)
+    # One per document when the pipeline summarises documents (`summarize_documents`).
+    document_summaries: list[DocumentSummary] = Field(default_factory=list)
+
+
+class EntityAlias(BaseModel):
+    """A name a chunk used for an entity that is stored under another (canonical) name."""
+
+    alias: str
+    canonical: str
+    document_id: str
+    chunk_id: str
+
+
+class DocumentSummary(BaseModel):
+    """The summary of a whole document, made from its chunks' summaries."""
+
+    document_id: str
+    document_name: str = ""
+    text: str
+
+
+class ExtractedEvent(BaseModel):
+    """Something that happened at a normalised time, and the names of the entities involved."""
+
+    text: str
+    when: TimeSpan
+    entities: list[str] = Field(default_factory=list)
 
 
 class WriteReport(BaseModel):
@@ -84,3 +118,5 @@ class WriteReport(BaseModel):
     relationships: int = 0
     vectors: int = 0
     errors: list[DocumentError] = Field(default_factory=list)
+    # The Entity nodes written, for the steps that check them afterwards (reconcile_entities).
+    entity_ids: list[str] = Field(default_factory=list)

@@ -26,6 +26,9 @@ from dataclasses import asdict, dataclass, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.llm_answers import retrieval_reply
+from tests.llm_multistep import multistep_reply
+
 FAULTS = ("429", "500", "timeout", "malformed")
 _NAME = re.compile(r"[A-Z][A-Za-z0-9]+(?: [A-Z][A-Za-z0-9]+)*")
 _VERB = re.compile(r"^ ((?:[a-z]+ ){1,3})$")
@@ -69,6 +72,60 @@ def graph_for_text(text: str) -> dict[str, Any]:
                 relationships.append(fact)
     summary = sentences[0] if sentences else ""
     return {"entities": list(entities.values()), "relationships": relationships, "summary": summary}
+
+
+_DATED = re.compile(
+    r"(?:(?:January|February|March|April|May|June|July|August|September|October|November"
+    r"|December) )?\b(?:1\d{3}|20\d{2})s?\b"
+)
+
+
+def events_for_text(text: str) -> dict[str, Any]:
+    """The EventList JSON the server answers: a sentence with a year is an event at it."""
+    events = []
+    for sentence in (s for s in _SENTENCE_END.split(text.strip()) if s):
+        if found := _DATED.search(sentence):
+            names = [name for name, _start, _end in _mentions(sentence)]
+            events.append({"description": sentence, "time": found.group(), "entities": names})
+    return {"events": events}
+
+
+def custom_graph_for_text(text: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """A custom graph model's JSON: `graph_for_text` entities whose type is one of the schema's
+    classes (the rest dropped), every declared field filled from the entity's name."""
+    defs = schema.get("$defs", {})
+    classes = {
+        sub["properties"]["type"]["const"]: sub["properties"]
+        for sub in defs.values()
+        if "const" in sub.get("properties", {}).get("type", {})
+    }
+    names = (defs.get("Relationship", {}).get("properties", {}).get("name", {})).get("enum")
+    graph = graph_for_text(text)
+    entities = []
+    for entity in graph["entities"]:
+        if entity["type"] in classes:
+            fields = classes[entity["type"]].items()
+            entity.update({f: _field_value(spec, f, entity["name"]) for f, spec in fields
+                           if f not in ("name", "type", "description")})  # fmt: skip
+            entities.append(entity)
+    kept = {e["name"] for e in entities}
+    relationships = [
+        r for r in graph["relationships"]
+        if {r["source"], r["target"]} <= kept and (names is None or r["name"] in names)
+    ]  # fmt: skip
+    return {"entities": entities, "relationships": relationships, "summary": graph["summary"]}
+
+
+def _field_value(spec: dict[str, Any], field: str, name: str) -> Any:
+    """A deterministic value of a field's type (the first non-null alternative)."""
+    spec = next((o for o in spec.get("anyOf", []) if o.get("type") != "null"), spec)
+    if spec.get("enum"):
+        return spec["enum"][0]
+    kind = spec.get("type")
+    if kind == "array":
+        return [f"{field} of {name}"]
+    values = {"integer": len(name), "number": len(name) / 2, "boolean": True}
+    return values.get(kind, f"{field} of {name}")
 
 
 def _mentions(sentence: str) -> list[tuple[str, int, int]]:
@@ -222,6 +279,15 @@ class _Handler(BaseHTTPRequestHandler):
             return
         graph = graph_for_text(text)
         content = json.dumps(graph) if fmt in ("json_schema", "json_object") else graph["summary"]
+        if (answer := retrieval_reply(body, text)) is not None:  # retrieval schemas, by name
+            content = json.dumps(answer)
+        if (step := multistep_reply(body, text)) is not None:  # multi-step search schemas
+            content = json.dumps(step)
+        spec = (body.get("response_format") or {}).get("json_schema") or {}
+        if spec.get("name") == "EventList":  # the temporal pipeline's schema
+            content = json.dumps(events_for_text(text))
+        if (spec.get("schema") or {}).get("x-cogmill") == "custom-graph":  # core/models/custom.py
+            content = json.dumps(custom_graph_for_text(text, spec["schema"]))
         if malformed:
             content = content[: len(content) // 2]
         prompt = sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4

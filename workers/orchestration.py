@@ -56,6 +56,7 @@ def _ref(doc: Node) -> DocumentRef:
         blob_key=props["blob_key"],
         extension=props.get("extension", ""),
         size=props.get("size", 0),
+        node_set=props.get("node_set", ""),
     )
 
 

@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from core.catalog import Catalog
+from core.lexical import LexicalIndex
 from core.ports import BlobStore, Embedder, Extractor, GraphStore, StateStore, VectorStore
 from core.settings import Settings
 from core.stores import factory
@@ -20,7 +21,13 @@ from pipelines.base import Step
 from pipelines.chunk import ChunkDocuments
 from pipelines.classify import Classify
 from pipelines.definitions import Pipeline
+from pipelines.extract_events import ExtractEvents
 from pipelines.extract_graph import ExtractGraph
+from pipelines.formats.base import Limits
+from pipelines.reconcile_entities import ReconcileEntities
+from pipelines.resolve_entities import ResolveEntities
+from pipelines.structured import LinkRows, ReadTables
+from pipelines.summarize_documents import SummarizeDocuments
 from retrieval.base import RetrievalContext
 
 if TYPE_CHECKING:
@@ -63,6 +70,12 @@ class Runtime:
             return factory.state_store(self.settings)
 
     @cached_property
+    def lexical(self) -> LexicalIndex:
+        """BM25 postings of chunks (CHUNKS_LEXICAL), kept up to date on writes and deletes."""
+        with self._lock:
+            return factory.lexical_index(self.settings)
+
+    @cached_property
     def blobs(self) -> BlobStore:
         return factory.blob_store(self.settings)
 
@@ -86,11 +99,14 @@ class Runtime:
             settings=self.settings,
             state=self.state,
             llm=self.llm,
+            extras={"lexical": self.lexical},
         )
 
     @cached_property
     def catalog(self) -> Catalog:
-        return Catalog(self.graph, self.vectors, self.blobs, self.settings.max_file_bytes)
+        return Catalog(
+            self.graph, self.vectors, self.blobs, self.settings.max_file_bytes, self.lexical
+        )
 
     def step(self, pipeline: Pipeline, name: str, options: dict[str, Any] | None = None) -> Step:
         """An instance of the named step of a pipeline, configured from settings and the job's
@@ -99,21 +115,79 @@ class Runtime:
             raise ValueError(f"pipeline {pipeline.name!r} has no step {name!r}")
         s, options = self.settings, options or {}
         builders = {
-            Classify.name: lambda: Classify(self.blobs, s.max_file_bytes),
+            Classify.name: lambda: Classify(
+                self.blobs,
+                s.max_file_bytes,
+                Limits(
+                    max_unpacked_bytes=s.max_unpacked_bytes,
+                    max_compression_ratio=s.max_compression_ratio,
+                ),
+            ),
             ChunkDocuments.name: lambda: ChunkDocuments(s.chunk_tokens, s.chunk_overlap_tokens),
-            ExtractGraph.name: lambda: ExtractGraph(self.extractor),
+            ExtractGraph.name: lambda: self._extract_graph(options),
+            SummarizeDocuments.name: lambda: SummarizeDocuments(
+                self.llm, max_chars=s.document_summary_chars, concurrency=s.llm_concurrency
+            ),
+            ResolveEntities.name: lambda: ResolveEntities(self.graph),
+            ReconcileEntities.name: lambda: ReconcileEntities(
+                self.graph,
+                self.vectors,
+                self.embedder,
+                threshold=s.entity_match_threshold,
+                candidates=s.entity_match_candidates,
+            ),
+            ExtractEvents.name: lambda: ExtractEvents.for_models(
+                self.llm, self.extractor, concurrency=s.llm_concurrency, spacy_model=s.spacy_model
+            ),
             AddDataPoints.name: lambda: AddDataPoints(
                 self.graph,
                 self.vectors,
                 self.embedder,
                 embed_batch_size=s.embed_batch_size,
                 write_batch_size=s.write_batch_size,
+                lexical=self.lexical,
+            ),
+            ReadTables.name: lambda: ReadTables(self.blobs, s.max_file_bytes),
+            LinkRows.name: lambda: LinkRows(
+                self.graph,
+                self.vectors,
+                self.embedder,
+                self.blobs,
+                pipeline_version=pipeline.version,
+                embed_batch_size=s.embed_batch_size,
+                write_batch_size=s.write_batch_size,
             ),
         }
         return builders[name]()
 
+    def _extract_graph(self, options: dict[str, Any]) -> ExtractGraph:
+        """Step 3 with the job's custom graph model and ontology (`cognify --graph-model`,
+        `--ontology`), if any: an LLM answers in the model's schema; offline, the extractor's
+        entities are mapped onto its classes."""
+        from core.models.custom import graph_model_of
+        from core.ontology import load_stored_ontology
+        from pipelines.align_ontology import OntologyAligner
+
+        model = graph_model_of(options["graph_model"]) if options.get("graph_model") else None
+        extractor = self.extractor
+        if model is not None and self.llm is not None:
+            from core.llm.extractor import PROMPT_PATH, LLMExtractor
+
+            base = PROMPT_PATH.read_text(encoding="utf-8")
+            extractor = LLMExtractor(
+                self.llm,
+                concurrency=self.settings.llm_concurrency,
+                graph_model=model.pydantic_model,
+                prompt=model.prompt(base),
+            )
+        aligner = None
+        if options.get("ontology"):
+            ontology = load_stored_ontology(self.blobs, options["ontology"])
+            aligner = OntologyAligner(ontology, self.settings.ontology_match_threshold)
+        return ExtractGraph(extractor, graph_model=model, aligner=aligner)
+
     def close(self) -> None:
-        for name in ("graph", "vectors", "state"):
+        for name in ("graph", "vectors", "state", "lexical"):
             store = self.__dict__.pop(name, None)
             if store is not None:
                 store.close()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
+from pydantic.json_schema import SkipJsonSchema
 
 
 class ExtractedEntity(BaseModel):
@@ -11,6 +14,9 @@ class ExtractedEntity(BaseModel):
     name: str = Field(min_length=1)
     type: str = "Thing"
     description: str = ""
+    # Set by cogmill, never asked of the LLM (hidden from the schema): a custom graph model's
+    # declared field values (core/models/custom.py) and an ontology match's `ontology_uri`.
+    properties: SkipJsonSchema[dict[str, Any]] = Field(default_factory=dict)
 
 
 class ExtractedRelationship(BaseModel):
@@ -28,3 +34,26 @@ class KnowledgeGraph(BaseModel):
     entities: list[ExtractedEntity] = Field(default_factory=list)
     relationships: list[ExtractedRelationship] = Field(default_factory=list)
     summary: str = ""
+    # Custom graph model classes in this graph -> their embedded fields (core/models/custom.py).
+    node_classes: SkipJsonSchema[dict[str, list[str]]] = Field(default_factory=dict)
+    ontology: SkipJsonSchema[OntologyAlignment | None] = None
+
+
+class OntologyClassRef(BaseModel):
+    """An ontology class written to the graph as an EntityType node (core/ontology.py)."""
+
+    uri: str
+    label: str
+    parents: list[str] = Field(default_factory=list)  # uris of direct superclasses
+
+
+class OntologyAlignment(BaseModel):
+    """What ontology alignment matched in one chunk's graph (pipelines/align_ontology.py)."""
+
+    type_uris: dict[str, str] = Field(default_factory=dict)  # entity type -> class uri
+    # Entity name -> classes of the individual it matched (its rdf:type), as extra IS_A edges.
+    entity_classes: dict[str, list[str]] = Field(default_factory=dict)
+    classes: list[OntologyClassRef] = Field(default_factory=list)  # matches + superclasses
+
+
+KnowledgeGraph.model_rebuild()

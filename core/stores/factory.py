@@ -64,6 +64,17 @@ def state_store(settings: Settings) -> StateStore:
     return SQLiteStateStore(settings.home / "state.sqlite")
 
 
+def lexical_index(settings: Settings):  # noqa: ANN201 - LexicalIndex lives in core.lexical
+    """BM25 postings beside the state: in Redis when there is one, else in a SQLite file."""
+    if settings.redis_url:
+        from core.stores.lexical_redis import RedisLexicalIndex
+
+        return RedisLexicalIndex(settings.redis_url, prefix=settings.redis_prefix)
+    from core.stores.lexical_sqlite import SQLiteLexicalIndex
+
+    return SQLiteLexicalIndex(settings.home / "lexical.sqlite")
+
+
 def blob_store(settings: Settings) -> BlobStore:
     from core.stores.blob_fs import FileBlobStore
 

@@ -45,7 +45,15 @@ def test_mismatched_steps_fail_when_built() -> None:
 
 
 def test_default_pipeline_is_classify_chunk_extract_add() -> None:
-    assert DEFAULT.step_names == ["classify", "chunk", "extract_graph", "add_data_points"]
+    assert DEFAULT.step_names == [
+        "classify",
+        "chunk",
+        "extract_graph",
+        "summarize_documents",
+        "resolve_entities",
+        "add_data_points",
+        "reconcile_entities",
+    ]
     assert get_pipeline("default") is DEFAULT
     with pytest.raises(ValueError, match="known: default"):
         get_pipeline("nope")

@@ -1,0 +1,107 @@
+"""Runs caller-supplied Cypher on Neo4j in read-only transactions (CYPHER, NATURAL_LANGUAGE).
+
+Kept apart from the graph store: this is the one place where text we did not write reaches the
+database, so it gets its own session settings (READ access mode, a timeout, a row cap) and
+its results come back as plain JSON-ready values, never driver records.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from neo4j import READ_ACCESS, GraphDatabase, ManagedTransaction, unit_of_work
+from neo4j.exceptions import ClientError, DriverError, Neo4jError
+from neo4j.graph import Node as DriverNode
+from neo4j.graph import Path as DriverPath
+from neo4j.graph import Relationship as DriverRelationship
+
+from core.ports import StoreError
+
+
+class CypherError(ValueError):
+    """The database refused a query (syntax, unknown procedure, a write in read mode...)."""
+
+
+def _plain(value: Any) -> Any:
+    """A driver value as JSON-ready Python: nodes and relationships become dicts."""
+    if isinstance(value, DriverNode):
+        props = {k: v for k, v in value.items() if not k.startswith("_")}
+        node = {"labels": sorted(value.labels), **_plain(props)}
+        if "_support" in value:
+            node["_support"] = [json.loads(s) for s in value["_support"]]
+        return node
+    if isinstance(value, DriverRelationship):
+        props = {k: v for k, v in value.items() if not k.startswith("_")}
+        ends = {"start": _end_id(value.start_node), "end": _end_id(value.end_node)}
+        return {"type": value.type, **ends, **_plain(props)}
+    if isinstance(value, DriverPath):
+        return {"nodes": [_plain(n) for n in value.nodes]}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)  # temporal and spatial values
+
+
+def _end_id(node: DriverNode | None) -> Any:
+    return None if node is None else node.get("id")
+
+
+class Neo4jCypherRunner:
+    """Read-only Cypher against one Neo4j database; use as a context manager."""
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        user: str = "neo4j",
+        password: str = "",
+        database: str = "neo4j",
+        timeout: float = 30.0,
+    ) -> None:
+        parts = urlsplit(uri)
+        self.uri = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query=""))
+        self.database, self.timeout = database, timeout
+        auth = (user, password) if password else None
+        self._driver = GraphDatabase.driver(uri, auth=auth, max_connection_pool_size=4)
+
+    def run_read(self, query: str, params: dict[str, Any], limit: int) -> list[dict[str, Any]]:
+        """At most `limit` rows of `query` run in a READ transaction.
+
+        Raises CypherError when the database refuses the query, StoreError when it fails.
+        """
+
+        @unit_of_work(timeout=self.timeout)
+        def work(tx: ManagedTransaction) -> list[dict[str, Any]]:
+            result = tx.run(query, params)
+            rows = []
+            for record in result:
+                rows.append({key: _plain(value) for key, value in record.items()})
+                if len(rows) >= limit:
+                    break
+            result.consume()  # lets the server end the query early past the limit
+            return rows
+
+        try:
+            with self._driver.session(
+                database=self.database, default_access_mode=READ_ACCESS
+            ) as session:
+                return session.execute_read(work)
+        except ClientError as err:
+            raise CypherError(f"Neo4j refused the query: {err.message} ({err.code})") from err
+        except (Neo4jError, DriverError) as err:
+            raise StoreError(f"Neo4j at {self.uri} (database {self.database}): {err}") from err
+
+    def close(self) -> None:
+        """Close the driver."""
+        self._driver.close()
+
+    def __enter__(self) -> Neo4jCypherRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,161 @@
+"""A summary of every document, made from the summaries of its chunks.
+
+Every chunk already has a summary (the extractor's, LLM or extractive). A document of one
+chunk reuses it; a longer one gets one structured LLM call (cached by the client) over its
+chunk summaries when an LLM is configured, else an extractive summary of them: the chunk
+summaries closest to the document's overall vocabulary, in document order, within a budget.
+The summary is a TextSummary node with `scope: document` that SUMMARIZES the Document and is
+embedded in `TextSummary_text`, so the SUMMARIES search finds it beside the chunk summaries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections import Counter
+from typing import TYPE_CHECKING, ClassVar
+
+from pydantic import BaseModel
+
+from core.models.graph import Edge, Node, Support, stable_id
+from pipelines.graph_builder import SUMMARIZES, BuiltGraph, EmbedItem
+from pipelines.models import DocumentSummary, ExtractedBatch
+
+if TYPE_CHECKING:
+    from core.llm.client import LLMClient
+
+log = logging.getLogger("cogmill.summaries")
+PROMPT = (
+    "You summarise documents. The user message lists the summaries of a document's parts in "
+    "order. Answer with JSON {\"summary\": \"...\"}: a faithful summary of the whole document "
+    "in at most {chars} characters, naming its main people, places, organisations and facts."
+)
+_WORD = re.compile(r"\w+")
+
+
+class SummaryAnswer(BaseModel):
+    """What the LLM returns for a document."""
+
+    summary: str = ""
+
+
+def document_summary_id(document_id: str) -> str:
+    return stable_id("document_summary", document_id)
+
+
+def extractive_summary(parts: list[str], max_chars: int) -> str:
+    """The parts that share most words with the whole, in their order, within `max_chars`."""
+    parts = [p.strip() for p in parts if p.strip()]
+    if len(parts) <= 1:
+        return parts[0][:max_chars] if parts else ""
+    whole = Counter(w for p in parts for w in _WORD.findall(p.lower()))
+
+    def score(part: str) -> float:
+        words = set(_WORD.findall(part.lower()))
+        return sum(whole[w] for w in words) / (1 + len(words)) ** 0.5
+
+    ranked = sorted(range(len(parts)), key=lambda i: (-score(parts[i]), i))
+    chosen: list[int] = [ranked[0]]  # the best part always goes in, cut if it must be
+    used = len(parts[ranked[0]])
+    for i in ranked[1:]:
+        if used + 1 + len(parts[i]) <= max_chars:
+            chosen.append(i)
+            used += 1 + len(parts[i])
+    return " ".join(parts[i] for i in sorted(chosen))[:max_chars]
+
+
+class SummarizeDocuments:
+    """Adds one summary per document of the batch (documents that failed get none)."""
+
+    name: ClassVar[str] = "summarize_documents"
+
+    def __init__(
+        self, llm: LLMClient | None = None, *, max_chars: int = 600, concurrency: int = 8
+    ) -> None:
+        if max_chars < 50:
+            raise ValueError(f"max_chars must be at least 50, got {max_chars}")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        self.llm, self.max_chars, self.concurrency = llm, max_chars, concurrency
+
+    def run(self, batch: ExtractedBatch) -> ExtractedBatch:
+        failed = {e.document_id for e in batch.errors}
+        parts: dict[str, list[tuple[int, str]]] = {}
+        for chunk, graph in zip(batch.chunks, batch.graphs, strict=True):
+            if chunk.document_id not in failed:
+                parts.setdefault(chunk.document_id, []).append((chunk.index, graph.summary))
+        texts = {doc: [s for _, s in sorted(items)] for doc, items in parts.items()}
+        summaries = {doc: extractive_summary(t, self.max_chars) for doc, t in texts.items()}
+        long_docs = [doc for doc, t in texts.items() if sum(1 for s in t if s.strip()) > 1]
+        if self.llm is not None and long_docs:
+            summaries.update(asyncio.run(self._ask(self.llm, {d: texts[d] for d in long_docs})))
+        names = {doc.id: doc.name for doc in batch.documents}
+        made = [
+            DocumentSummary(document_id=doc, document_name=names.get(doc, ""), text=text)
+            for doc, text in summaries.items()
+            if text.strip()
+        ]
+        return batch.model_copy(update={"document_summaries": made})
+
+    async def _ask(self, llm: LLMClient, texts: dict[str, list[str]]) -> dict[str, str]:
+        """LLM summaries of the documents; a document whose call fails keeps its extractive one."""
+        from core.llm.client import LLMError
+
+        semaphore = asyncio.Semaphore(self.concurrency)
+        system = PROMPT.replace("{chars}", str(self.max_chars))
+
+        async def one(doc: str) -> tuple[str, str]:
+            messages = [
+                {"role": "system", "content": system},
+                {"role": "user", "content": "\n".join(s for s in texts[doc] if s.strip())},
+            ]
+            async with semaphore:
+                try:
+                    answer = await llm.structured(messages, SummaryAnswer)
+                except LLMError as err:
+                    log.warning("document_summary_failed document=%s error=%s", doc, err)
+                    return doc, ""
+            return doc, answer.summary.strip()[: self.max_chars]
+
+        try:
+            results = await asyncio.gather(*(one(doc) for doc in texts))
+        finally:
+            await llm.aclose()
+        return {doc: text for doc, text in results if text}
+
+
+def add_document_summaries(
+    built: BuiltGraph, dataset: str, summaries: list[DocumentSummary]
+) -> None:
+    """TextSummary nodes (scope document) that SUMMARIZE their documents, to be embedded."""
+    for summary in summaries:
+        sid = document_summary_id(summary.document_id)
+        support = [Support(document_id=summary.document_id)]
+        built.add_node(
+            Node(
+                id=sid,
+                type="TextSummary",
+                dataset=dataset,
+                support=support,
+                properties={
+                    "text": summary.text,
+                    "scope": "document",
+                    "document_id": summary.document_id,
+                    "document_name": summary.document_name,
+                },
+            )
+        )
+        built.add_edge(
+            Edge(
+                source=sid,
+                target=summary.document_id,
+                name=SUMMARIZES,
+                dataset=dataset,
+                support=support,
+            )
+        )
+        built.embed(
+            "TextSummary_text",
+            EmbedItem(sid, summary.text, {"type": "TextSummary", "scope": "document"}),
+        )

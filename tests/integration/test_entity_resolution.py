@@ -1,0 +1,198 @@
+"""Entity resolution and document summaries through real worker threads and embedded stores."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from core.llm.cache import LLMCache
+from core.llm.client import LLMClient
+from core.models.extraction import KnowledgeGraph
+from core.models.graph import Node, entity_id
+from core.models.jobs import Job, JobStatus
+from core.settings import Settings
+from core.stores.state_sqlite import SQLiteStateStore
+from pipelines.classify import check_supported
+from pipelines.models import Chunk, DocumentRef, ExtractedBatch
+from pipelines.reconcile_entities import merge_entities
+from pipelines.resolve_entities import ALIAS, aliases_of
+from pipelines.summarize_documents import SummarizeDocuments, document_summary_id
+from tests.llm_server import LLMTestServer
+from workers.celery_app import configure
+from workers.embedded import EmbeddedWorker
+from workers.jobs import JobTracker
+from workers.orchestration import cognify
+from workers.runtime import Runtime, use_runtime
+
+pytestmark = pytest.mark.integration
+DATASET = "people"
+DOCUMENTS = {
+    "a_maria.txt": "Prof. Maria Lopez moved to New York City in 2019. "
+    "She teaches physics at Columbia University.",
+    "b_nyc.txt": "Maria Lopez and Carlos Lopez met in NYC last spring.",
+    "c_carlos.txt": "Carlos Lopez works for Acme Inc. in Boston.",
+    "d_long.txt": " ".join(
+        f"Chapter {i}. The Hudson River flows past Albany and reaches New York Harbor. "
+        f"Dutch traders sailed the river in the year {1609 + i} to trade furs."
+        for i in range(8)
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    runtime = Runtime(Settings(home=tmp_path_factory.mktemp("models")))
+    return {"embedder": runtime.embedder, "extractor": runtime.extractor}
+
+
+@pytest.fixture
+def runtime(tmp_path: Path, models: dict[str, object]) -> Iterator[Runtime]:
+    # One document per batch on two threads: batches resolve and write at the same time.
+    rt = Runtime(Settings(home=tmp_path / "home", batch_size=1, chunk_tokens=48))
+    rt.__dict__.update(models)
+    use_runtime(rt)
+    with EmbeddedWorker(configure(rt.settings), threads=2):
+        yield rt
+    rt.close()
+    use_runtime(None)
+
+
+def add_documents(rt: Runtime, folder: Path, names: list[str]) -> None:
+    rt.catalog.ensure_dataset(DATASET)
+    from core.catalog import AddReport
+
+    report = AddReport()
+    for name in names:
+        path = folder / name
+        path.write_text(DOCUMENTS[name], encoding="utf-8")
+        rt.catalog.add_file(DATASET, path, name, report, check_supported)
+    assert not report.rejected
+
+
+def run(rt: Runtime, mode: str = "changed") -> Job:
+    job = cognify(rt, DATASET, mode=mode)
+    tracker, deadline = JobTracker(rt.state), time.monotonic() + 180
+    while not job.status.finished:
+        assert time.monotonic() < deadline, f"job did not finish: {job}"
+        time.sleep(0.05)
+        job = tracker.get(job.id)
+    assert job.status is JobStatus.SUCCEEDED and not job.errors, job
+    return job
+
+
+def entities(rt: Runtime) -> dict[str, Node]:
+    return {n.name: n for n in rt.graph.find_nodes(DATASET, "Entity", limit=10_000)}
+
+
+def everything(rt: Runtime) -> tuple[set[str], set[str]]:
+    """Ids of every node and edge of the dataset."""
+    types = rt.graph.count(DATASET)
+    nodes = {
+        n.id for t in types if t != "edges" for n in rt.graph.find_nodes(DATASET, t, limit=100_000)
+    }
+    edges = {e.id for e in rt.graph.edges_of(sorted(nodes), limit=1_000_000)}
+    return nodes, edges
+
+
+def test_aliases_merge_namesakes_stay_apart_and_merges_survive_recognify_and_delete(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    # Two jobs, so that "NYC" meets a stored "New York City" in one order or the other.
+    add_documents(runtime, tmp_path, ["a_maria.txt", "c_carlos.txt"])
+    run(runtime)
+    add_documents(runtime, tmp_path, ["b_nyc.txt"])
+    run(runtime)
+    found = entities(runtime)
+    assert {n for n in found if "Lopez" in n} == {"Maria Lopez", "Carlos Lopez"}
+    assert "NYC" not in found and "New York City" in found
+    city = found["New York City"]
+    assert aliases_of(runtime.graph, city.id) == ["NYC"]
+    assert {s.document_id for s in city.support} == {
+        d.id for d in runtime.graph.find_nodes(DATASET, "Document") if d.name != "c_carlos.txt"
+    }
+    # Every entity has its vector, and only the merged-away one lost it.
+    assert runtime.vectors.count("Entity_name", dataset=DATASET) == len(found)
+
+    before = everything(runtime)
+    run(runtime, mode="all")
+    assert everything(runtime) == before  # re-cognify resolves the same way: same ids
+
+    runtime.catalog.remove_named(DATASET, "b_nyc.txt")
+    after = entities(runtime)
+    assert "New York City" in after and after["New York City"].id == city.id
+    assert aliases_of(runtime.graph, city.id) == []
+    assert {a.name for a in runtime.graph.find_nodes(DATASET, ALIAS)} == {"Acme Inc."}  # c's
+    assert {n for n in after if "Lopez" in n} == {"Maria Lopez", "Carlos Lopez"}
+
+
+def test_concurrent_batches_converge_on_one_entity(runtime: Runtime, tmp_path: Path) -> None:
+    add_documents(runtime, tmp_path, ["b_nyc.txt", "a_maria.txt"])  # one job, two threads
+    run(runtime)
+    found = entities(runtime)
+    assert "NYC" not in found and "New York City" in found
+    assert aliases_of(runtime.graph, found["New York City"].id) == ["NYC"]
+
+
+def test_a_merge_run_twice_ends_as_one_run(runtime: Runtime, tmp_path: Path) -> None:
+    add_documents(runtime, tmp_path, ["b_nyc.txt"])
+    run(runtime)
+    nyc = entities(runtime)["NYC"]
+    city = Node(id=entity_id(DATASET, "New York City"), type="Entity", dataset=DATASET,
+                name="New York City", support=nyc.support)  # fmt: skip
+    runtime.graph.upsert_nodes([city])
+    args = (runtime.graph, runtime.vectors, runtime.embedder, DATASET)
+    assert merge_entities(*args, [nyc, city]) == city.id
+    once = everything(runtime)
+    merge_entities(*args, [nyc, city])  # as a redelivered task would, with stale records
+    assert everything(runtime) == once
+    assert aliases_of(runtime.graph, city.id) == ["NYC"]
+
+
+def test_every_document_gets_a_summary_that_goes_with_it(runtime: Runtime, tmp_path: Path) -> None:
+    add_documents(runtime, tmp_path, ["c_carlos.txt", "d_long.txt"])
+    run(runtime)
+    docs = {d.name: d for d in runtime.graph.find_nodes(DATASET, "Document")}
+    chunks = runtime.graph.find_nodes(DATASET, "DocumentChunk", limit=1000)
+    long_chunks = [c for c in chunks if c.properties["document_id"] == docs["d_long.txt"].id]
+    assert len(long_chunks) > 2
+    [summary] = runtime.graph.get_nodes([document_summary_id(docs["d_long.txt"].id)])
+    assert summary.type == "TextSummary" and summary.properties["scope"] == "document"
+    assert 0 < len(summary.properties["text"]) <= runtime.settings.document_summary_chars
+    [edge] = runtime.graph.edges_of([summary.id], names=["SUMMARIZES"])
+    assert edge.target == docs["d_long.txt"].id
+    query = runtime.embedder.embed(["Dutch fur traders on the Hudson River"])[0].tolist()
+    hits = runtime.vectors.search("TextSummary_text", query, datasets=[DATASET], limit=50)
+    assert summary.id in {h.id for h in hits}
+    assert runtime.graph.get_nodes([document_summary_id(docs["c_carlos.txt"].id)])
+
+    runtime.catalog.remove_named(DATASET, "d_long.txt")
+    assert runtime.graph.get_nodes([summary.id]) == []
+    hits = runtime.vectors.search("TextSummary_text", query, datasets=[DATASET], limit=50)
+    assert summary.id not in {h.id for h in hits}
+
+
+def test_llm_document_summaries_are_one_cached_call_per_document(tmp_path: Path) -> None:
+    chunks = [
+        Chunk(id=f"c{i}", document_id="d1", document_name="one.txt", index=i, text=t,
+              token_count=5)
+        for i, t in enumerate(["Alpha Corp makes robots.", "Beta Labs sells them."])
+    ] + [Chunk(id="c9", document_id="d2", document_name="two.txt", index=0, text="Short one.",
+               token_count=2)]  # fmt: skip
+    graphs = [KnowledgeGraph(summary=c.text) for c in chunks]
+    docs = [DocumentRef(id=d, dataset="ds", name=f"{d}.txt", blob_key=d) for d in ("d1", "d2")]
+    batch = ExtractedBatch(dataset="ds", documents=docs, chunks=chunks, graphs=graphs)
+    state = SQLiteStateStore(tmp_path / "state.sqlite")
+    with LLMTestServer() as server:
+        llm = LLMClient(server.base_url, "test-model", cache=LLMCache(state))
+        out = SummarizeDocuments(llm, max_chars=200).run(batch)
+        again = SummarizeDocuments(llm, max_chars=200).run(batch)
+        calls = server.calls()
+    state.close()
+    by_doc = {s.document_id: s.text for s in out.document_summaries}
+    # The test server summarises with the first sentence of what it was sent.
+    assert by_doc == {"d1": "Alpha Corp makes robots.", "d2": "Short one."}
+    assert calls == 1  # one document of two chunks; the one-chunk document reuses its summary
+    assert again.document_summaries == out.document_summaries

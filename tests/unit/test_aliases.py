@@ -1,0 +1,117 @@
+"""Alias rules: which names denote the same entity, and which name a group is stored under."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from core.aliases import canonical_name, group_names, same_entity, strip_affixes
+from pipelines.summarize_documents import extractive_summary
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("NYC", "New York City"),
+        ("N.Y.C.", "NYC"),
+        ("U.S.", "United States"),
+        ("USA", "United States of America"),
+        ("Prof. Maria Lopez", "Maria Lopez"),
+        ("Dr. Maria Lopez", "Prof. Maria Lopez"),
+        ("M. Lopez", "Maria Lopez"),
+        ("J. R. R. Tolkien", "John Ronald Reuel Tolkien"),
+        ("J.R.R. Tolkien", "John Ronald Reuel Tolkien"),
+        ("Acme Inc.", "Acme"),
+        ("Lopez, Maria", "Maria Lopez"),
+        ("José López", "Jose Lopez"),
+    ],
+)
+def test_aliases_of_one_entity_match_both_ways(a: str, b: str) -> None:
+    assert same_entity(a, b) and same_entity(b, a)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Maria Lopez", "Carlos Lopez"),  # two people sharing a surname
+        ("M. Lopez", "Carlos Lopez"),  # the initial does not fit
+        ("NYC", "New York"),  # the acronym has a letter more
+        ("Maria Lopez", "Maria Lopez-Garcia"),
+        ("Lopez", "Maria Lopez"),  # a bare surname may be anyone of that name
+        ("J. Tolkien", "John Ronald Reuel Tolkien"),
+        ("Dr.", "Prof."),
+    ],
+)
+def test_different_entities_do_not_match(a: str, b: str) -> None:
+    assert not same_entity(a, b) and not same_entity(b, a)
+
+
+def test_titles_and_suffixes_are_stripped_but_never_to_nothing() -> None:
+    assert strip_affixes("Prof. Dr. Maria Lopez") == "Maria Lopez"
+    assert strip_affixes("Acme, Inc.") == "Acme"
+    assert strip_affixes("Dr.") == "Dr."
+    assert strip_affixes("News Corp.") == "News Corp."  # part of the name, not a legal form
+    assert strip_affixes("Martin Luther King Jr.") == "Martin Luther King Jr."  # Jr. is not Sr.
+
+
+def test_groups_keep_namesakes_apart_and_name_the_group_by_its_fullest_form() -> None:
+    names = [
+        "NYC", "New York City", "Prof. Maria Lopez", "Maria Lopez", "Dr. Maria Lopez",
+        "M. Lopez", "Carlos Lopez",
+    ]  # fmt: skip
+    mapping = group_names(names)
+    assert mapping == {
+        "NYC": "New York City",
+        "New York City": "New York City",
+        "Prof. Maria Lopez": "Maria Lopez",
+        "Maria Lopez": "Maria Lopez",
+        "Dr. Maria Lopez": "Maria Lopez",
+        "M. Lopez": "Maria Lopez",
+        "Carlos Lopez": "Carlos Lopez",
+    }
+
+
+def test_an_initial_that_fits_two_people_stays_on_its_own() -> None:
+    mapping = group_names(["M. Lopez", "Maria Lopez", "Miguel Lopez"])
+    assert mapping == {
+        "M. Lopez": "M. Lopez",
+        "Maria Lopez": "Maria Lopez",
+        "Miguel Lopez": "Miguel Lopez",
+    }
+
+
+def test_the_canonical_name_does_not_depend_on_order() -> None:
+    names = ["NYC", "New York City", "N.Y.C."]
+    results = {canonical_name(list(order)) for order in itertools.permutations(names)}
+    assert results == {"New York City"}
+    groups = {
+        tuple(sorted(group_names(list(order)).items()))
+        for order in itertools.permutations(["M. Lopez", "Maria Lopez", "Prof. Maria Lopez"])
+    }
+    assert len(groups) == 1
+
+
+def test_a_veto_keeps_names_of_different_types_apart() -> None:
+    types = {"NYC": "Organization", "New York City": "Location"}
+    mapping = group_names(types, lambda a, b: types[a] == types[b])
+    assert mapping == {"NYC": "NYC", "New York City": "New York City"}
+
+
+def test_canonical_name_refuses_an_empty_group() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        canonical_name(["", "  "])
+
+
+def test_extractive_document_summary_keeps_order_and_budget() -> None:
+    parts = [
+        "Maria Lopez teaches physics in New York City.",
+        "The weather was mild.",
+        "Maria Lopez wrote a book on physics in New York City.",
+    ]
+    assert extractive_summary(parts, 100) == f"{parts[0]} {parts[2]}"  # the off-topic part goes
+    assert extractive_summary(parts, 60) in parts[::2]
+    assert extractive_summary(parts, 1000) == " ".join(parts)
+    assert len(extractive_summary([parts[2]] * 2, 50)) == 50
+    assert extractive_summary(["only one part"], 50) == "only one part"
+    assert extractive_summary([], 50) == ""
