@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from api.routes import cognify, datasets, health, jobs, search
+from api.routes import cognify, datasets, health, jobs, route, search
 from api.schemas import DocumentsAdd, ErrorDetail, ErrorResponse, error_code, error_responses
 from core.catalog import CatalogError
 from core.embeddings.local import ModelNotInstalledError
@@ -147,6 +147,7 @@ def create_app(runtime: Runtime | None = None) -> FastAPI:
     )
     for router in (datasets.router, cognify.router, jobs.router, search.router, health.router):
         app.include_router(router)
+    app.include_router(route.router)
     for exc_type, status, code in DOMAIN_ERRORS:
         app.add_exception_handler(exc_type, _domain_handler(status, code))
     app.add_exception_handler(HTTPException, _http_error)

@@ -1,4 +1,4 @@
-"""The `cogmill` command line: add, cognify, search, jobs, worker, serve, demo.
+"""The `cogmill` command line: add, cognify, search, jobs, worker, serve, demo, eval.
 
 Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback.
 """
@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -38,6 +38,10 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 USAGE_ERRORS = (CatalogError, ValueError, LookupError)
 FAILURES = (StoreError, NotAvailableError, OSError, RuntimeError)
 T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from pipelines.foreign_keys import KeyDeclarations
+    from workers.runtime import Runtime
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -82,15 +86,92 @@ def guarded(action: Callable[[], T]) -> T:
         fail(str(error), 1)
 
 
+PipelineOption = Annotated[
+    str | None,
+    typer.Option(
+        "--pipeline",
+        help="Pipeline for these documents; default: `structured` for record files "
+        "(.csv, .tsv, .jsonl, a .json list of objects, SQLite databases), else `default`",
+    ),
+]
+KeysOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--keys",
+        exists=True,
+        dir_okay=False,
+        help="YAML declaring table keys (kept for the dataset), e.g. 'orders: {primary_key: "
+        "order_id, foreign_keys: {customer_id: customers.customer_id}}'",
+    ),
+]
+PrimaryKeyOption = Annotated[
+    list[str] | None,
+    typer.Option("--primary-key", help="Declare TABLE=COLUMN as a table's key (repeatable)"),
+]
+ForeignKeyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--foreign-key",
+        help="Declare TABLE.COLUMN=TABLE.COLUMN as a reference (repeatable); declared "
+        "references replace the inferred ones of that table",
+    ),
+]
+
+
+def read_declarations(
+    keys: Path | None, primary: list[str] | None, foreign: list[str] | None
+) -> KeyDeclarations | None:
+    """The key declarations given on the command line (None when there are none)."""
+    from pipelines.foreign_keys import KeyDeclarations, parse_key_flags, parse_keys_yaml
+
+    if not (keys or primary or foreign):
+        return None
+    declared = KeyDeclarations()
+    if keys is not None:
+        declared = parse_keys_yaml(keys.read_text(encoding="utf-8"), str(keys))
+    return declared.merged(parse_key_flags(primary or [], foreign or []))
+
+
+def declare(rt: Runtime, dataset: str, declared: KeyDeclarations | None) -> None:
+    """Store declared keys on the dataset; tell whether the tables will be relinked."""
+    from pipelines.structured import declare_keys
+
+    if declared is not None and declare_keys(rt.graph, dataset, declared):
+        out.print(f"keys declared for {', '.join(sorted(declared.tables))}; the next cognify "
+                  "relinks the dataset's tables")  # fmt: skip
+
+
+def check_pipeline(name: str | None) -> None:
+    from pipelines.definitions import get_pipeline
+
+    if name is not None:
+        get_pipeline(name)  # an unknown name is a usage error listing the known ones
+
+
 @app.command()
 def add(
     paths: Annotated[list[Path], typer.Argument(help="Files or directories (recursive)")],
     dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset name")],
+    node_set: Annotated[
+        str | None,
+        typer.Option("--node-set", help="Group the documents in a node set (e.g. coding_rules)"),
+    ] = None,
+    pipeline: PipelineOption = None,
+    keys: KeysOption = None,
+    primary_key: PrimaryKeyOption = None,
+    foreign_key: ForeignKeyOption = None,
 ) -> None:
-    """Add documents to a dataset (unchanged files are skipped by content hash)."""
-    from pipelines.classify import check_supported
+    """Add documents to a dataset (unchanged files are skipped by content hash).
+
+    Record files become tables (the `structured` pipeline): rows are nodes, foreign keys
+    REFERENCES edges. Keys are inferred unless declared with --keys, --primary-key or
+    --foreign-key (declarations are kept for the dataset and apply to later cognify runs).
+    """
+    from pipelines.tables import check_source
 
     def body() -> AddReport:
+        check_pipeline(pipeline)
+        declared = read_declarations(keys, primary_key, foreign_key)
         with runtime_session() as rt:
             rt.catalog.ensure_dataset(dataset)
             report = AddReport()
@@ -98,10 +179,60 @@ def add(
                 if problem:
                     report.rejected.append((str(path), problem))
                 else:
-                    rt.catalog.add_file(dataset, path, path.name, report, check_supported)
+                    rt.catalog.add_file(
+                        dataset, path, path.name, report, check_source, node_set, pipeline
+                    )
+            declare(rt, dataset, declared)
             return report
 
-    report = guarded(body)
+    print_add_report(guarded(body), dataset)
+
+
+@app.command("add-sql")
+def add_sql(
+    url: Annotated[str, typer.Argument(help="SQLAlchemy URL, e.g. sqlite:///shop.db")],
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset name")],
+    table: Annotated[
+        list[str] | None, typer.Option("--table", "-t", help="Only this table (repeatable)")
+    ] = None,
+    keys: KeysOption = None,
+    primary_key: PrimaryKeyOption = None,
+    foreign_key: ForeignKeyOption = None,
+) -> None:
+    """Add the tables of a database reachable through a SQLAlchemy URL (`structured` pipeline).
+
+    The tables are copied into a SQLite snapshot with their primary and foreign keys, stored
+    as one document named after the URL (password hidden). Run add-sql again to take a new
+    snapshot: unchanged data is skipped, changed data is relinked by the next cognify.
+    Other databases need their SQLAlchemy driver installed (e.g. psycopg for PostgreSQL).
+    """
+    import tempfile
+
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from pipelines.tables import check_source, snapshot_sql
+
+    def body() -> AddReport:
+        declared = read_declarations(keys, primary_key, foreign_key)
+        try:
+            name = make_url(url).render_as_string(hide_password=True)
+        except ArgumentError as error:
+            raise ValueError(f"{error}; give a SQLAlchemy URL such as sqlite:///shop.db") from None
+        with runtime_session() as rt, tempfile.TemporaryDirectory() as tmp:
+            rt.catalog.ensure_dataset(dataset)
+            snapshot = Path(tmp) / "snapshot.sqlite"
+            copied = snapshot_sql(url, snapshot, table or [])
+            out.print(f"copied tables {', '.join(copied)}", markup=False)
+            report = AddReport()
+            rt.catalog.add_file(dataset, snapshot, name, report, check_source, None, "structured")
+            declare(rt, dataset, declared)
+            return report
+
+    print_add_report(guarded(body), dataset)
+
+
+def print_add_report(report: AddReport, dataset: str) -> None:
     for name in report.added:
         out.print(f"added      {name}", markup=False)
     for name in report.replaced:
@@ -150,15 +281,35 @@ def cognify(
         str | None,
         typer.Option(help="Pipeline for every document (default: each document's own)"),
     ] = None,
+    graph_model: Annotated[
+        str | None,
+        typer.Option(
+            "--graph-model",
+            help="JSON Schema file (or pydantic module:Class) of node classes that replaces the "
+            "default extraction schema; add --all to re-extract processed documents",
+        ),
+    ] = None,
+    ontology: Annotated[
+        Path | None,
+        typer.Option(
+            "--ontology", help="OWL/RDF file (.owl .rdf .ttl .nt .jsonld) to align entities with"
+        ),
+    ] = None,
 ) -> None:
     """Build the knowledge graph and vectors of a dataset's new and changed documents."""
+    from core.models.custom import load_graph_model
+    from core.ontology import store_ontology_file
     from workers.orchestration import cognify as plan
 
     started = time.perf_counter()
 
     def body() -> Job:
+        options = {"graph_model": load_graph_model(graph_model)} if graph_model else {}
         with runtime_session(with_worker=True) as rt:
-            job = plan(rt, dataset, pipeline, "all" if all_documents else "changed")
+            if ontology is not None:
+                options["ontology"] = store_ontology_file(rt.blobs, ontology)
+            mode = "all" if all_documents else "changed"
+            job = plan(rt, dataset, pipeline, mode, options)
             return wait_for(job, sys.stderr.isatty())
 
     job = guarded(body)
@@ -196,18 +347,58 @@ def search(
     query: Annotated[str, typer.Argument(help="The question")],
     dataset: Annotated[list[str], typer.Option("--dataset", "-d", help="Dataset(s) to search")],
     search_type: Annotated[
-        SearchType, typer.Option("--type", "-t", case_sensitive=False)
-    ] = SearchType.GRAPH_COMPLETION,
-    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=1000)] = 10,
+        SearchType | None,
+        typer.Option(
+            "--type", "-t", case_sensitive=False, help="Search type (default: the query router's)"
+        ),
+    ] = None,
+    top_k: Annotated[
+        int | None,
+        typer.Option("--top-k", "-k", min=1, max=1000, help="Results (default: from the query)"),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    response_model: Annotated[
+        Path | None,
+        typer.Option(
+            "--response-model",
+            help="JSON Schema file: the answer follows it (printed in `answer_json`)",
+        ),
+    ] = None,
 ) -> None:
     """Search datasets; results carry the chunks and documents they came from."""
 
     def body() -> SearchResponse:
+        schema = None
+        if response_model is not None:
+            from retrieval.response_model import load_schema
+
+            try:
+                text = response_model.read_text(encoding="utf-8")
+            except OSError as err:
+                raise ValueError(f"cannot read --response-model {response_model}: {err}") from err
+            schema = load_schema(text, origin=f"--response-model {response_model}")
         with runtime_session() as rt:
-            return run_search(rt.retrieval(), query, dataset, search_type, top_k)
+            return run_search(rt.retrieval(), query, dataset, search_type, top_k, schema)
 
     print_response(guarded(body), as_json)
+
+
+@app.command("route")
+def route_query(
+    query: Annotated[str, typer.Argument(help="The question")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """The search type the rule-based query router picks (no LLM, no stores)."""
+    from retrieval.router import route
+
+    chosen = guarded(lambda: route(query))
+    if as_json:
+        out.print_json(chosen.model_dump_json())
+        return
+    out.print(
+        f"{chosen.search_type.value} (confidence {chosen.confidence:.2f}); runner-up "
+        f"{chosen.runner_up.value} ({chosen.runner_up_score:.2f})"
+    )
 
 
 @app.command()
@@ -337,6 +528,42 @@ def demo(
     for question in QUESTIONS:
         out.rule(question)
         search(question, [dataset], SearchType.GRAPH_COMPLETION, 3, False)
+
+
+@app.command("eval")
+def eval_(
+    bench: Annotated[
+        list[str] | None, typer.Option("--bench", "-b", help="musique or hotpotqa (default: both)")
+    ] = None,
+    types: Annotated[
+        list[SearchType] | None,
+        typer.Option("--types", "-t", case_sensitive=False, help="Search types (repeatable)"),
+    ] = None,
+    home: Annotated[
+        Path | None, typer.Option(help="Keep the ingested benches here and reuse them")
+    ] = None,
+    data: Annotated[Path | None, typer.Option(help="Folder of the bench JSON files")] = None,
+    limit: Annotated[int, typer.Option(min=0, help="Only the first N passages")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """Recall@2/5/10 of the gold passages on the multi-hop benches, per search type."""
+    import json
+
+    from api.eval import Results, default_types, results_json, results_table, run_eval
+    from retrieval.evaluation import BENCHES, default_data_dir
+
+    def body() -> Results:
+        return run_eval(
+            home,
+            data or default_data_dir(),
+            bench or list(BENCHES),
+            types or default_types(),
+            limit=limit,
+            progress=lambda line: err.print(line, markup=False),
+        )
+
+    results = guarded(body)
+    typer.echo(json.dumps(results_json(results)) if as_json else results_table(results))
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import HTTPException
 from pydantic import BaseModel, Field, field_validator
@@ -136,6 +136,17 @@ class DocumentPublic(BaseModel):
 class CognifyRequest(BaseModel):
     all: bool = Field(default=False, description="Reprocess every document, not only new/changed")
     pipeline: str | None = None
+    graph_model: dict[str, Any] | None = Field(
+        default=None,
+        description="JSON Schema of node classes replacing the default extraction schema "
+        "(see core/models/custom.py), e.g. a pydantic model's model_json_schema()",
+    )
+    ontology: str | None = Field(
+        default=None, description="Text of an OWL/RDF ontology to align entities with"
+    )
+    ontology_format: Literal["owl", "rdf", "ttl", "nt", "n3", "jsonld"] = Field(
+        default="owl", description="Syntax of `ontology`: owl/rdf (RDF/XML), ttl, nt, n3, jsonld"
+    )
 
 
 class JobAccepted(BaseModel):
@@ -147,14 +158,27 @@ class JobAccepted(BaseModel):
 class SearchRequest(BaseModel):
     query: str = Field(min_length=1)
     datasets: list[str] = Field(min_length=1)
-    search_type: SearchType = SearchType.GRAPH_COMPLETION
-    top_k: int = Field(default=10, ge=1, le=1000)
+    search_type: SearchType | None = Field(
+        default=None, description="Omit to let the query router choose (see `route` in the reply)"
+    )
+    top_k: int | None = Field(
+        default=None, ge=1, le=1000, description="Omit to size it from the query analysis"
+    )
+    response_model: dict[str, Any] | None = Field(
+        default=None,
+        description="A JSON Schema (an object with properties): completion types then answer "
+        "with an object following it, in `answer_json` (`answer` holds its JSON text)",
+    )
 
     @field_validator("search_type", mode="before")
     @classmethod
     def _any_case(cls, value: object) -> object:
         # `cogmill search --type` is case-insensitive; accept the same values here.
         return value.upper() if isinstance(value, str) else value
+
+
+class RouteRequest(BaseModel):
+    query: str = Field(min_length=1, description="The question to route")
 
 
 class Health(BaseModel):

@@ -9,6 +9,9 @@ from core.ports import Embedder, GraphReader, VectorStore
 from retrieval.models import SearchResult, Source
 
 CHUNK_COLLECTION = "DocumentChunk_text"
+# Rows of record files and databases (the `structured` pipeline) are passages too: each is
+# stored with its text, document id and name, like a chunk.
+ROW_COLLECTION = "TableRow_text"
 
 
 def chunk_source(chunk: Node) -> Source:
@@ -22,16 +25,21 @@ def chunk_source(chunk: Node) -> Source:
 
 
 class ChunksRetriever:
-    """The chunks nearest to the query, best first."""
+    """The chunks (and table rows) nearest to the query, best first."""
 
     def __init__(self, graph: GraphReader, vectors: VectorStore, embedder: Embedder) -> None:
         self.graph, self.vectors, self.embedder = graph, vectors, embedder
 
     def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
         vector = self.embedder.embed([query])[0]
-        hits = self.vectors.search(
-            CHUNK_COLLECTION, vector.tolist(), datasets=datasets, limit=top_k
-        )
+        hits = [
+            hit
+            for collection in (CHUNK_COLLECTION, ROW_COLLECTION)
+            for hit in self.vectors.search(
+                collection, vector.tolist(), datasets=datasets, limit=top_k
+            )
+        ]
+        hits = sorted(hits, key=lambda hit: -hit.score)[:top_k]
         nodes = {node.id: node for node in self.graph.get_nodes([hit.id for hit in hits])}
         return [
             SearchResult(

@@ -8,14 +8,30 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from core.models.graph import Edge
 from core.ports import Embedder, GraphReader, VectorStore
-from pipelines.graph_builder import MENTIONS, STRUCTURAL_EDGES, relation_label
-from retrieval.chunks import CHUNK_COLLECTION, chunk_source
+from pipelines.graph_builder import (
+    IN_TABLE,
+    MENTIONS,
+    REFERENCES,
+    STRUCTURAL_EDGES,
+    relation_label,
+)
+from retrieval.answer import answer
+from retrieval.chunks import CHUNK_COLLECTION, ROW_COLLECTION, chunk_source
 from retrieval.models import SearchResult
 
+if TYPE_CHECKING:
+    from retrieval.base import RetrievalContext
+    from retrieval.response_model import ResponseModel
+
 ENTITY_COLLECTION = "Entity_name"
+GRAPH_INSTRUCTIONS = (
+    "Each context item is a fact `subject —relation→ object` followed by the passage it was "
+    "read from; chain facts across items when the question needs several steps."
+)
 EDGE_TYPE_COLLECTION = "EdgeType_relationship_name"
 
 
@@ -25,6 +41,7 @@ class GraphSearchParams:
 
     entity_hits: int = 20
     chunk_hits: int = 20
+    row_hits: int = 20
     edge_type_hits: int = 50
     # Bounds on what one query reads: the best `seeds` entry points, the first hop's edges,
     # `frontier` nodes to step from, and the second hop's edges.
@@ -57,9 +74,24 @@ class GraphCompletionRetriever:
         vectors: VectorStore,
         embedder: Embedder,
         params: GraphSearchParams | None = None,
+        ctx: RetrievalContext | None = None,
     ) -> None:
         self.graph, self.vectors, self.embedder = graph, vectors, embedder
         self.params = params or GraphSearchParams()
+        self.ctx = ctx  # needed only to answer (`get_completion`)
+
+    def get_completion(
+        self,
+        query: str,
+        results: Sequence[SearchResult],
+        response_model: ResponseModel | None = None,
+    ) -> str | dict[str, Any]:
+        """The LLM's answer from the triplets and their chunks (structured with a model)."""
+        if self.ctx is None:
+            raise ValueError("GraphCompletionRetriever needs ctx= to answer")
+        return answer(
+            self.ctx, query, results, instructions=GRAPH_INSTRUCTIONS, response_model=response_model
+        )
 
     def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
         p = self.params
@@ -71,6 +103,11 @@ class GraphCompletionRetriever:
 
         chunk_sim = search(CHUNK_COLLECTION, p.chunk_hits)
         entity_sim = search(ENTITY_COLLECTION, p.entity_hits)
+        # Table rows: each is an entry point and its own evidence (its support chunk id is
+        # itself), so REFERENCES edges from and to it are followed like entity relations.
+        row_sim = search(ROW_COLLECTION, p.row_hits)
+        chunk_sim.update(row_sim)
+        entity_sim.update({r: max(v, entity_sim.get(r, 0.0)) for r, v in row_sim.items()})
         edge_type_hits = self.vectors.search(
             EDGE_TYPE_COLLECTION, vector, datasets=datasets, limit=p.edge_type_hits
         )
@@ -90,6 +127,9 @@ class GraphCompletionRetriever:
 
         seeds = sorted(entity_sim, key=lambda n: -entity_sim[n])[: p.seeds]
         edges = {e.id: e for e in self._relations(seeds, p.edge_limit)}
+        if row_sim:  # a row that references nothing is still a result: row —IN TABLE→ table
+            rows = sorted(row_sim, key=lambda n: -row_sim[n])
+            edges.update({e.id: e for e in self.graph.edges_of(rows, names=[IN_TABLE])})
         first = {eid: score(e, entity_sim) for eid, e in edges.items()}
         # Spread: a node at the end of a good triplet is as relevant as part of that triplet,
         # which lets the second hop of a question (a node the query never names) rank.
@@ -145,7 +185,11 @@ class GraphCompletionRetriever:
                 continue
             chunks = [nodes[s.chunk_id] for s in edge.support if s.chunk_id in nodes]
             line = f"{source.name} —{relation_label(edge.name)}→ {target.name}"
-            text = line + ("\n" + str(chunks[0].properties.get("text", "")) if chunks else "")
+            # A reference shows both rows, the referring one first.
+            shown = chunks[:1]
+            if edge.name == REFERENCES:
+                shown = sorted(chunks, key=lambda c: c.id != edge.source)
+            text = line + "".join("\n" + str(c.properties.get("text", "")) for c in shown)
             results.append(
                 SearchResult(
                     text=text, score=round(item.score, 6), sources=[chunk_source(c) for c in chunks]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -42,9 +43,22 @@ class SearchResult(BaseModel):
     sources: list[Source] = Field(default_factory=list)
 
 
+class Route(BaseModel):
+    """The query router's choice (`cogmill route --json`): a type, how sure, the second choice."""
+
+    search_type: SearchType
+    confidence: float
+    runner_up: SearchType
+    runner_up_score: float
+
+
 class SearchResponse(BaseModel):
     query: str
     search_type: SearchType
     results: list[SearchResult] = Field(default_factory=list)
     answer: str | None = None
+    # With a response_model: the structured answer (`answer` then holds its JSON text).
+    answer_json: dict[str, Any] | None = None
     note: str | None = None
+    # Set when no search type was given and the router chose one.
+    route: Route | None = None

@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from core.catalog import check_dataset_name
+from retrieval.agentic import AgenticRetriever
 from retrieval.base import RetrievalContext, Retriever
 from retrieval.chunks import ChunksRetriever
+from retrieval.coding_rules import CodingRulesRetriever
+from retrieval.context_extension import ContextExtensionRetriever
+from retrieval.cot import CotRetriever
+from retrieval.cypher import CypherRetriever, NaturalLanguageRetriever
+from retrieval.decomposition import DecompositionRetriever
 from retrieval.graph_completion import GraphCompletionRetriever
-from retrieval.models import SearchResponse, SearchType
+from retrieval.graph_summary import GraphSummaryRetriever
+from retrieval.hybrid import HybridRetriever
+from retrieval.lexical import LexicalRetriever, lexical_index
+from retrieval.lucky import FeelingLuckyRetriever
+from retrieval.models import Route, SearchResponse, SearchType
+from retrieval.multistep import ANALYSIS_KEY
+from retrieval.ppr import PPRParams, PPRRetriever
+from retrieval.rag import RagRetriever
+from retrieval.response_model import ResponseModel, structured_model
+from retrieval.router import analyse, route
+from retrieval.summaries import SummariesRetriever
+from retrieval.temporal import TemporalRetriever
+from retrieval.triplets import TripletRetriever
 
 NO_LLM_NOTE = "no LLM is configured (COGMILL_LLM_BASE_URL): returning the retrieved context"
 
@@ -16,8 +36,26 @@ NO_LLM_NOTE = "no LLM is configured (COGMILL_LLM_BASE_URL): returning the retrie
 RETRIEVERS: dict[SearchType, Callable[[RetrievalContext], Retriever]] = {
     SearchType.CHUNKS: lambda ctx: ChunksRetriever(ctx.graph, ctx.vectors, ctx.embedder),
     SearchType.GRAPH_COMPLETION: lambda ctx: GraphCompletionRetriever(
-        ctx.graph, ctx.vectors, ctx.embedder
+        ctx.graph, ctx.vectors, ctx.embedder, ctx=ctx
     ),
+    SearchType.CHUNKS_LEXICAL: lambda ctx: LexicalRetriever(ctx.graph, lexical_index(ctx)),
+    SearchType.SUMMARIES: lambda ctx: SummariesRetriever(ctx.graph, ctx.vectors, ctx.embedder),
+    SearchType.RAG_COMPLETION: RagRetriever,
+    SearchType.TRIPLET_COMPLETION: TripletRetriever,
+    SearchType.HYBRID_COMPLETION: HybridRetriever,
+    SearchType.CYPHER: CypherRetriever,
+    SearchType.NATURAL_LANGUAGE: NaturalLanguageRetriever,
+    SearchType.TEMPORAL: TemporalRetriever,
+    SearchType.GRAPH_PPR: lambda ctx: PPRRetriever(
+        ctx.graph, ctx.vectors, ctx.embedder, PPRParams.from_settings(ctx.settings)
+    ),
+    SearchType.GRAPH_COMPLETION_COT: CotRetriever,
+    SearchType.GRAPH_COMPLETION_CONTEXT_EXTENSION: ContextExtensionRetriever,
+    SearchType.GRAPH_COMPLETION_DECOMPOSITION: DecompositionRetriever,
+    SearchType.GRAPH_SUMMARY_COMPLETION: GraphSummaryRetriever,
+    SearchType.CODING_RULES: CodingRulesRetriever,
+    SearchType.FEELING_LUCKY: FeelingLuckyRetriever,
+    SearchType.AGENTIC_COMPLETION: AgenticRetriever,
 }
 
 
@@ -25,30 +63,83 @@ def search(
     ctx: RetrievalContext,
     query: str,
     datasets: Sequence[str],
-    search_type: SearchType = SearchType.GRAPH_COMPLETION,
-    top_k: int = 10,
+    search_type: SearchType | None = SearchType.GRAPH_COMPLETION,
+    top_k: int | None = 10,
+    response_model: ResponseModel | None = None,
 ) -> SearchResponse:
-    """Run one search type over the datasets and return its results with provenance."""
+    """Run one search type over the datasets and return its results with provenance.
+
+    With `response_model` (a pydantic model class or a JSON Schema dict) the answer is
+    structured: `answer_json` holds the object and `answer` its JSON text.
+    With `search_type=None` the query router picks the type (the response's `route`); with
+    `top_k=None` the query analysis sets it. The analysis' depth always bounds the rounds of
+    the multi-step types (within `search_max_rounds`).
+    """
     if not query.strip():
         raise ValueError("the query is empty; pass the question to search for")
+    analysis = analyse(query, ctx.settings.search_top_k, ctx.settings.search_max_rounds)
+    ctx.extras[ANALYSIS_KEY] = analysis
+    top_k = analysis.top_k if top_k is None else top_k
+    routed: Route | None = None
+    notes: list[str | None] = []
+    if search_type is None:
+        routed = route(query)
+        search_type, why = routed_or_available(routed)
+        notes.append(why)
     if top_k < 1:
         raise ValueError(f"top-k must be at least 1, got {top_k}")
     for name in datasets:
         check_dataset_name(name)
+    if response_model is not None:
+        structured_model(response_model)  # a bad schema fails before any retrieval work
     if search_type not in RETRIEVERS:
         available = ", ".join(sorted(RETRIEVERS))
         raise ValueError(f"search type {search_type} is not available yet; use one of {available}")
     retriever = RETRIEVERS[search_type](ctx)
     results = retriever.get_context(query, datasets, top_k)
-    answer, note = None, None
+    answer, answer_json, note = None, None, None
+    # Multi-step types extend `results` in place while completing (their later rounds'
+    # evidence); their `note` says what they did (the type chosen, the tool calls made).
     complete = getattr(retriever, "get_completion", None)
-    if search_type is SearchType.GRAPH_COMPLETION and complete is None:
-        note = NO_LLM_NOTE  # completion for this type is not built yet
-    elif complete is not None:
+    if complete is None and response_model is not None:
+        raise ValueError(
+            f"search type {search_type} returns context only, so response_model does not apply; "
+            "use a completion type such as RAG_COMPLETION or GRAPH_COMPLETION"
+        )
+    if complete is not None:
         if ctx.llm is None:
             note = NO_LLM_NOTE
         else:
-            answer = complete(query, results)
+            answer, answer_json = _complete(complete, query, results, response_model)
+    notes += [getattr(retriever, "note", None), note]
     return SearchResponse(
-        query=query, search_type=search_type, results=results, answer=answer, note=note
+        query=query,
+        search_type=search_type,
+        results=results,
+        answer=answer,
+        answer_json=answer_json,
+        note="; ".join(n for n in notes if n) or None,
+        route=routed,
     )
+
+
+def routed_or_available(routed: Route) -> tuple[SearchType, str]:
+    """The routed type if it is available, else the runner-up or GRAPH_COMPLETION; and why."""
+    chosen = f"routed to {routed.search_type.value} (confidence {routed.confidence:.2f})"
+    if routed.search_type in RETRIEVERS:
+        return routed.search_type, chosen
+    fallback = routed.runner_up if routed.runner_up in RETRIEVERS else SearchType.GRAPH_COMPLETION
+    return fallback, f"{chosen}, which is not available: ran {fallback.value} instead"
+
+
+def _complete(
+    complete: Callable[..., Any], query: str, results: list, response_model: ResponseModel | None
+) -> tuple[str, dict[str, Any] | None]:
+    """(answer text, structured answer or None) from a retriever's `get_completion`."""
+    if response_model is None:
+        reply = complete(query, results)
+    else:
+        reply = complete(query, results, response_model=response_model)
+    if isinstance(reply, dict):
+        return json.dumps(reply, ensure_ascii=False), reply
+    return str(reply), None

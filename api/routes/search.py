@@ -27,4 +27,5 @@ def search(body: SearchRequest, runtime: RuntimeDep) -> SearchResponse:
         body.datasets,
         body.search_type,
         body.top_k,
+        body.response_model,
     )

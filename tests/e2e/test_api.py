@@ -214,6 +214,7 @@ def test_openapi_lists_every_route(client: TestClient) -> None:
         ("/api/v1/jobs/{job_id}", "get"),
         ("/api/v1/jobs/{job_id}/cancel", "post"),
         ("/api/v1/search", "post"),
+        ("/api/v1/route", "post"),
         ("/health", "get"),
         ("/ready", "get"),
     }

@@ -1,0 +1,212 @@
+"""CYPHER (the caller's query) and NATURAL_LANGUAGE (the LLM's query), read-only, on Neo4j.
+
+Read-only twice over: queries with write clauses or write/admin procedures are refused here
+with a message naming the clause, and what passes runs in a READ access-mode transaction, so
+the server refuses any write the check missed.
+
+Scoping: a query sees the whole database; every node has a `dataset` property, and the
+searched datasets are passed as the `$datasets` parameter, e.g.
+`MATCH (c:DocumentChunk) WHERE c.dataset IN $datasets RETURN c LIMIT 5`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from core.stores.cypher_neo4j import CypherError, Neo4jCypherRunner
+from retrieval.answer import CompletionMixin, ask
+from retrieval.base import RetrievalContext
+from retrieval.chunks import chunk_source
+from retrieval.models import SearchResult, Source
+
+NEEDS_NEO4J = "{kind} needs the Neo4j graph store (set COGMILL_NEO4J_URI)"
+_LITERALS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`|//[^\n]*|/\*.*?\*/", re.S)
+# A keyword preceded by '.', ':' or '$' is a property, label or parameter, not a clause.
+_WRITES = re.compile(
+    r"(?<![.:$\w])(CREATE|MERGE|SET|DETACH\s+DELETE|DELETE|DETACH|REMOVE|DROP|FOREACH|LOAD\s+CSV|"
+    r"IN\s+TRANSACTIONS|GRANT|REVOKE|DENY|ALTER|RENAME|START\s+DATABASE|STOP\s+DATABASE|"
+    r"TERMINATE)(?!\w)\s*(?!:)",
+    re.I,
+)
+_PROCEDURE = re.compile(r"(?<![\w.])CALL\s+([A-Za-z_][\w.]*)\s*\(?", re.I)
+READ_PROCEDURES = frozenset(
+    {
+        "db.labels",
+        "db.relationshiptypes",
+        "db.propertykeys",
+        "db.schema.visualization",
+        "db.schema.nodetypeproperties",
+        "db.schema.reltypeproperties",
+        "db.index.fulltext.querynodes",
+        "db.index.fulltext.queryrelationships",
+        "db.index.vector.querynodes",
+        "db.info",
+        "dbms.components",
+    }
+)
+MAX_SUPPORT_SOURCES = 5
+
+
+class ReadOnlyViolation(ValueError):
+    """The query would write, or calls a procedure that is not known to be read-only."""
+
+
+def check_read_only(query: str) -> str:
+    """The query when it is read-only; ReadOnlyViolation naming the offending part otherwise."""
+    if not query.strip():
+        raise ValueError("the Cypher query is empty; pass a MATCH ... RETURN query")
+    code = _LITERALS.sub(" ", query)
+    if match := _WRITES.search(code):
+        clause = " ".join(match.group(1).upper().split())
+        raise ReadOnlyViolation(
+            f"refused: the query uses {clause}, which writes or administers the database; "
+            "CYPHER runs read-only queries only (MATCH ... RETURN)"
+        )
+    for match in _PROCEDURE.finditer(code):
+        name = match.group(1).lower()
+        if name not in READ_PROCEDURES:
+            allowed = ", ".join(sorted(READ_PROCEDURES))
+            raise ReadOnlyViolation(
+                f"refused: procedure {match.group(1)} is not known to be read-only; "
+                f"CYPHER may call: {allowed}"
+            )
+    return query
+
+
+def open_runner(ctx: RetrievalContext, kind: str) -> Neo4jCypherRunner:
+    """A read-only runner on the configured Neo4j; ValueError on the embedded graph."""
+    s = ctx.settings
+    if not s.neo4j_uri:
+        raise ValueError(NEEDS_NEO4J.format(kind=kind))
+    return Neo4jCypherRunner(
+        s.neo4j_uri, user=s.neo4j_user, password=s.neo4j_password, database=s.neo4j_database
+    )
+
+
+class CypherRetriever:
+    """The rows of the caller's read-only Cypher (the query is the search text)."""
+
+    kind = "CYPHER"
+
+    def __init__(self, ctx: RetrievalContext) -> None:
+        self.ctx = ctx
+
+    def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
+        check_read_only(query)
+        with open_runner(self.ctx, self.kind) as runner:
+            rows = runner.run_read(query, {"datasets": list(datasets)}, top_k)
+        return self.results(rows)
+
+    def results(self, rows: list[dict[str, Any]]) -> list[SearchResult]:
+        """Rows as results (text = the row as JSON), with the chunks behind their nodes."""
+        wanted: list[list[str]] = [_chunk_ids(row) for row in rows]
+        chunk_ids = sorted({c for ids in wanted for c in ids})
+        chunks = {n.id: n for n in self.ctx.graph.get_nodes(chunk_ids)}
+        results = []
+        for rank, (row, ids) in enumerate(zip(rows, wanted, strict=True)):
+            sources: list[Source] = [chunk_source(chunks[c]) for c in ids if c in chunks]
+            text = json.dumps(_without_support(row), ensure_ascii=False, default=str)
+            results.append(SearchResult(text=text, score=1.0 / (rank + 1), sources=sources))
+        return results
+
+
+def _chunk_ids(value: Any) -> list[str]:
+    """Chunks a row's nodes stand on: chunk nodes themselves, else their support."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        if "DocumentChunk" in value.get("labels", ()) and value.get("id"):
+            found.append(str(value["id"]))
+        for pair in value.get("_support", ())[:MAX_SUPPORT_SOURCES]:
+            if isinstance(pair, list) and len(pair) == 2 and pair[1]:
+                found.append(str(pair[1]))
+        for key, item in value.items():
+            if key != "_support":
+                found.extend(_chunk_ids(item))
+    elif isinstance(value, list):
+        for item in value:
+            found.extend(_chunk_ids(item))
+    return list(dict.fromkeys(found))
+
+
+def _without_support(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_support(v) for k, v in value.items() if k != "_support"}
+    if isinstance(value, list):
+        return [_without_support(v) for v in value]
+    return value
+
+
+class CypherQuery(BaseModel):
+    """The LLM's reply for NATURAL_LANGUAGE: one read-only Cypher query."""
+
+    cypher: str = Field(description="One read-only Cypher query (MATCH ... RETURN ... LIMIT)")
+
+
+SCHEMA_QUERIES = {
+    "labels": "CALL db.labels() YIELD label RETURN collect(label) AS v",
+    "properties": "CALL db.propertyKeys() YIELD propertyKey RETURN collect(propertyKey) AS v",
+    "relationships": "MATCH ()-[r:REL]->() WITH r.name AS name LIMIT 20000 "
+    "RETURN collect(DISTINCT name)[..80] AS v",
+}
+NL_PROMPT = """You write one read-only Cypher query for Neo4j 5 that answers the question.
+The graph: every node has the label Node plus a label for its type, and properties id, type,
+dataset, name. Chunks of documents are (:DocumentChunk {{text, document_id, document_name}}),
+entities are (:Entity {{name, description}}), summaries (:TextSummary {{text}}).
+Every relationship has the type REL and its meaning in the property `name`:
+(chunk)-[:REL {{name:'PART_OF'}}]->(document), (chunk)-[:REL {{name:'MENTIONS'}}]->(entity),
+(entity)-[:REL {{name:'IS_A'}}]->(entity type), (summary)-[:REL {{name:'SUMMARIZES'}}]->(chunk),
+and (entity)-[:REL {{name: <relationship>}}]->(entity) for facts.
+Node labels in use: {labels}
+Property keys in use: {properties}
+Relationship names in use: {relationships}
+Rules: only MATCH/OPTIONAL MATCH/WITH/WHERE/RETURN/ORDER BY/LIMIT; never write; restrict
+nodes to the searched datasets with `n.dataset IN $datasets`; end with LIMIT {limit}."""
+
+
+class NaturalLanguageRetriever(CompletionMixin, CypherRetriever):
+    """Rows of a Cypher query the LLM writes from the live schema, retried with its error."""
+
+    kind = "NATURAL_LANGUAGE"
+    max_retries = 2
+
+    def __init__(self, ctx: RetrievalContext) -> None:
+        super().__init__(ctx)
+        self.cypher: str | None = None  # the query that produced the last results
+
+    def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
+        if self.ctx.llm is None:
+            raise ValueError(
+                "NATURAL_LANGUAGE needs an LLM to write Cypher: set COGMILL_LLM_BASE_URL, "
+                "or write the query yourself with the CYPHER search type"
+            )
+        with open_runner(self.ctx, self.kind) as runner:
+            schema = {k: runner.run_read(q, {}, 1)[0]["v"] for k, q in SCHEMA_QUERIES.items()}
+            system = NL_PROMPT.format(limit=top_k, **{k: ", ".join(v) for k, v in schema.items()})
+            messages: list[dict[str, str]] = [
+                {"role": "system", "content": system},
+                {"role": "user", "content": f"Question: {query.strip()}"},
+            ]
+            for attempt in range(self.max_retries + 1):
+                reply = ask(self.ctx, messages, CypherQuery)
+                try:
+                    check_read_only(reply.cypher)
+                    rows = runner.run_read(reply.cypher, {"datasets": list(datasets)}, top_k)
+                except (CypherError, ReadOnlyViolation) as err:
+                    if attempt == self.max_retries:
+                        raise ValueError(
+                            f"NATURAL_LANGUAGE: the LLM's Cypher failed {attempt + 1} times; "
+                            f"last query {reply.cypher!r}: {err}"
+                        ) from err
+                    messages += [
+                        {"role": "assistant", "content": reply.model_dump_json()},
+                        {"role": "user", "content": f"That query failed: {err}\nFix it."},
+                    ]
+                    continue
+                self.cypher = reply.cypher
+                return self.results(rows)
+        raise AssertionError("unreachable")  # the loop returns or raises

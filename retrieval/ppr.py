@@ -1,0 +1,340 @@
+"""GRAPH_PPR: personalised PageRank over the entity–chunk graph near the query (HippoRAG-style).
+
+Seeds: the dense entry points (chunks, sharpened so the best few dominate; entities; the
+chunks of the best summaries) and the entities the query names — its n-grams looked up by
+entity id (no scan, no NER at query time) and its capitalised names linked to the nearest
+entity names. From the seeds a bounded neighbourhood is read: a chunk's MENTIONS and an
+entity's chunks (its provenance lists every chunk that mentions it). An entity in more than
+`entity_fanout` chunks is a hub and is not expanded; every entity weighs 1 / chunks **
+`specificity`, as a seed and as a step from a chunk, and an entity only one chunk mentions is
+no step at all (it bridges nowhere). PageRank runs over that neighbourhood only; a chunk's
+score is its PageRank mass fused with its dense similarity, both min-max scaled.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from core.models.graph import Node, entity_id, normalise_name
+from core.ports import Embedder, GraphReader, VectorStore
+from core.settings import Settings
+from pipelines.graph_builder import MENTIONS, STRUCTURAL_EDGES, SUMMARIZES
+from retrieval.chunks import CHUNK_COLLECTION, chunk_source
+from retrieval.graph_completion import ENTITY_COLLECTION
+from retrieval.models import SearchResult
+from retrieval.pagerank import WeightedGraph, personalised_pagerank
+
+SUMMARY_COLLECTION = "TextSummary_text"
+MAX_NGRAM = 6
+_TOKEN = re.compile(r"[\w][\w'’.&-]*")
+_POSSESSIVE = re.compile(r"['’]s?$")
+# Words a question is made of that never name an entity on their own.
+STOPWORDS = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "by", "did", "do", "does", "for", "from", "had",
+    "has", "have", "he", "her", "his", "how", "if", "in", "is", "it", "its", "of", "on", "or",
+    "she", "that", "the", "their", "them", "they", "this", "to", "was", "were", "what", "when",
+    "where", "which", "who", "whom", "whose", "why", "with",
+})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PPRParams:
+    """Seeds, bounds and weights of one GRAPH_PPR search (COGMILL_PPR_* settings)."""
+
+    damping: float = 0.8
+    hops: int = 2
+    chunk_seeds: int = 20
+    entity_seeds: int = 10
+    summary_seeds: int = 10
+    chunk_weight: float = 1.0
+    entity_weight: float = 0.5
+    summary_weight: float = 0.5
+    exact_weight: float = 3.0
+    relation_weight: float = 0.0
+    specificity: float = 1.0
+    entity_fanout: int = 50
+    chunk_fanout: int = 64
+    max_nodes: int = 3000
+    iterations: int = 50
+    dense_fusion: float = 0.3
+    dense_candidates: int = 100
+    link_hits: int = 3
+    seed_temperature: float = 0.05
+    link_threshold: float = 0.75
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PPRParams:
+        """The `ppr_<name>` fields of the settings."""
+        return cls(**{f.name: getattr(settings, f"ppr_{f.name}") for f in fields(cls)})
+
+
+def query_ngrams(query: str, max_len: int = MAX_NGRAM) -> list[str]:
+    """Spans of the query that could name an entity, longest first.
+
+    A span needs a capitalised or numeric token and may not start or end with a stopword;
+    a trailing possessive is dropped ("Lilu's" -> "Lilu").
+    """
+    tokens = list(_TOKEN.finditer(query))
+    spans: list[tuple[int, str]] = []
+    for i in range(len(tokens)):
+        for j in range(i, min(len(tokens), i + max_len)):
+            words = [t.group() for t in tokens[i : j + 1]]
+            if words[0].lower() in STOPWORDS or words[-1].lower() in STOPWORDS:
+                continue
+            if not any(w[0].isupper() or w[0].isdigit() for w in words):
+                continue
+            text = query[tokens[i].start() : tokens[j].end()]
+            spans.append((j - i, _POSSESSIVE.sub("", text)))
+    spans.sort(key=lambda s: -s[0])
+    return list(dict.fromkeys(text for _, text in spans if normalise_name(text)))
+
+
+_CONNECTORS = frozenset({"of", "the", "and", "de", "for", "on", "in", "la", "le", "von", "van"})
+
+
+def name_spans(query: str) -> list[str]:
+    """Runs of capitalised words (with inner connectors: "Journal of Psychotherapy Integration")
+    that are not question words; what the query most likely names."""
+    spans: list[str] = []
+    run: list[re.Match[str]] = []
+    for token in [*_TOKEN.finditer(query), None]:
+        word = token.group() if token else ""
+        if word[:1].isupper() or word[:1].isdigit():
+            if run or word.lower() not in STOPWORDS:
+                run.append(token)  # type: ignore[arg-type]
+                continue
+        elif run and word.lower() in _CONNECTORS:
+            run.append(token)  # type: ignore[arg-type]
+            continue
+        while run and run[-1].group().lower() in _CONNECTORS:
+            run.pop()
+        if run:
+            spans.append(_POSSESSIVE.sub("", query[run[0].start() : run[-1].end()]))
+        run = []
+    return list(dict.fromkeys(spans))
+
+
+class PPRRetriever:
+    """Chunks ranked by personalised PageRank from the query's entry points."""
+
+    def __init__(
+        self,
+        graph: GraphReader,
+        vectors: VectorStore,
+        embedder: Embedder,
+        params: PPRParams | None = None,
+    ) -> None:
+        self.graph, self.vectors, self.embedder = graph, vectors, embedder
+        self.params = params or PPRParams()
+
+    def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
+        p = self.params
+        seeds, chunk_sim, entities = self._seeds(query, datasets, top_k)
+        if not seeds:
+            return []
+        neighbourhood = Neighbourhood(self.graph, p)
+        neighbourhood.expand(chunks=[c for c in seeds if c not in entities], entities=entities)
+        # Entity seeds count by how specific they are: a hub named in the query says little.
+        for eid in entities:
+            seeds[eid] *= neighbourhood.specificity(eid)
+        scores = personalised_pagerank(neighbourhood.weighted, seeds, p.damping, p.iterations)
+        return self._ranked(neighbourhood, scores, chunk_sim, top_k)
+
+    def _seeds(
+        self, query: str, datasets: Sequence[str], top_k: int
+    ) -> tuple[dict[str, float], dict[str, float], list[str]]:
+        """Restart weights by node id, the dense chunk similarities, the entity seeds."""
+        p = self.params
+        spans = name_spans(query) if p.link_hits else []
+        vectors = self.embedder.embed([query, *spans])  # one batch: the query and its names
+        vector = vectors[0].tolist()
+
+        def hits(collection: str, limit: int) -> dict[str, float]:
+            found = self.vectors.search(collection, vector, datasets=datasets, limit=limit)
+            return {hit.id: max(hit.score, 0.0) for hit in found}
+
+        # A fixed candidate count keeps the dense scale (min-max below) the same for any top_k.
+        chunk_sim = hits(CHUNK_COLLECTION, max(p.chunk_seeds, p.dense_candidates, top_k))
+        entity_sim = hits(ENTITY_COLLECTION, p.entity_seeds) if p.entity_seeds else {}
+        summary_sim = hits(SUMMARY_COLLECTION, p.summary_seeds) if p.summary_seeds else {}
+        named = dict.fromkeys(self.exact_entities(query, datasets), p.exact_weight)
+        for eid, weight in self._linked(vectors[1:], datasets).items():
+            named[eid] = max(named.get(eid, 0.0), weight)
+        seeds: dict[str, float] = {}
+        top = max(chunk_sim.values(), default=0.0)
+        for cid, sim in list(chunk_sim.items())[: p.chunk_seeds]:
+            # Sharpened: the best chunks (the question's first hop) seed far more than the 20th.
+            seeds[cid] = p.chunk_weight * math.exp((sim - top) / p.seed_temperature)
+        for cid, sim in self._summarised_chunks(summary_sim).items():
+            seeds[cid] = seeds.get(cid, 0.0) + p.summary_weight * sim
+        for eid, sim in entity_sim.items():
+            seeds[eid] = seeds.get(eid, 0.0) + p.entity_weight * sim
+        for eid, weight in named.items():
+            seeds[eid] = seeds.get(eid, 0.0) + weight
+        return seeds, chunk_sim, list(dict.fromkeys([*named, *entity_sim]))
+
+    def _linked(self, span_vectors: Sequence[Any], datasets: Sequence[str]) -> dict[str, float]:
+        """Entities whose names are close to a name in the query (spelling, extra words)."""
+        p, linked = self.params, {}
+        for span_vector in span_vectors:
+            found = self.vectors.search(
+                ENTITY_COLLECTION, span_vector.tolist(), datasets=datasets, limit=p.link_hits
+            )
+            for hit in found:
+                if hit.score >= p.link_threshold:
+                    linked[hit.id] = max(linked.get(hit.id, 0.0), p.exact_weight * hit.score)
+        return linked
+
+    def exact_entities(self, query: str, datasets: Sequence[str]) -> list[str]:
+        """Ids of the entities the query names, longest names first, without overlaps."""
+        spans = query_ngrams(query)
+        ids = {entity_id(d, span): span for span in spans for d in datasets}
+        found = {node.id for node in self.graph.get_nodes(list(ids)) if node.type == "Entity"}
+        chosen: list[str] = []
+        taken: list[str] = []
+        for eid, span in ids.items():
+            if eid in found and not any(normalise_name(span) in t for t in taken):
+                chosen.append(eid)
+                taken.append(normalise_name(span))
+        return chosen
+
+    def _summarised_chunks(self, summary_sim: dict[str, float]) -> dict[str, float]:
+        if not summary_sim:
+            return {}
+        edges = self.graph.edges_of(list(summary_sim), names=[SUMMARIZES], limit=len(summary_sim))
+        return {e.target: summary_sim[e.source] for e in edges if e.source in summary_sim}
+
+    def _ranked(
+        self,
+        neighbourhood: Neighbourhood,
+        scores: dict[str, float],
+        chunk_sim: dict[str, float],
+        top_k: int,
+    ) -> list[SearchResult]:
+        chunks = neighbourhood.chunks | set(chunk_sim)
+        graph, dense = _min_max({c: scores.get(c, 0.0) for c in chunks}), _min_max(chunk_sim)
+        fusion = self.params.dense_fusion
+        final = {c: (1 - fusion) * graph[c] + fusion * dense.get(c, 0.0) for c in chunks}
+        best = sorted(final, key=lambda c: -final[c])[:top_k]
+        nodes = {n.id: n for n in self.graph.get_nodes(best)}
+        return [_result(nodes[c], final[c]) for c in best if c in nodes]
+
+
+def _min_max(values: dict[str, float]) -> dict[str, float]:
+    """Scores rescaled to [0, 1] so PageRank mass and cosine similarity can be added."""
+    low, high = min(values.values(), default=0.0), max(values.values(), default=0.0)
+    span = (high - low) or 1.0
+    return {key: (value - low) / span for key, value in values.items()}
+
+
+def _result(chunk: Node, score: float) -> SearchResult:
+    text = str(chunk.properties.get("text", ""))
+    return SearchResult(text=text, score=round(score, 6), sources=[chunk_source(chunk)])
+
+
+class Neighbourhood:
+    """The bounded entity–chunk subgraph around the seeds, as a weighted graph for PageRank."""
+
+    def __init__(self, graph: GraphReader, params: PPRParams) -> None:
+        self.graph, self.params = graph, params
+        self.weighted = WeightedGraph()
+        self.chunks: set[str] = set()
+        self.entities: dict[str, list[str]] = {}  # entity id -> the chunks that mention it
+        self._mentions: set[tuple[str, str]] = set()  # (chunk, entity) read from MENTIONS
+
+    def degree(self, entity: str) -> int:
+        """How many chunks mention the entity (1 when unknown)."""
+        return max(len(self.entities.get(entity, ())), 1)
+
+    def specificity(self, entity: str) -> float:
+        """1 / (chunks mentioning the entity) ** specificity: rare names weigh more."""
+        return 1.0 / self.degree(entity) ** self.params.specificity
+
+    def full(self) -> bool:
+        return len(self.chunks) + len(self.entities) >= self.params.max_nodes
+
+    def expand(self, chunks: Sequence[str], entities: Sequence[str]) -> None:
+        """Read `hops` steps out from the seeds, stopping early at `max_nodes`."""
+        chunk_frontier = list(dict.fromkeys(chunks))
+        self.chunks.update(chunk_frontier)
+        entity_frontier = self._load_entities(list(dict.fromkeys(entities)))
+        for _ in range(self.params.hops):
+            if self.full() or not (chunk_frontier or entity_frontier):
+                break
+            new_entities = self._entities_of(chunk_frontier)
+            new_chunks = self._chunks_of(entity_frontier)
+            self._relations(entity_frontier)
+            chunk_frontier, entity_frontier = new_chunks, self._load_entities(new_entities)
+        self._link()
+
+    def _load_entities(self, ids: list[str]) -> list[str]:
+        """Record each new entity's chunks (its provenance lists them); returns the new ids."""
+        room = self.params.max_nodes - len(self.chunks) - len(self.entities)
+        todo = [i for i in ids if i not in self.entities][: max(room, 0)]
+        new = []
+        for node in self.graph.get_nodes(todo) if todo else []:
+            if node.type == "Entity":
+                self.entities[node.id] = list(
+                    dict.fromkeys(s.chunk_id for s in node.support if s.chunk_id)
+                )
+                new.append(node.id)
+        return new
+
+    def _entities_of(self, chunks: list[str]) -> list[str]:
+        """The entities the chunks mention (MENTIONS edges, at most `chunk_fanout` per chunk)."""
+        if not chunks:
+            return []
+        limit = len(chunks) * self.params.chunk_fanout
+        found = []
+        for edge in self.graph.edges_of(chunks, names=[MENTIONS], limit=limit):
+            if edge.source in self.chunks:
+                self._mentions.add((edge.source, edge.target))
+                found.append(edge.target)
+        return list(dict.fromkeys(found))
+
+    def _chunks_of(self, entities: list[str]) -> list[str]:
+        """The chunks mentioning non-hub entities, most specific entity first, while room."""
+        new: list[str] = []
+        for eid in sorted(entities, key=self.degree):
+            if self.degree(eid) > self.params.entity_fanout:
+                continue  # a hub: sorted, so every later entity is one too
+            for chunk in self.entities[eid]:
+                if self.full():
+                    return new
+                if chunk not in self.chunks:
+                    self.chunks.add(chunk)
+                    new.append(chunk)
+        return new
+
+    def _relations(self, entities: list[str]) -> None:
+        """Entity–entity relationships of the frontier that stay inside the neighbourhood."""
+        if not entities or self.params.relation_weight <= 0:
+            return
+        limit = len(entities) * self.params.chunk_fanout
+        exclude = sorted(STRUCTURAL_EDGES)
+        w = self.params.relation_weight
+        for edge in self.graph.edges_of(entities, exclude=exclude, limit=limit):
+            a, b = edge.source, edge.target
+            if a in self.entities and b in self.entities:
+                self.weighted.link(a, b, w * self.specificity(b), w * self.specificity(a))
+
+    def _link(self) -> None:
+        """Chunk–entity edges among the nodes read, weighted toward specific entities."""
+        g = self.weighted
+        pairs = {(c, e) for c, e in self._mentions if e in self.entities}
+        for eid, chunks in self.entities.items():
+            pairs.update((c, eid) for c in chunks if c in self.chunks)
+        for chunk in self.chunks:
+            g.node(chunk)
+        for chunk, eid in sorted(pairs):
+            # An entity only this chunk mentions bridges nowhere: mass sent to it would only
+            # come back, so the chunk does not send any (a seed on it still reaches the chunk).
+            forward = self.specificity(eid) if self.degree(eid) > 1 else 0.0
+            g.link(chunk, eid, forward, 1.0)
+        for eid, chunks in self.entities.items():
+            # An entity's out-weight in the full graph: one per chunk that mentions it.
+            g.normalisers[g.node(eid)] = float(len(chunks))

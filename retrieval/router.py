@@ -1,0 +1,255 @@
+"""The query router and query analysis: rule-based, no LLM, microseconds per query.
+
+`route(query)` scores every search type from weighted cue patterns (English and Chinese) and
+picks the best, with a confidence and a runner-up. A cue preceded by a negation ("not related
+to", "don't summarise", "没有关系") does not count. With no cue the answer is GRAPH_COMPLETION.
+
+`analyse(query)` sorts a query into factual / reasoning / comprehensive / fuzzy, pulls out
+keywords and entity-like spans, rates its complexity, and derives the top-k and depth that
+the search uses when the caller does not set them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from retrieval.models import Route, SearchType
+
+S = SearchType
+# The score GRAPH_COMPLETION has before any cue: a single weak cue (weight 1) beats it.
+DEFAULT_SCORE = 0.3
+# Added to the denominator of the confidence, so one weak cue is not "certain".
+CONFIDENCE_PRIOR = 0.3
+_I = re.IGNORECASE
+
+
+@dataclass(frozen=True)
+class Cue:
+    """A pattern that votes `weight` for a search type; `negatable` cues can be negated."""
+
+    search_type: SearchType
+    pattern: re.Pattern[str]
+    weight: float
+    negatable: bool = True
+
+
+def _cue(kind: SearchType, pattern: str, weight: float, negatable: bool = True) -> Cue:
+    return Cue(kind, re.compile(pattern, _I), weight, negatable)
+
+
+CUES: tuple[Cue, ...] = (
+    # Cypher: a query that reads like a Cypher statement.
+    _cue(S.CYPHER, r"^\s*(optional\s+match|match|call|unwind|with)\b.*\breturn\b", 6.0, False),
+    _cue(S.CYPHER, r"^\s*(match|merge|create)\s*\(", 5.0, False),
+    _cue(S.CYPHER, r"\(\w*:\w+[^)]*\)\s*-\[", 3.0, False),
+    _cue(S.CYPHER, r"\bcypher\b", 2.0),
+    # Coding rules and code.
+    _cue(S.CODING_RULES, r"\bcoding (rules?|standards?|guidelines?|conventions?)\b", 3.0),
+    _cue(S.CODING_RULES, r"\b(style ?guide|lint(er|ing)?|naming conventions?|pep ?8)\b", 2.5),
+    _cue(S.CODING_RULES, r"\b(code review|best practices?)\b", 2.0),
+    _cue(S.CODING_RULES, r"\b(refactor\w*|snake_case|camelcase|type hints?|docstrings?)\b", 1.5),
+    _cue(S.CODING_RULES, r"`[^`]+`|\b(def|class|import|return) \w+|\w+\(\)", 1.5, False),
+    _cue(S.CODING_RULES, r"\b(python|typescript|javascript|java|golang|rust|c\+\+)\b", 1.0),
+    _cue(S.CODING_RULES, r"编码规范|代码规范|编程规范|代码风格", 3.0),
+    # Exact wording.
+    _cue(S.CHUNKS_LEXICAL, r"^\s*([\"“「『'])[^\"“”「」『』']+([\"”」』'])\s*$", 5.0, False),
+    _cue(S.CHUNKS_LEXICAL, r"\b(exact(ly)?|verbatim|word[- ]for[- ]word|literal(ly)?)\b", 2.5),
+    _cue(S.CHUNKS_LEXICAL, r"\b(quote|quotation)\b", 1.5),
+    _cue(S.CHUNKS_LEXICAL, r"原文|逐字|原话", 2.5),
+    # Summaries and overviews.
+    _cue(S.GRAPH_SUMMARY_COMPLETION, r"\bsummar(y|ies|ise|ize|ising|izing)\b", 2.5),
+    _cue(S.GRAPH_SUMMARY_COMPLETION, r"\b(overview|recap|gist|tl;?dr|high[- ]level)\b", 2.5),
+    _cue(S.GRAPH_SUMMARY_COMPLETION, r"\b(outline|in brief|main points|key points)\b", 1.5),
+    _cue(S.GRAPH_SUMMARY_COMPLETION, r"总结|概述|概括|摘要|综述|要点", 2.5),
+    # Reasoning.
+    _cue(S.GRAPH_COMPLETION_COT, r"\bwhy\b|\bhow come\b", 2.0),
+    _cue(S.GRAPH_COMPLETION_COT, r"\bexplain\w*|\bexplanation\b", 2.0),
+    _cue(S.GRAPH_COMPLETION_COT, r"\bstep[- ]by[- ]step\b|\breason(ing|s)?\b", 2.0),
+    _cue(S.GRAPH_COMPLETION_COT, r"\b(caused?|because|consequences?)\b", 1.0),
+    _cue(S.GRAPH_COMPLETION_COT, r"为什么|为何|解释|原因|逐步|一步一步", 2.0),
+    # Relationships between things.
+    _cue(
+        S.GRAPH_COMPLETION_CONTEXT_EXTENSION,
+        r"\bhow (is|are|was|were|do|does|did)\b.{1,80}\b(relat|connect|link|tied)\w*",
+        3.0,
+    ),
+    _cue(
+        S.GRAPH_COMPLETION_CONTEXT_EXTENSION,
+        r"\b(relat(ed|es|ion|ionships?)|connect(ed|ion|ions|s)?|linked) (to|between|with)\b",
+        2.0,
+    ),
+    _cue(S.GRAPH_COMPLETION_CONTEXT_EXTENSION, r"\brelationships?\b|\bin common\b", 2.0),
+    _cue(S.GRAPH_COMPLETION_CONTEXT_EXTENSION, r"关系|联系|关联|有什么关", 2.5),
+    # Time.
+    _cue(S.TEMPORAL, r"\bwhen\b|\bwhat (year|date|time)\b|\bhow long ago\b", 2.0),
+    _cue(S.TEMPORAL, r"\b(before|after|since|until|during|prior to)\b", 1.5),
+    _cue(S.TEMPORAL, r"\b(1[5-9]\d\d|20\d\d)s?\b|\b(years?|dates?|timeline|decades?)\b", 2.0),
+    _cue(
+        S.TEMPORAL,
+        r"\b(between|from) (1[5-9]\d\d|20\d\d) (and|to|-) (1[5-9]\d\d|20\d\d)\b"
+        r"|\b(1[5-9]\d\d|20\d\d) ?[-–] ?(1[5-9]\d\d|20\d\d)\b",
+        2.0,
+    ),
+    _cue(
+        S.TEMPORAL,
+        r"\b(january|february|march|april|june|july|august|september|october|november"
+        r"|december)\b",
+        1.0,
+    ),
+    _cue(S.TEMPORAL, r"什么时候|何时|哪一年|哪年|之前|之后|以前|以后|年份|期间|\d{2,4}年", 2.5),
+)
+
+# A cue counts as negated when one of these ends the text just before it.
+_NEGATED_EN = re.compile(
+    r"\b(not|no|never|without|nothing|none|neither|nor|isn't|aren't|wasn't|weren't|don't|"
+    r"doesn't|didn't|won't|can't|cannot|unrelated)\b(\s+\w+){0,2}\s*$",
+    _I,
+)
+_NEGATED_ZH = re.compile(r"(不|没|没有|无|非|别|不要|不是|并非|并不)\w{0,1}$")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def is_negated(text_before: str) -> bool:
+    """Whether a cue is negated by the words right before it (English or Chinese)."""
+    if _CJK.search(text_before[-3:] if text_before else ""):
+        return bool(_NEGATED_ZH.search(text_before[-4:]))
+    return bool(_NEGATED_EN.search(text_before[-40:]))
+
+
+def scores(query: str) -> dict[SearchType, float]:
+    """Each search type's cue score; each cue counts once, negated occurrences not at all."""
+    totals: dict[SearchType, float] = {S.GRAPH_COMPLETION: DEFAULT_SCORE}
+    for cue in CUES:
+        for match in cue.pattern.finditer(query):
+            if cue.negatable and is_negated(query[: match.start()]):
+                continue
+            totals[cue.search_type] = totals.get(cue.search_type, 0.0) + cue.weight
+            break
+    return totals
+
+
+def route(query: str) -> Route:
+    """The search type for a query, how sure the rules are, and the second choice."""
+    if not query.strip():
+        raise ValueError("the query is empty; pass the question to route")
+    ranked = sorted(scores(query).items(), key=lambda item: (-item[1], item[0].value))
+    best_type, best = ranked[0]
+    if len(ranked) > 1:
+        second_type, second = ranked[1]
+    else:  # nothing matched: GRAPH_COMPLETION by default, plain passages as the fallback
+        second_type, second = S.RAG_COMPLETION, 0.0
+    total = best + second + CONFIDENCE_PRIOR
+    return Route(
+        search_type=best_type,
+        confidence=round(best / total, 3),
+        runner_up=second_type,
+        runner_up_score=round(second / total, 3),
+    )
+
+
+# -- query analysis -----------------------------------------------------------------------------
+
+QueryKind = Literal["factual", "reasoning", "comprehensive", "fuzzy"]
+Complexity = Literal["simple", "moderate", "complex"]
+_STOPWORDS = frozenset(
+    re.findall(
+        r"\S+",
+        "a an the of to in on at for by with from and or but is are was were be been being do "
+        "does did what which who whom whose when where why how that this these those it its as "
+        "about into than then there their they them his her he she we you your i me my our can "
+        "could would should will shall may might must has have had not no so if all any some "
+        "tell me please give show list",
+    )
+)
+_WORDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_'\-]*|[\u4e00-\u9fff]+")
+_QUOTED = re.compile(r"[\"“「『]([^\"“”「」『』]{2,100})[\"”」』]")
+_CAPITALISED = re.compile(r"\b[A-Z][\w\-]*(?:\s+(?:of\s+|the\s+|de\s+)?[A-Z][\w\-]*)*")
+_QUESTION_WORDS = frozenset(
+    re.findall(
+        r"\S+",
+        "What Which Who Whom Whose When Where Why How Is Are Was Were Do Does Did Can Could "
+        "Should Would Will Tell Give Show List Explain Summarise Summarize Find The A An In On "
+        "I Please",
+    )
+)
+_COMPREHENSIVE = re.compile(
+    r"\b(all|every|each|list|compare|comparison|overview|summar\w+|everything)\b"
+    r"|所有|全部|列出|比较|总结|概述",
+    _I,
+)
+_FUZZY = re.compile(
+    r"\b(something|anything|stuff|kind of|sort of|maybe|perhaps|similar|like|roughly|about)\b"
+    r"|类似|大概|也许|相关的",
+    _I,
+)
+_CLAUSES = re.compile(r"\band\b|\bthen\b|[,;，；、]|以及|并且|和", _I)
+KIND_TOP_K = {"factual": 1.0, "reasoning": 1.5, "comprehensive": 2.0, "fuzzy": 1.5}
+REASONING_TYPES = {
+    S.GRAPH_COMPLETION_COT,
+    S.GRAPH_COMPLETION_CONTEXT_EXTENSION,
+    S.GRAPH_COMPLETION_DECOMPOSITION,
+}
+
+
+@dataclass(frozen=True)
+class QueryAnalysis:
+    """What a query asks for and how widely and deeply to search for it."""
+
+    kind: QueryKind
+    keywords: list[str]
+    entities: list[str]
+    complexity: Complexity
+    top_k: int
+    depth: int
+
+
+def entities_of(query: str) -> list[str]:
+    """Quoted phrases and capitalised spans (leading question words dropped), in order."""
+    found = [m.group(1).strip() for m in _QUOTED.finditer(query)]
+    for match in _CAPITALISED.finditer(query):
+        words = match.group().split()
+        while words and words[0] in _QUESTION_WORDS:
+            words.pop(0)
+        if words:
+            found.append(" ".join(words))
+    return list(dict.fromkeys(f for f in found if f))
+
+
+def keywords_of(query: str) -> list[str]:
+    """Content words of the query, lower-cased, without stopwords, first occurrence order."""
+    words = [w.lower().strip("'-") for w in _WORDS.findall(query)]
+    return list(dict.fromkeys(w for w in words if w and w not in _STOPWORDS and len(w) > 1))
+
+
+def analyse(query: str, base_top_k: int = 10, max_depth: int = 3) -> QueryAnalysis:
+    """Kind, keywords, entities and complexity of a query, and the top-k and depth they imply."""
+    if not query.strip():
+        raise ValueError("the query is empty; pass the question to analyse")
+    chosen = route(query).search_type
+    keywords, entities = keywords_of(query), entities_of(query)
+    if chosen in REASONING_TYPES:
+        kind: QueryKind = "reasoning"
+    elif chosen is S.GRAPH_SUMMARY_COMPLETION or _COMPREHENSIVE.search(query):
+        kind = "comprehensive"
+    elif (_FUZZY.search(query) or len(keywords) <= 2) and not entities:
+        kind = "fuzzy"
+    else:
+        kind = "factual"
+    clauses = len(_CLAUSES.findall(query))
+    points = clauses + max(0, len(entities) - 1) + len(keywords) // 8
+    points += 1 if kind in ("reasoning", "comprehensive") else 0
+    complexity: Complexity = "simple" if points <= 1 else "moderate" if points <= 3 else "complex"
+    scale = KIND_TOP_K[kind] * {"simple": 1.0, "moderate": 1.25, "complex": 1.5}[complexity]
+    depth = {"simple": 1, "moderate": 2, "complex": 3}[complexity]
+    if kind == "reasoning":
+        depth += 1
+    return QueryAnalysis(
+        kind=kind,
+        keywords=keywords,
+        entities=entities,
+        complexity=complexity,
+        top_k=max(1, min(100, round(base_top_k * scale))),
+        depth=max(1, min(max_depth, depth)),
+    )

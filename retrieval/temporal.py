@@ -1,0 +1,190 @@
+"""TEMPORAL: events whose time overlaps the time of the question, best first.
+
+The question's time comes from core/temporal.py ("in 2016", "between 1910 and 1920",
+"before March 2019", "last 30 days", "2019年"). Events are found two ways, both bounded:
+the time nodes (Timestamp, Interval) of the datasets are read and filtered by overlap, then
+the events AT / DURING the matching ones; and a wide vector search over `Event_text` is
+filtered by the events' own time. An event scores by how much of its time lies inside the
+question's (fit) and by its similarity to the question. Without a time in the question this
+is a graph search (GRAPH_COMPLETION).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+from core.models.graph import Node
+from core.temporal import TimeSpan, find_spans
+from pipelines.temporal_builder import AT, DURING, EVENT, INTERVAL, INVOLVES, TIMESTAMP, span_of
+from retrieval.answer import answer
+from retrieval.base import RetrievalContext
+from retrieval.chunks import chunk_source
+from retrieval.graph_completion import GraphCompletionRetriever
+from retrieval.models import SearchResult
+
+if TYPE_CHECKING:
+    from retrieval.response_model import ResponseModel
+
+EVENT_COLLECTION = f"{EVENT}_text"
+INSTRUCTIONS = (
+    "Each context item is an event with its date first. Answer with the events that fall in "
+    "the time the question asks about, in time order, and give their dates."
+)
+
+
+@dataclass(frozen=True)
+class TemporalParams:
+    """Bounds on what one query reads, and how fit and similarity weigh."""
+
+    time_nodes_per_dataset: int = 20_000  # Timestamp + Interval nodes scanned per dataset
+    page: int = 1000
+    max_events: int = 5000  # events read through the matching time nodes
+    vector_hits: int = 500
+    fit_weight: float = 0.6
+    similarity_weight: float = 0.4
+    involved_per_event: int = 8
+
+
+@dataclass
+class _Candidate:
+    event: Node
+    fit: float
+    similarity: float = 0.0
+
+    @property
+    def when(self) -> int:
+        span = span_of(self.event)
+        return span.sort_key if span is not None else 0
+
+
+class TemporalRetriever:
+    """Events in the question's time window, with their dates, entities and sources."""
+
+    def __init__(
+        self,
+        ctx: RetrievalContext,
+        params: TemporalParams | None = None,
+        today: Callable[[], date] = date.today,
+    ) -> None:
+        self.ctx, self.params, self.today = ctx, params or TemporalParams(), today
+
+    def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
+        windows = find_spans(query, bare_years=True, now=self.today())
+        if not windows:
+            ctx = self.ctx
+            graph = GraphCompletionRetriever(ctx.graph, ctx.vectors, ctx.embedder)
+            return graph.get_context(query, datasets, top_k)
+        candidates = self._through_time_nodes(windows, datasets)
+        self._add_similar(query, windows, datasets, candidates)
+        p = self.params
+        ranked = sorted(
+            candidates.values(),
+            key=lambda c: (-(p.fit_weight * c.fit + p.similarity_weight * c.similarity), c.when),
+        )
+        return self._results(ranked[:top_k])
+
+    def get_completion(
+        self,
+        query: str,
+        results: Sequence[SearchResult],
+        response_model: ResponseModel | None = None,
+    ) -> str | dict[str, Any]:
+        """The LLM's answer from the events found (structured with a model)."""
+        timed = bool(find_spans(query, bare_years=True, now=self.today()))
+        instructions = INSTRUCTIONS if timed else None  # else the context is graph triplets
+        return answer(
+            self.ctx, query, results, instructions=instructions, response_model=response_model
+        )
+
+    def _through_time_nodes(
+        self, windows: list[TimeSpan], datasets: Sequence[str]
+    ) -> dict[str, _Candidate]:
+        """Events AT / DURING a time node that overlaps one of the windows."""
+        fit: dict[str, float] = {}
+        for dataset in datasets:
+            for node in self._time_nodes(dataset):
+                span = span_of(node)
+                if span is not None and (best := _fit(span, windows)) > 0:
+                    fit[node.id] = best
+        if not fit:
+            return {}
+        edges = self.ctx.graph.edges_of(
+            sorted(fit), names=[AT, DURING], limit=self.params.max_events
+        )
+        event_fit: dict[str, float] = {}
+        for edge in edges:
+            if edge.target in fit:
+                event_fit[edge.source] = max(event_fit.get(edge.source, 0.0), fit[edge.target])
+        events = self.ctx.graph.get_nodes(sorted(event_fit))
+        return {e.id: _Candidate(e, event_fit[e.id]) for e in events if e.type == EVENT}
+
+    def _time_nodes(self, dataset: str) -> list[Node]:
+        """The dataset's Timestamp and Interval nodes, paged, at most the configured number."""
+        found: list[Node] = []
+        p = self.params
+        for kind in (TIMESTAMP, INTERVAL):
+            offset = 0
+            while offset < p.time_nodes_per_dataset:
+                page = self.ctx.graph.find_nodes(dataset, kind, limit=p.page, offset=offset)
+                found += page
+                offset += p.page
+                if len(page) < p.page:
+                    break
+        return found
+
+    def _add_similar(
+        self,
+        query: str,
+        windows: list[TimeSpan],
+        datasets: Sequence[str],
+        candidates: dict[str, _Candidate],
+    ) -> None:
+        """Similarity for the candidates, and events the time nodes missed (over the bound)."""
+        vector = self.ctx.embedder.embed([query])[0].tolist()
+        hits = self.ctx.vectors.search(
+            EVENT_COLLECTION, vector, datasets=datasets, limit=self.params.vector_hits
+        )
+        similarity = {hit.id: hit.score for hit in hits}
+        unseen = [hit.id for hit in hits if hit.id not in candidates]
+        for event in self.ctx.graph.get_nodes(unseen) if unseen else []:
+            span = span_of(event)
+            if span is not None and (best := _fit(span, windows)) > 0:
+                candidates[event.id] = _Candidate(event, best)
+        for candidate in candidates.values():
+            candidate.similarity = similarity.get(candidate.event.id, 0.0)
+
+    def _results(self, best: list[_Candidate]) -> list[SearchResult]:
+        """Each event as "date: text (involves: ...)" with the chunks it came from."""
+        ids = [c.event.id for c in best]
+        involved: dict[str, list[str]] = {}
+        if ids:
+            limit = len(ids) * self.params.involved_per_event
+            for edge in self.ctx.graph.edges_of(ids, names=[INVOLVES], limit=limit):
+                involved.setdefault(edge.source, []).append(edge.target)
+        chunk_ids = {s.chunk_id for c in best for s in c.event.support if s.chunk_id}
+        entity_ids = {t for targets in involved.values() for t in targets}
+        nodes = {n.id: n for n in self.ctx.graph.get_nodes(sorted(chunk_ids | entity_ids))}
+        results = []
+        p = self.params
+        for c in best:
+            props = c.event.properties
+            text = f"{props.get('label', '')}: {props.get('text', c.event.name)}"
+            names = sorted({nodes[t].name for t in involved.get(c.event.id, []) if t in nodes})
+            if names:
+                text += f" (involves: {', '.join(names)})"
+            chunks = [nodes[s.chunk_id] for s in c.event.support if s.chunk_id in nodes]
+            score = p.fit_weight * c.fit + p.similarity_weight * c.similarity
+            results.append(
+                SearchResult(
+                    text=text, score=round(score, 6), sources=[chunk_source(n) for n in chunks]
+                )
+            )
+        return results
+
+
+def _fit(span: TimeSpan, windows: list[TimeSpan]) -> float:
+    """How much of an event's time lies inside the best-matching window of the question."""
+    return max(span.fraction_within(window) for window in windows)
