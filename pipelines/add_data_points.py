@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import ClassVar
 
 from core.lexical import LexicalDoc, LexicalIndex
@@ -63,7 +64,12 @@ class AddDataPoints:
         add_alias_nodes(built, batch.dataset, aliases)
         summaries = [s for s in batch.document_summaries if s.document_id not in failed]
         add_document_summaries(built, batch.dataset, summaries)
+        entity_ids = sorted(n.id for n in built.nodes.values() if n.type == "Entity")
+        # Entities stored before this write were reconciled by the batch that created them.
+        stored = {n.id for n in self.graph.get_nodes(entity_ids)}
+        started = time.perf_counter()
         self._write_graph(built)
+        graph_write_ms = round((time.perf_counter() - started) * 1000)
         vectors = self._write_vectors(batch.dataset, built)
         self._index_terms(batch.dataset, built)
         relations = [e for e in built.edges.values() if e.name not in STRUCTURAL_EDGES]
@@ -75,7 +81,10 @@ class AddDataPoints:
             relationships=len(relations),
             vectors=vectors,
             errors=list(batch.errors),
-            entity_ids=sorted(n.id for n in built.nodes.values() if n.type == "Entity"),
+            entity_ids=[i for i in entity_ids if i not in stored],
+            nodes_written=len(built.nodes),
+            edges_written=len(built.edges),
+            graph_write_ms=graph_write_ms,
         )
 
     def write(self, dataset: str, built: BuiltGraph) -> int:

@@ -118,5 +118,9 @@ class WriteReport(BaseModel):
     relationships: int = 0
     vectors: int = 0
     errors: list[DocumentError] = Field(default_factory=list)
-    # The Entity nodes written, for the steps that check them afterwards (reconcile_entities).
+    # The Entity nodes this write created, for reconcile_entities to compare with the store.
     entity_ids: list[str] = Field(default_factory=list)
+    # The graph write itself, for the write rate inside the pipeline (bench/distributed.py).
+    nodes_written: int = 0
+    edges_written: int = 0
+    graph_write_ms: int = 0

@@ -16,6 +16,8 @@ from core.ports import StateStore
 from pipelines.models import WriteReport
 
 COUNTED = ("documents", "chunks", "entities", "relationships", "vectors")
+# Summed over the batches as they are, e.g. the graph write rate inside the pipeline.
+SUMMED = ("nodes_written", "edges_written", "graph_write_ms")
 
 
 class JobNotFoundError(LookupError):
@@ -125,7 +127,7 @@ class JobTracker:
         return job
 
     def _totals(self, job: Job) -> tuple[dict[str, int], list[DocumentError]]:
-        counts = dict.fromkeys(COUNTED, 0)
+        counts = dict.fromkeys(COUNTED + SUMMED, 0)
         errors: list[DocumentError] = []
         for key in self.state.keys(_key(job.id, "report", "")):
             raw = self.state.get(key)
@@ -137,6 +139,8 @@ class JobTracker:
             counts["entities"] += report.entities
             counts["relationships"] += report.relationships
             counts["vectors"] += report.vectors
+            for name in SUMMED:
+                counts[name] += getattr(report, name)
             errors.extend(report.errors)
         counts["batches_done"] = self.batches_done(job.id)
         return counts, errors

@@ -1,0 +1,169 @@
+"""Distributed-mode benchmark: worker processes on Redis, Neo4j graph + vectors, test LLM server.
+
+    .venv/bin/python bench/distributed.py throughput   # (a) chunks/s at 0 ms LLM, 1x and 4x
+    .venv/bin/python bench/distributed.py latency      # (b) 1,000 ms per call, 32 in flight
+
+Needs Redis and Neo4j (`deploy/services.sh start`; the URLs below are its defaults). The LLM
+and the embeddings come from tests/llm_server.py, so the figures measure cogmill itself: the
+Celery chains, the stores and the bookkeeping. Each run prints one JSON line: chunks/s, the
+Neo4j write rate inside the pipeline (nodes and relationships written / time spent writing
+them), and every worker's peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from core.catalog import AddReport  # noqa: E402
+from core.settings import Settings  # noqa: E402
+from pipelines.classify import check_supported  # noqa: E402
+from tests.llm_server import LLMTestServer  # noqa: E402
+from workers.celery_app import configure  # noqa: E402
+from workers.jobs import JobTracker  # noqa: E402
+from workers.orchestration import cognify  # noqa: E402
+from workers.runtime import Runtime, use_runtime  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "bench" / "data"
+
+
+def write_passages(folder: Path, copies: int, limit: int | None) -> list[Path]:
+    """The MuSiQue passages as files, `copies` times (each copy tagged, so every file differs)."""
+    passages = json.loads((DATA / "musique_train_corpus.json").read_text())[:limit]
+    paths = []
+    for copy in range(copies):
+        for index, passage in enumerate(passages):
+            path = folder / f"{copy}-{index:05d}.txt"
+            tag = f" (copy {copy})" if copy else ""
+            path.write_text(f"{passage['title']}{tag}\n{passage['text']}", encoding="utf-8")
+            paths.append(path)
+    return paths
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def run(args: argparse.Namespace, copies: int, latency_ms: int) -> dict[str, object]:
+    home = Path(tempfile.mkdtemp(prefix="cogmill-dbench-"))
+    with LLMTestServer(latency_ms=latency_ms, embedding_dim=384) as llm:
+        env = {
+            "COGMILL_HOME": str(home),
+            "COGMILL_BROKER_URL": args.redis,
+            "COGMILL_RESULT_BACKEND": args.redis,
+            "COGMILL_REDIS_URL": args.redis,
+            "COGMILL_REDIS_PREFIX": f"bench-{uuid.uuid4().hex[:8]}:",
+            "COGMILL_NEO4J_URI": args.neo4j,
+            "COGMILL_VECTOR_STORE": "neo4j",
+            "COGMILL_LLM_BASE_URL": llm.base_url,
+            "COGMILL_EMBEDDING_BASE_URL": llm.base_url,
+            "COGMILL_LLM_CONCURRENCY": str(max(1, args.in_flight // (args.workers * args.threads))),
+            "COGMILL_BATCH_SIZE": str(args.batch_size),
+            "COGMILL_LOG_LEVEL": os.environ.get("COGMILL_LOG_LEVEL", "WARNING"),
+        }
+        os.environ.update(env)
+        settings = Settings()
+        configure(settings)
+        runtime = Runtime(settings)
+        use_runtime(runtime)
+        dataset = f"bench-{uuid.uuid4().hex[:8]}"
+        folder = home / "corpus"
+        folder.mkdir()
+        paths = write_passages(folder, copies, args.limit)
+        runtime.catalog.ensure_dataset(dataset)
+        report = AddReport()
+        for path in paths:
+            runtime.catalog.add_file(dataset, path, path.name, report, check_supported)
+        cmd = [
+            sys.executable, "-m", "api.cli", "worker", "--pool", "threads",
+            "--concurrency", str(args.threads),
+        ]  # fmt: skip
+        procs = [
+            subprocess.Popen(
+                cmd, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
+                stdout=subprocess.DEVNULL, stderr=(home / f"worker-{i}.log").open("w"),
+            )  # fmt: skip
+            for i in range(args.workers)
+        ]
+        try:
+            time.sleep(args.warmup)  # workers load their code and connect before the clock runs
+            started = time.perf_counter()
+            job = cognify(runtime, dataset)
+            tracker = JobTracker(runtime.state)
+            while not job.status.finished:
+                time.sleep(0.2)
+                job = tracker.get(job.id)
+            elapsed = time.perf_counter() - started
+            rss = [round(peak_rss_mib(p.pid)) for p in procs]
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(60)
+        counts = job.counts
+        write_s = counts.get("graph_write_ms", 0) / 1000
+        figures = {
+            "documents": len(paths),
+            "llm_latency_ms": latency_ms,
+            "in_flight": args.in_flight,
+            "status": job.status.value,
+            "errors": len(job.errors),
+            "seconds": round(elapsed, 1),
+            "chunks": counts.get("chunks", 0),
+            "chunks_per_s": round(counts.get("chunks", 0) / elapsed, 1),
+            "llm_calls": llm.calls(),
+            "nodes_written": counts.get("nodes_written", 0),
+            "edges_written": counts.get("edges_written", 0),
+            "graph_write_s": round(write_s, 1),
+            "nodes_per_s": round(counts.get("nodes_written", 0) / write_s) if write_s else None,
+            "rels_per_s": round(counts.get("edges_written", 0) / write_s) if write_s else None,
+            "worker_peak_rss_mib": rss,
+        }
+        runtime.catalog.remove_dataset(dataset)
+        runtime.close()
+        use_runtime(None)
+        return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("mode", choices=["throughput", "latency"])
+    parser.add_argument("--redis", default="redis://127.0.0.1:6390/0")
+    parser.add_argument("--neo4j", default="bolt://127.0.0.1:7697")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2, help="worker threads per process")
+    parser.add_argument("--in-flight", type=int, default=32, help="LLM calls in flight, in all")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--limit", type=int, default=None, help="passages per copy")
+    parser.add_argument("--warmup", type=float, default=8.0)
+    parser.add_argument("--scale", type=int, default=4, help="copies of the corpus, second run")
+    args = parser.parse_args()
+    runs = [(1, 0), (args.scale, 0)] if args.mode == "throughput" else [(1, 1000)]
+    results = [run(args, copies, latency) for copies, latency in runs]
+    for figures in results:
+        print(json.dumps(figures))
+    if args.mode == "throughput":
+        ratio = results[1]["seconds"] / results[0]["seconds"]
+        target = round(args.scale * 1.1, 1)
+        print(json.dumps({f"time_ratio_{args.scale}x": round(ratio, 2), "at_most": target}))
+    if args.mode == "latency":
+        ideal = args.in_flight * 1000 / 1000  # one call per chunk, one second each
+        share = results[0]["chunks_per_s"] / ideal
+        print(json.dumps({"ideal_chunks_per_s": ideal, "share_of_ideal": round(share, 2)}))
+
+
+if __name__ == "__main__":
+    main()
