@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from api.routes import cognify, datasets, health, jobs, route, search
+from api.routes import cognify, datasets, export, health, jobs, memory, route, search
 from api.schemas import DocumentsAdd, ErrorDetail, ErrorResponse, error_code, error_responses
 from core.catalog import CatalogError
 from core.embeddings.local import ModelNotInstalledError
@@ -44,6 +44,7 @@ TAGS = [
     {"name": "cognify", "description": "Turn documents into graph and vectors (async jobs)"},
     {"name": "jobs", "description": "Status and cancellation of cognify jobs"},
     {"name": "search", "description": "Synchronous retrieval with provenance"},
+    {"name": "memory", "description": "Session memory: remember, recall, improve, forget"},
     {"name": "health", "description": "Liveness and readiness probes"},
 ]
 
@@ -148,6 +149,8 @@ def create_app(runtime: Runtime | None = None) -> FastAPI:
     for router in (datasets.router, cognify.router, jobs.router, search.router, health.router):
         app.include_router(router)
     app.include_router(route.router)
+    app.include_router(memory.router)
+    app.include_router(export.router)
     for exc_type, status, code in DOMAIN_ERRORS:
         app.add_exception_handler(exc_type, _domain_handler(status, code))
     app.add_exception_handler(HTTPException, _http_error)

@@ -22,6 +22,7 @@ from core.ports import StoreError
 from core.settings import Settings
 from core.stores.factory import NotAvailableError
 from retrieval.models import SearchResponse, SearchType
+from retrieval.search import QA_ID_KEY
 from retrieval.search import search as run_search
 
 app = typer.Typer(
@@ -364,6 +365,10 @@ def search(
             help="JSON Schema file: the answer follows it (printed in `answer_json`)",
         ),
     ] = None,
+    session: Annotated[
+        str | None,
+        typer.Option("--session", "-s", help="Record the question and answer in this session"),
+    ] = None,
 ) -> None:
     """Search datasets; results carry the chunks and documents they came from."""
 
@@ -378,9 +383,15 @@ def search(
                 raise ValueError(f"cannot read --response-model {response_model}: {err}") from err
             schema = load_schema(text, origin=f"--response-model {response_model}")
         with runtime_session() as rt:
-            return run_search(rt.retrieval(), query, dataset, search_type, top_k, schema)
+            ctx = rt.retrieval()
+            response = run_search(ctx, query, dataset, search_type, top_k, schema, session)
+            qa_ids.append(ctx.extras.get(QA_ID_KEY, ""))
+            return response
 
+    qa_ids: list[str] = []
     print_response(guarded(body), as_json)
+    if session:  # on stderr with --json, so stdout stays one JSON object
+        (err if as_json else out).print(f"qa id {qa_ids[0]} in session {session}", markup=False)
 
 
 @app.command("route")
@@ -411,7 +422,16 @@ def delete(
     """Delete one document (and what only it supported) or a whole dataset."""
 
     def body() -> int:
+        from workers.jobs import JobTracker
+
         with runtime_session() as rt:
+            jobs = JobTracker(rt.state).list()
+            running = [j.id for j in jobs if j.dataset == dataset and not j.status.finished]
+            if running:  # deleting under a job races its writes (the API answers 409)
+                fail(
+                    f"a cognify job on {dataset!r} is running ({running[0]}); wait for it "
+                    f"(`cogmill jobs watch {running[0]}`) or cancel it, then delete again"
+                )
             if document is None:
                 removed = rt.catalog.remove_dataset(dataset)
             else:
@@ -421,6 +441,40 @@ def delete(
     count = guarded(body)
     target = f"document {document}" if document else "dataset"
     out.print(f"deleted {target} from {dataset}: {count} nodes and edges removed", markup=False)
+
+
+@app.command("export")
+def export_graph(
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset to export")],
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="jsonl (a node or edge per line) or graphml")
+    ] = "jsonl",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", dir_okay=False, help="File (default: stdout)")
+    ] = None,
+) -> None:
+    """Export a dataset's nodes and edges, written page by page."""
+    from api.export import export_lines
+    from core.catalog import check_dataset_name
+    from core.models.graph import dataset_id
+
+    def body() -> None:
+        with runtime_session() as rt:
+            if not rt.graph.get_nodes([dataset_id(check_dataset_name(dataset))]):
+                raise CatalogError(f"dataset {dataset!r} does not exist; `cogmill add` first")
+            lines = export_lines(rt.graph, dataset, fmt.lower())
+            if output is None:
+                for text in lines:
+                    sys.stdout.write(text)
+                return
+            partial = output.with_name(output.name + ".partial")
+            with partial.open("w", encoding="utf-8") as file:
+                file.writelines(lines)
+            partial.replace(output)  # a failed export never leaves a truncated file
+
+    guarded(body)
+    if output is not None:
+        err.print(f"exported {dataset} to {output}", markup=False)
 
 
 @jobs_app.command("list")
@@ -495,6 +549,33 @@ def worker(
     )
 
 
+@jobs_app.command("watch")
+def jobs_watch(
+    job_id: str,
+    after: Annotated[int, typer.Option(min=0, help="Skip events up to this id")] = 0,
+) -> None:
+    """Follow a job's events until it ends; exit 0 when it succeeded, 1 otherwise."""
+    from api.export import follow_job
+    from workers.jobs import JobTracker
+
+    def body() -> str:
+        status = ""
+        with runtime_session() as rt:
+            for event in follow_job(JobTracker(rt.state), job_id, after=after):
+                if event is None:
+                    continue
+                fields = {k: v for k, v in event.data.items() if k not in ("event", "at")}
+                detail = " ".join(f"{k}={v}" for k, v in fields.items() if v not in ("", None))
+                label = f"#{event.seq}" if event.seq is not None else "  "
+                out.print(f"{label} {event.kind} {detail}".rstrip(), markup=False)
+                status = str(event.data.get("status", status))
+        return status
+
+    status = guarded(body)
+    if status != "succeeded":
+        raise typer.Exit(1)
+
+
 # -- serve: the HTTP API ------------------------------------------------------------------------
 
 
@@ -564,6 +645,10 @@ def eval_(
 
     results = guarded(body)
     typer.echo(json.dumps(results_json(results)) if as_json else results_table(results))
+
+
+# remember, recall, improve, forget register themselves on `app` (they import it from here).
+import api.memory_cli  # noqa: E402, F401
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ from http import HTTPStatus
 from typing import Any, Literal
 
 from fastapi import HTTPException
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from core.catalog import AddReport
 from core.models.graph import Node
@@ -37,6 +37,7 @@ ERROR_DESCRIPTIONS = {
     400: "Invalid request (e.g. a bad dataset name)",
     404: "Dataset or job not found",
     413: "A file or the body is larger than COGMILL_MAX_FILE_BYTES",
+    409: "A cognify job on the dataset is running",
     415: "Unsupported Content-Type",
     422: "The body failed validation or names an unknown pipeline",
     500: "A bug: the server log has the traceback",
@@ -130,6 +131,15 @@ class DocumentPublic(BaseModel):
         )
 
 
+class DeleteResult(BaseModel):
+    """What a delete removed from the graph (vectors and index entries of the same ids too)."""
+
+    dataset: str
+    document: str | None = Field(default=None, description="None when the dataset was deleted")
+    nodes_removed: int
+    edges_removed: int
+
+
 # -- cognify, search, health --------------------------------------------------------------------
 
 
@@ -190,3 +200,83 @@ class Readiness(BaseModel):
 
     ready: bool
     stores: dict[str, str]
+
+
+# -- session memory: remember, recall, improve, forget ------------------------------------------
+
+
+class RememberRequest(BaseModel):
+    """Remember a text in a session (expires with it) or permanently in a dataset."""
+
+    text: str = Field(min_length=1, description="The text to remember")
+    session: str | None = Field(default=None, description="Keep it in this session")
+    dataset: str | None = Field(default=None, description="Add it to this dataset and cognify")
+
+    @model_validator(mode="after")
+    def _one_target(self) -> RememberRequest:
+        if (self.session is None) == (self.dataset is None):
+            raise ValueError("give exactly one of `session` or `dataset`")
+        return self
+
+
+class RememberResult(BaseModel):
+    stored_in: Literal["session", "dataset"]
+    session: str | None = None
+    note_id: str | None = None
+    dataset: str | None = None
+    document: str | None = Field(default=None, description="The document the text became")
+    job_id: str | None = Field(default=None, description="The cognify job (GET /api/v1/jobs/ID)")
+    job_status: JobStatus | None = None
+
+
+class RecallRequest(BaseModel):
+    query: str = Field(min_length=1)
+    session: str | None = None
+    datasets: list[str] = Field(default_factory=list)
+    scope: Literal["auto", "session", "graph", "both"] = Field(
+        default="auto",
+        description="auto: with datasets both lanes; with only a session, a session hit above "
+        "`threshold` answers without the graph, else the session's datasets are searched",
+    )
+    top_k: int = Field(default=10, ge=1, le=1000)
+    search_type: SearchType = SearchType.GRAPH_COMPLETION
+    threshold: float = Field(default=0.8, ge=-1, le=1, description="Cosine of a session hit")
+
+    @field_validator("search_type", mode="before")
+    @classmethod
+    def _any_case(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+
+class ImproveRequest(BaseModel):
+    session: str = Field(min_length=1)
+    qa_id: str = Field(min_length=1, description="From search/recall with this session")
+    feedback: float | Literal["up", "down"] = Field(
+        description="up (+1), down (-1), or a score in [-1, 1]"
+    )
+    results: list[int] | None = Field(
+        default=None, description="Only these result indexes (0-based); default: all"
+    )
+
+    def score(self) -> float:
+        if isinstance(self.feedback, str):
+            return 1.0 if self.feedback == "up" else -1.0
+        return self.feedback
+
+
+class ForgetRequest(BaseModel):
+    """One target: a session, a dataset (optionally one document of it), or everything."""
+
+    session: str | None = None
+    dataset: str | None = None
+    document: str | None = None
+    everything: bool = False
+    confirm: bool = Field(default=False, description="Required with everything")
+
+
+class ForgetResult(BaseModel):
+    session_keys: int
+    sessions: list[str]
+    datasets: list[str]
+    documents: list[str]
+    graph_items: int = Field(description="Nodes and edges removed from the graph")

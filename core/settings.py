@@ -100,12 +100,14 @@ class Settings(BaseSettings):
     search_max_tool_calls: int = Field(default=4, ge=1, le=50)
     # The node set CODING_RULES reads (`cogmill add rules.md --node-set coding_rules`).
     coding_rules_node_set: str = "coding_rules"
+    # Session memory (retrieval/sessions.py): a session item expires this long after written.
+    session_ttl_seconds: int = Field(default=7 * 86_400, ge=1)
     # GRAPH_PPR (retrieval/ppr.py): seeds, the bounded neighbourhood, PageRank, the fusion.
     ppr_damping: float = Field(default=0.8, ge=0, lt=1, description="Share that follows edges")
     ppr_hops: int = Field(default=2, ge=1, le=4, description="Steps read out from the seeds")
     ppr_chunk_seeds: int = Field(default=20, ge=0, le=1000)
-    ppr_entity_seeds: int = Field(default=10, ge=0, le=1000)
-    ppr_summary_seeds: int = Field(default=10, ge=0, le=1000)
+    ppr_entity_seeds: int = Field(default=0, ge=0, le=1000)
+    ppr_summary_seeds: int = Field(default=0, ge=0, le=1000)
     ppr_chunk_weight: float = Field(default=1.0, ge=0)
     ppr_entity_weight: float = Field(default=0.5, ge=0)
     ppr_summary_weight: float = Field(default=0.5, ge=0)

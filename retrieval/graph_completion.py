@@ -33,6 +33,7 @@ GRAPH_INSTRUCTIONS = (
     "read from; chain facts across items when the question needs several steps."
 )
 EDGE_TYPE_COLLECTION = "EdgeType_relationship_name"
+FEEDBACK_WEIGHT = "feedback_weight"
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,11 @@ class GraphCompletionRetriever:
             ends = (node_sim.get(edge.source, floor) + node_sim.get(edge.target, floor)) / 2
             chunks = max((chunk_sim.get(s.chunk_id, 0.0) for s in edge.support), default=0.0)
             rel = relation_sim.get(edge.name, 0.0)
-            return p.node_weight * ends + p.edge_weight * rel + p.chunk_weight * chunks
+            base = p.node_weight * ends + p.edge_weight * rel + p.chunk_weight * chunks
+            # `improve` feedback (retrieval/memory.py): a weight in [0.5, 2.0] that raises a
+            # liked triplet whatever its sign (similarities can be negative).
+            weight = float(edge.properties.get(FEEDBACK_WEIGHT, 1.0))
+            return base * weight if base >= 0 else base / weight
 
         seeds = sorted(entity_sim, key=lambda n: -entity_sim[n])[: p.seeds]
         edges = {e.id: e for e in self._relations(seeds, p.edge_limit)}
@@ -178,11 +183,15 @@ class GraphCompletionRetriever:
         ids |= {sup.chunk_id for s in best for sup in s.edge.support if sup.chunk_id}
         nodes = {node.id: node for node in self.graph.get_nodes(sorted(ids))}
         results = []
+        # (result index, edge key): what each result was read from, for session traces.
+        self.trace: list[tuple[int, dict[str, str]]] = []
         for item in best:
             edge = item.edge
             source, target = nodes.get(edge.source), nodes.get(edge.target)
             if source is None or target is None:
                 continue
+            key = {"source": edge.source, "name": edge.name, "target": edge.target}
+            self.trace.append((len(results), {**key, "dataset": edge.dataset}))
             chunks = [nodes[s.chunk_id] for s in edge.support if s.chunk_id in nodes]
             line = f"{source.name} —{relation_label(edge.name)}→ {target.name}"
             # A reference shows both rows, the referring one first.

@@ -26,10 +26,12 @@ from retrieval.ppr import PPRParams, PPRRetriever
 from retrieval.rag import RagRetriever
 from retrieval.response_model import ResponseModel, structured_model
 from retrieval.router import analyse, route
+from retrieval.sessions import SessionStore, check_session_id, trace_elements
 from retrieval.summaries import SummariesRetriever
 from retrieval.temporal import TemporalRetriever
 from retrieval.triplets import TripletRetriever
 
+QA_ID_KEY = "session_qa_id"
 NO_LLM_NOTE = "no LLM is configured (COGMILL_LLM_BASE_URL): returning the retrieved context"
 
 # One factory per search type; a retriever that answers defines `get_completion`.
@@ -66,6 +68,7 @@ def search(
     search_type: SearchType | None = SearchType.GRAPH_COMPLETION,
     top_k: int | None = 10,
     response_model: ResponseModel | None = None,
+    session: str | None = None,
 ) -> SearchResponse:
     """Run one search type over the datasets and return its results with provenance.
 
@@ -74,9 +77,13 @@ def search(
     With `search_type=None` the query router picks the type (the response's `route`); with
     `top_k=None` the query analysis sets it. The analysis' depth always bounds the rounds of
     the multi-step types (within `search_max_rounds`).
+    With `session` the question, answer and trace are recorded in that session (its qa id is
+    left in `ctx.extras[QA_ID_KEY]`).
     """
     if not query.strip():
         raise ValueError("the query is empty; pass the question to search for")
+    if session is not None:
+        check_session_id(session)
     analysis = analyse(query, ctx.settings.search_top_k, ctx.settings.search_max_rounds)
     ctx.extras[ANALYSIS_KEY] = analysis
     top_k = analysis.top_k if top_k is None else top_k
@@ -112,7 +119,7 @@ def search(
         else:
             answer, answer_json = _complete(complete, query, results, response_model)
     notes += [getattr(retriever, "note", None), note]
-    return SearchResponse(
+    response = SearchResponse(
         query=query,
         search_type=search_type,
         results=results,
@@ -121,6 +128,11 @@ def search(
         note="; ".join(n for n in notes if n) or None,
         route=routed,
     )
+    if session is not None:
+        store = SessionStore(ctx.state, ctx.settings.session_ttl_seconds)
+        elements = trace_elements(retriever, response)
+        ctx.extras[QA_ID_KEY] = store.record(session, response, datasets, elements)
+    return response
 
 
 def routed_or_available(routed: Route) -> tuple[SearchType, str]:

@@ -1,17 +1,25 @@
-"""Datasets and their documents: upload (files or JSON texts) and list."""
+"""Datasets and their documents: upload (files or JSON texts), list and delete."""
 
 from __future__ import annotations
 
 from itertools import islice
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 
-from api.deps import DatasetName, KnownDataset, RuntimeDep, UploadsDep
-from api.schemas import AddResult, DatasetPublic, DocumentPublic, error_responses
-from core.catalog import AddReport
-from core.models.graph import dataset_id
+from api.deps import DatasetName, JobsDep, KnownDataset, RuntimeDep, UploadsDep
+from api.schemas import (
+    AddResult,
+    ApiError,
+    DatasetPublic,
+    DeleteResult,
+    DocumentPublic,
+    error_responses,
+)
+from core.catalog import AddReport, CatalogError
+from core.models.graph import Removed, dataset_id
 from pipelines.classify import check_supported
+from workers.jobs import JobTracker
 from workers.runtime import Runtime
 
 router = APIRouter(prefix="/api/v1/datasets", tags=["datasets"])
@@ -89,3 +97,64 @@ def list_documents(
     """The dataset's documents with their processing status."""
     docs = islice(runtime.catalog.documents(name), offset, offset + limit)
     return [DocumentPublic.from_node(doc) for doc in docs]
+
+
+def refuse_while_running(jobs: JobTracker, dataset: str) -> None:
+    """409 when a cognify job on the dataset is unfinished: deleting under it would race its
+    writes (the job could re-create what was just removed)."""
+    running = [job.id for job in jobs.list() if job.dataset == dataset and not job.status.finished]
+    if running:
+        raise ApiError(
+            409,
+            "job_running",
+            f"dataset {dataset!r} has a running cognify job ({', '.join(running)}); wait for "
+            f"it to finish (GET /api/v1/jobs/{running[0]}/events) or cancel it "
+            f"(POST /api/v1/jobs/{running[0]}/cancel), then delete again",
+        )
+
+
+def _result(dataset: str, document: str | None, removed: Removed) -> DeleteResult:
+    return DeleteResult(
+        dataset=dataset,
+        document=document,
+        nodes_removed=len(removed.node_ids),
+        edges_removed=len(removed.edge_ids),
+    )
+
+
+@router.delete(
+    "/{name}/data/{document_name}",
+    response_model=DeleteResult,
+    responses=error_responses(400, 404, 409, 422, 503),
+)
+def delete_document(
+    name: KnownDataset,
+    document_name: Annotated[str, Path(description="The document's file name, as added")],
+    runtime: RuntimeDep,
+    jobs: JobsDep,
+) -> DeleteResult:
+    """Delete a document: its chunks and whatever only it supported (graph, vectors, lexical
+    index); shared entities and edges only lose its support."""
+    refuse_while_running(jobs, name)
+    try:
+        removed = runtime.catalog.remove_named(name, document_name)
+    except CatalogError as err:
+        raise ApiError(
+            404,
+            "document_not_found",
+            f"{err}; GET /api/v1/datasets/{name}/data lists its documents",
+        ) from err
+    return _result(name, document_name, removed)
+
+
+@router.delete(
+    "/{name}",
+    response_model=DeleteResult,
+    responses=error_responses(400, 404, 409, 422, 503),
+)
+def delete_dataset(name: KnownDataset, runtime: RuntimeDep, jobs: JobsDep) -> DeleteResult:
+    """Delete a whole dataset: every node, edge, vector, index entry and stored file."""
+    refuse_while_running(jobs, name)
+    removed = runtime.catalog.remove_dataset(name)
+    runtime.state.delete(REGISTRY + name)
+    return _result(name, None, removed)

@@ -1,0 +1,276 @@
+"""Streaming writers of the API and CLI: graph export (JSON Lines, GraphML) and job progress.
+
+Both read the stores page by page and yield text as they go, so neither a dataset's whole
+graph nor a job's whole event history is ever held in memory.
+
+Graph export. The graph port has no paged edge read per dataset, so edges are exported with
+the nodes: for each page of nodes (types in name order, nodes in id order), the edges whose
+*source* is on that page, read with `edges_of`. Every node lands on exactly one page, so
+every edge is written exactly once without remembering what was written. A window
+(`offset`/`limit` over that node order) therefore holds the edges leaving its nodes, whose
+targets may lie outside the window.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+from core.models.graph import Edge, Node
+from core.ports import GraphReader
+from workers.jobs import JobTracker
+
+NODE_PAGE = 500
+EDGE_LIMIT = 10_000
+
+
+@dataclass
+class GraphPage:
+    """One page of a dataset's nodes and the edges leaving them."""
+
+    nodes: list[Node]
+    edges: list[Edge]
+
+
+def _edges_leaving(
+    graph: GraphReader, dataset: str, ids: Sequence[str], limit: int
+) -> Iterator[Edge]:
+    """Edges of `dataset` whose source is in `ids`, each once, never cut short by `limit`.
+
+    `edges_of` stops at `limit` in no stated order, so a full answer may be truncated: split
+    the ids and ask again; one node with more edges than that gets a larger limit.
+    """
+    edges = graph.edges_of(ids, limit=limit)
+    if len(edges) >= limit:
+        if len(ids) > 1:
+            half = len(ids) // 2
+            yield from _edges_leaving(graph, dataset, ids[:half], limit)
+            yield from _edges_leaving(graph, dataset, ids[half:], limit)
+            return
+        yield from _edges_leaving(graph, dataset, ids, limit * 2)
+        return
+    sources = set(ids)
+    unique = {e.id: e for e in edges if e.source in sources and e.dataset == dataset}
+    yield from unique.values()
+
+
+def graph_pages(
+    graph: GraphReader,
+    dataset: str,
+    *,
+    offset: int = 0,
+    limit: int | None = None,
+    page: int = NODE_PAGE,
+    edge_limit: int = EDGE_LIMIT,
+) -> Iterator[GraphPage]:
+    """A dataset's nodes from `offset` (at most `limit`), page by page, with their edges."""
+    if offset < 0 or (limit is not None and limit < 0) or page < 1 or edge_limit < 1:
+        raise ValueError(
+            f"offset and limit must be >= 0 and page sizes >= 1, got offset={offset}, "
+            f"limit={limit}, page={page}, edge_limit={edge_limit}"
+        )
+    remaining = limit
+    counts = graph.count(dataset)
+    for node_type in sorted(t for t in counts if t != "edges"):
+        if offset >= counts[node_type]:  # skip whole types without reading them
+            offset -= counts[node_type]
+            continue
+        while remaining is None or remaining > 0:
+            size = page if remaining is None else min(page, remaining)
+            nodes = graph.find_nodes(dataset, node_type, limit=size, offset=offset)
+            if not nodes:
+                break
+            ids = [node.id for node in nodes]
+            yield GraphPage(nodes, list(_edges_leaving(graph, dataset, ids, edge_limit)))
+            offset += len(nodes)
+            if remaining is not None:
+                remaining -= len(nodes)
+            if len(nodes) < size:
+                break
+        offset = 0
+        if remaining == 0:
+            return
+
+
+# -- JSON Lines ---------------------------------------------------------------------------------
+
+
+def node_record(node: Node) -> dict[str, Any]:
+    return {"kind": "node", **node.model_dump(mode="json")}
+
+
+def edge_record(edge: Edge) -> dict[str, Any]:
+    return {"kind": "edge", "id": edge.id, **edge.model_dump(mode="json")}
+
+
+def jsonl_lines(pages: Iterator[GraphPage]) -> Iterator[str]:
+    """One JSON object per line: `{"kind": "node", ...}` or `{"kind": "edge", ...}`."""
+    for chunk in pages:
+        lines = [json.dumps(node_record(n), ensure_ascii=False) for n in chunk.nodes]
+        lines += [json.dumps(edge_record(e), ensure_ascii=False) for e in chunk.edges]
+        yield "".join(line + "\n" for line in lines)
+
+
+# -- GraphML ------------------------------------------------------------------------------------
+
+# Characters XML 1.0 cannot carry at all, even escaped.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+# (id, for, attr.name): complex values (properties, support) are JSON text.
+GRAPHML_KEYS = [
+    ("n_type", "node", "type"),
+    ("n_name", "node", "name"),
+    ("n_dataset", "node", "dataset"),
+    ("n_properties", "node", "properties"),
+    ("n_support", "node", "support"),
+    ("e_name", "edge", "name"),
+    ("e_dataset", "edge", "dataset"),
+    ("e_properties", "edge", "properties"),
+    ("e_support", "edge", "support"),
+]
+
+
+def _text(value: str) -> str:
+    return escape(_NOT_XML.sub("", value))
+
+
+def _attr(value: str) -> str:
+    return quoteattr(_NOT_XML.sub("", value))
+
+
+def _data(key: str, value: str) -> str:
+    return f'<data key="{key}">{_text(value)}</data>'
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _graphml_node(node: Node) -> str:
+    support = [s.model_dump() for s in node.support]
+    data = [
+        _data("n_type", node.type),
+        _data("n_name", node.name),
+        _data("n_dataset", node.dataset),
+        _data("n_properties", _json(node.properties)),
+        _data("n_support", _json(support)),
+    ]
+    return f"<node id={_attr(node.id)}>{''.join(data)}</node>\n"
+
+
+def _graphml_edge(edge: Edge) -> str:
+    support = [s.model_dump() for s in edge.support]
+    data = [
+        _data("e_name", edge.name),
+        _data("e_dataset", edge.dataset),
+        _data("e_properties", _json(edge.properties)),
+        _data("e_support", _json(support)),
+    ]
+    ends = f"source={_attr(edge.source)} target={_attr(edge.target)}"
+    return f"<edge id={_attr(edge.id)} {ends}>{''.join(data)}</edge>\n"
+
+
+def graphml_lines(pages: Iterator[GraphPage], dataset: str) -> Iterator[str]:
+    """A GraphML document (directed graph), written page by page."""
+    keys = "".join(
+        f'<key id="{key}" for="{kind}" attr.name="{name}" attr.type="string"/>\n'
+        for key, kind, name in GRAPHML_KEYS
+    )
+    yield (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">\n'
+        f'{keys}<graph id={_attr(dataset)} edgedefault="directed">\n'
+    )
+    for chunk in pages:
+        yield "".join(map(_graphml_node, chunk.nodes)) + "".join(map(_graphml_edge, chunk.edges))
+    yield "</graph>\n</graphml>\n"
+
+
+EXPORT_FORMATS: dict[str, tuple[str, str]] = {
+    # format -> (media type, file extension)
+    "jsonl": ("application/x-ndjson", "jsonl"),
+    "graphml": ("application/graphml+xml", "graphml"),
+}
+
+
+def export_lines(graph: GraphReader, dataset: str, fmt: str, **window: Any) -> Iterator[str]:
+    """The dataset's graph as text chunks of `fmt` (jsonl or graphml). ValueError otherwise."""
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
+    pages = graph_pages(graph, dataset, **window)
+    return jsonl_lines(pages) if fmt == "jsonl" else graphml_lines(pages, dataset)
+
+
+# -- job progress -------------------------------------------------------------------------------
+
+
+@dataclass
+class JobEvent:
+    """One event of a job: stored ones carry their sequence number, derived ones `None`."""
+
+    seq: int | None
+    kind: str
+    data: dict[str, Any]
+
+
+def follow_job(
+    jobs: JobTracker,
+    job_id: str,
+    *,
+    after: int = 0,
+    poll: float = 0.5,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[JobEvent | None]:
+    """A job's stored events after `after`, then new ones until it finishes; `None` while idle.
+
+    Adds a `progress` event (the live counts) whenever the number of finished batches changes,
+    and ends with a `finished` event (derived from the job record when none was stored, e.g.
+    for a job that had nothing to do). Raises JobNotFoundError for an unknown job.
+    """
+    last_done: int | None = None
+    while True:
+        job = jobs.get(job_id)
+        fresh = jobs.events(job_id, after)
+        if job.status.finished and not any(e.get("event") == "finished" for _, e in fresh):
+            fresh += jobs.events(job_id, fresh[-1][0] if fresh else after)  # written just now?
+        final: JobEvent | None = None
+        for seq, payload in fresh:
+            after = seq
+            event = JobEvent(seq, str(payload.get("event", "message")), payload)
+            if event.kind == "finished":
+                final = event
+                break
+            yield event
+        if final is not None and not job.status.finished:
+            job = jobs.get(job_id)  # read before the job finished: take its final counts
+        done = job.counts.get("batches_done", 0)
+        if done != last_done:  # the final counts too, just before `finished`
+            last_done = done
+            yield JobEvent(None, "progress", {"status": job.status.value, **job.counts})
+        if final is not None or job.status.finished:
+            data = {"event": "finished", "status": job.status.value, "message": job.message}
+            yield final or JobEvent(None, "finished", data)
+            return
+        if not fresh:
+            yield None
+        sleep(poll)
+
+
+def sse_lines(events: Iterator[JobEvent | None], *, poll: float, keepalive: float) -> Iterator[str]:
+    """Server-sent events: `id: N`, `event: kind`, `data: json`; a comment line as keep-alive."""
+    yield "retry: 2000\n\n"
+    idle = 0.0
+    for event in events:
+        if event is None:
+            idle += poll
+            if idle >= keepalive:
+                idle = 0.0
+                yield ": keep-alive\n\n"
+            continue
+        idle = 0.0
+        head = f"id: {event.seq}\n" if event.seq is not None else ""
+        yield f"{head}event: {event.kind}\ndata: {json.dumps(event.data)}\n\n"

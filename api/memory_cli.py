@@ -1,0 +1,169 @@
+"""The session-memory commands of `cogmill`: remember, recall, improve, forget.
+
+Registered on the main typer app by api/cli.py (kept apart so cli.py stays readable).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from api.cli import app, guarded, out, runtime_session, wait_for
+from api.memory import Forgotten, remember_in_dataset, remember_note, sessions
+from api.memory import forget as run_forget
+from retrieval.memory import DEFAULT_THRESHOLD, RecallResponse, improve, recall
+from retrieval.models import SearchType
+
+SessionOption = Annotated[str | None, typer.Option("--session", "-s", help="Session id")]
+
+
+@app.command()
+def remember(
+    text: Annotated[str, typer.Argument(help="The text to remember")],
+    session: SessionOption = None,
+    dataset: Annotated[
+        str | None, typer.Option("--dataset", "-d", help="Add permanently to this dataset")
+    ] = None,
+) -> None:
+    """Remember a text in a session (expires with it) or permanently in a dataset."""
+
+    def body() -> str:
+        if (session is None) == (dataset is None):
+            raise ValueError("give exactly one of --session or --dataset")
+        if session is not None:
+            with runtime_session() as rt:
+                note = remember_note(rt, session, text)  # type: ignore[arg-type]
+            return f"remembered in session {session} (note {note.id})"
+        assert dataset is not None
+        with runtime_session(with_worker=True) as rt:
+            name, job = remember_in_dataset(rt, dataset, text)  # type: ignore[arg-type]
+            job = wait_for(job, sys.stderr.isatty())
+        if job.status.value != "succeeded" or job.errors:
+            problems = "; ".join(e.message for e in job.errors) or job.message
+            raise RuntimeError(f"job {job.id} {job.status.value}: {problems}")
+        return f"remembered in dataset {dataset} as {name} (job {job.id})"
+
+    out.print(guarded(body), markup=False)
+
+
+def print_recall(response: RecallResponse, as_json: bool) -> None:
+    if as_json:
+        out.print_json(response.model_dump_json(exclude_none=True))
+        return
+    if response.note:
+        out.print(f"[dim]{response.note}[/dim]")
+    if response.answer:
+        out.print(f"[bold]answer[/bold] ({response.answer_source}): {response.answer}")
+    if not response.results:
+        out.print("no results")
+    for rank, result in enumerate(response.results, 1):
+        names = ", ".join(dict.fromkeys(s.document_name for s in result.sources))
+        out.print(f"[bold]{rank}.[/bold] ({result.score:.3f}) [magenta]{result.source}[/magenta] "
+                  f"[cyan]{names}[/cyan]")  # fmt: skip
+        out.print("   " + result.text.replace("\n", "\n   ")[:600], markup=False)
+    if response.qa_id:
+        out.print(f"qa id {response.qa_id} (cogmill improve --session {response.session} "
+                  f"--qa {response.qa_id} --feedback up|down)", markup=False)  # fmt: skip
+
+
+@app.command("recall")
+def recall_command(
+    query: Annotated[str, typer.Argument(help="The question")],
+    session: SessionOption = None,
+    dataset: Annotated[
+        list[str] | None, typer.Option("--dataset", "-d", help="Dataset(s) to search")
+    ] = None,
+    scope: Annotated[
+        str, typer.Option(help="auto, session, graph or both (auto: see `recall` in the README)")
+    ] = "auto",
+    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=1000)] = 10,
+    search_type: Annotated[
+        SearchType, typer.Option("--type", "-t", case_sensitive=False, help="Graph lane type")
+    ] = SearchType.GRAPH_COMPLETION,
+    threshold: Annotated[
+        float, typer.Option(min=-1, max=1, help="Cosine at which a session hit answers alone")
+    ] = DEFAULT_THRESHOLD,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """Recall from a session's notes and answers and/or the graph; results say their source."""
+
+    def body() -> RecallResponse:
+        with runtime_session() as rt:
+            return recall(
+                rt.retrieval(),  # type: ignore[attr-defined]
+                query,
+                session=session,
+                datasets=dataset or [],
+                scope=scope,
+                top_k=top_k,
+                search_type=search_type,
+                threshold=threshold,
+            )
+
+    print_recall(guarded(body), as_json)
+
+
+@app.command("improve")
+def improve_command(
+    session: Annotated[str, typer.Option("--session", "-s", help="Session id")],
+    qa: Annotated[str, typer.Option("--qa", help="The qa id search/recall printed")],
+    feedback: Annotated[str, typer.Option(help="up, down, or a score in [-1, 1]")],
+    result: Annotated[
+        list[int] | None, typer.Option("--result", help="Only this result (1-based, repeatable)")
+    ] = None,
+) -> None:
+    """Feedback on an answer: reweigh the graph edges its results were read from."""
+
+    def body() -> str:
+        score = {"up": 1.0, "down": -1.0}.get(feedback)
+        if score is None:
+            try:
+                score = float(feedback)
+            except ValueError:
+                raise ValueError(
+                    f"--feedback must be up, down or a number, got {feedback!r}"
+                ) from None
+        indexes = None if result is None else [i - 1 for i in result]
+        with runtime_session() as rt:
+            done = improve(rt.graph, sessions(rt), session, qa, score, indexes)  # type: ignore[arg-type]
+        line = f"feedback {done.feedback:+g} on {qa}: {done.edges} edge weight(s) changed"
+        return (
+            line
+            + (f", {done.missing} gone" if done.missing else "")
+            + (f" ({done.note})" if done.note else "")
+        )
+
+    out.print(guarded(body), markup=False)
+
+
+@app.command()
+def forget(
+    session: SessionOption = None,
+    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Dataset")] = None,
+    document: Annotated[
+        str | None, typer.Option("--document", help="Only this document of --dataset")
+    ] = None,
+    everything: Annotated[bool, typer.Option("--all", help="Every dataset and session")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm --all")] = False,
+) -> None:
+    """Forget a session, a document, a dataset, or everything (--all --yes)."""
+
+    def body() -> Forgotten:
+        if everything and not yes:
+            raise ValueError("--all deletes every dataset and session; add --yes to confirm")
+        with runtime_session() as rt:
+            return run_forget(
+                rt,  # type: ignore[arg-type]
+                session=session,
+                dataset=dataset,
+                document=document,
+                everything=everything,
+                confirm=yes,
+            )
+
+    done = guarded(body)
+    parts = [f"{len(done.sessions)} session(s) ({done.session_keys} keys)"]
+    parts += [f"{len(done.datasets)} dataset(s)", f"{len(done.documents)} document(s)"]
+    out.print(f"forgot {', '.join(parts)}; {done.graph_items} graph items removed", markup=False)

@@ -1,0 +1,127 @@
+"""Session memory: remember, recall, improve, forget (the same as the CLI commands).
+
+Sessions are not per tenant: the API has no tenants yet (see api/memory.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from fastapi import APIRouter, Response
+
+from api.deps import RuntimeDep
+from api.memory import forget as run_forget
+from api.memory import remember_in_dataset, remember_note, sessions
+from api.schemas import (
+    ApiError,
+    ForgetRequest,
+    ForgetResult,
+    ImproveRequest,
+    RecallRequest,
+    RememberRequest,
+    RememberResult,
+    error_responses,
+)
+from retrieval.memory import ImproveResult, RecallResponse, improve, recall
+
+router = APIRouter(prefix="/api/v1", tags=["memory"])
+T = TypeVar("T")
+
+
+def not_found(action: Callable[[], T]) -> T:
+    """Run an action; a LookupError (unknown session, answer, dataset...) becomes a 404."""
+    try:
+        return action()
+    except LookupError as err:
+        raise ApiError(404, "not_found", str(err)) from err
+
+
+@router.post(
+    "/remember",
+    response_model=RememberResult,
+    response_model_exclude_none=True,
+    responses={202: {"description": "Added to a dataset; a cognify job was started"},
+               **error_responses(400, 422, 503)},
+)  # fmt: skip
+def remember(body: RememberRequest, runtime: RuntimeDep, response: Response) -> RememberResult:
+    """Keep a note in a session (200), or add the text to a dataset and cognify it (202)."""
+    if body.session is not None:
+        note = remember_note(runtime, body.session, body.text)
+        return RememberResult(stored_in="session", session=body.session, note_id=note.id)
+    assert body.dataset is not None
+    name, job = remember_in_dataset(runtime, body.dataset, body.text)
+    response.status_code = 202
+    return RememberResult(
+        stored_in="dataset",
+        dataset=body.dataset,
+        document=name,
+        job_id=job.id,
+        job_status=job.status,
+    )
+
+
+@router.post(
+    "/recall",
+    response_model=RecallResponse,
+    response_model_exclude_none=True,
+    responses=error_responses(400, 422, 503),
+)
+def recall_memory(body: RecallRequest, runtime: RuntimeDep) -> RecallResponse:
+    """Results from the session and/or the graph, each tagged with its `source`."""
+    return recall(
+        runtime.retrieval(),
+        body.query,
+        session=body.session,
+        datasets=body.datasets,
+        scope=body.scope,
+        top_k=body.top_k,
+        search_type=body.search_type,
+        threshold=body.threshold,
+    )
+
+
+@router.post(
+    "/improve",
+    response_model=ImproveResult,
+    response_model_exclude_none=True,
+    responses=error_responses(404, 422, 503),
+)
+def improve_answer(body: ImproveRequest, runtime: RuntimeDep) -> ImproveResult:
+    """Feedback on an answer: reweigh the graph edges its results were read from."""
+    return not_found(
+        lambda: improve(
+            runtime.graph,
+            sessions(runtime),
+            body.session,
+            body.qa_id,
+            body.score(),
+            body.results,
+        )
+    )
+
+
+@router.post(
+    "/forget",
+    response_model=ForgetResult,
+    responses=error_responses(400, 404, 422, 503),
+)
+def forget(body: ForgetRequest, runtime: RuntimeDep) -> ForgetResult:
+    """Forget a session, a document, a dataset, or everything (`everything` + `confirm`)."""
+    done = not_found(
+        lambda: run_forget(
+            runtime,
+            session=body.session,
+            dataset=body.dataset,
+            document=body.document,
+            everything=body.everything,
+            confirm=body.confirm,
+        )
+    )
+    return ForgetResult(
+        session_keys=done.session_keys,
+        sessions=done.sessions,
+        datasets=done.datasets,
+        documents=done.documents,
+        graph_items=done.graph_items,
+    )
