@@ -1,9 +1,10 @@
 """Embedded-mode ingestion benchmark on the MuSiQue corpus (run on demand; prints figures).
 
-    .venv/bin/python bench/ingest_musique.py [--limit N] [--corpus PATH] [--questions PATH]
+    .venv/bin/python bench/ingest_musique.py [--limit N] [--data DIR] [--home DIR]
 
-Adds each passage as its own document, cognifies them through the Celery pipeline with the
-embedded stores, then times CHUNKS and GRAPH_COMPLETION searches over the 100 questions.
+Adds each passage as its own document (the same files `cogmill eval` writes), cognifies them
+through the Celery pipeline with the embedded stores, then times CHUNKS, GRAPH_COMPLETION and
+GRAPH_PPR searches (top 10) over the 100 questions.
 Finally it times the embedder alone and the extractor alone on the same texts: together
 they are the floor the whole ingestion is compared with.
 """
@@ -28,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from core.catalog import AddReport  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from pipelines.classify import check_supported  # noqa: E402
+from retrieval.evaluation import default_data_dir, load_bench, percentile, write_documents  # noqa: E402
 from retrieval.models import SearchType  # noqa: E402
 from retrieval.search import search  # noqa: E402
 from workers.celery_app import configure  # noqa: E402
@@ -36,33 +38,19 @@ from workers.jobs import JobTracker  # noqa: E402
 from workers.orchestration import cognify  # noqa: E402
 from workers.runtime import Runtime, use_runtime  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "bench" / "data"
+SEARCH_TYPES = (SearchType.CHUNKS, SearchType.GRAPH_COMPLETION, SearchType.GRAPH_PPR)
 
 
 def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def write_corpus(passages: list[dict], folder: Path) -> list[Path]:
-    paths = []
-    for index, passage in enumerate(passages):
-        path = folder / f"{index:05d}.txt"
-        path.write_text(f"{passage['title']}\n{passage['text']}", encoding="utf-8")
-        paths.append(path)
-    return paths
-
-
-def ingest(runtime: Runtime, paths: list[Path]) -> dict[str, float]:
+def ingest(runtime: Runtime, files: list[tuple[Path, str]]) -> dict[str, float]:
     started = time.perf_counter()
     runtime.catalog.ensure_dataset("musique")
     report = AddReport()
-    for path in paths:
-        runtime.catalog.add_file("musique", path, path.name, report, check_supported)
+    for path, name in files:
+        runtime.catalog.add_file("musique", path, name, report, check_supported)
     added = time.perf_counter()
     with EmbeddedWorker(configure(runtime.settings), threads=runtime.settings.worker_threads):
         job = cognify(runtime, "musique")
@@ -86,7 +74,7 @@ def ingest(runtime: Runtime, paths: list[Path]) -> dict[str, float]:
 
 def search_latency(runtime: Runtime, questions: list[str]) -> dict[str, dict[str, float]]:
     figures = {}
-    for kind in (SearchType.CHUNKS, SearchType.GRAPH_COMPLETION):
+    for kind in SEARCH_TYPES:
         ctx = runtime.retrieval()
         search(ctx, questions[0], ["musique"], kind, 10)
         times = []
@@ -114,28 +102,26 @@ def floor(runtime: Runtime, texts: list[str]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=DATA / "musique_train_corpus.json")
-    parser.add_argument("--questions", type=Path, default=DATA / "musique_train.json")
+    parser.add_argument("--data", type=Path, default=default_data_dir(), help="bench folder")
     parser.add_argument("--limit", type=int, default=0, help="only the first N passages")
     parser.add_argument("--home", type=Path, help="keep the stores here (default: a temp dir)")
     args = parser.parse_args()
-    passages = json.loads(args.corpus.read_text())
-    if args.limit:
-        passages = passages[: args.limit]
-    questions = [q["question"] for q in json.loads(args.questions.read_text())]
+    bench = load_bench("musique", args.data)
+    passages = bench.limited(args.limit).passages if args.limit else bench.passages
+    questions = [q.text for q in bench.questions]
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(home=args.home or Path(tmp) / "home")
         runtime = Runtime(settings)
         use_runtime(runtime)
-        paths = write_corpus(passages, Path(tmp))
+        files = write_documents(bench, Path(tmp) / "docs")[: len(passages)]
         # Load the models first: their start-up is not ingestion throughput.
         runtime.embedder.embed(["warm up"])
         runtime.extractor.extract(["Warm up the parser."])
-        result = ingest(runtime, paths)
+        result = ingest(runtime, files)
         result["graph"] = runtime.graph.count("musique")
         result["search"] = search_latency(runtime, questions)
         result["peak_rss_mib"] = peak_rss_mib()
-        texts = [f"{p['title']}\n{p['text']}" for p in passages]
+        texts = [f"{p.title}\n{p.text}" for p in passages]
         result["floor"] = floor(runtime, texts)
         runtime.close()
     total = result["add_s"] + result["cognify_s"]

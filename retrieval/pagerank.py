@@ -63,10 +63,10 @@ def personalised_pagerank(
         raise ValueError(f"iterations must be at least 1, got {iterations}")
     n = len(graph)
     restart = np.zeros(n)
-    for node_id, weight in personalisation.items():
-        if weight > 0 and node_id in graph.index:
-            restart[graph.index[node_id]] += weight
-    total = restart.sum()
+    for node_id, seed in personalisation.items():
+        if seed > 0 and node_id in graph.index:
+            restart[graph.index[node_id]] += seed
+    total = float(restart.sum())
     if n == 0 or total <= 0:
         return dict.fromkeys(graph.index, 0.0)
     restart /= total

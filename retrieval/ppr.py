@@ -17,12 +17,14 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+
+import numpy as np
 
 from core.models.graph import Node, entity_id, normalise_name
 from core.ports import Embedder, GraphReader, VectorStore
 from core.settings import Settings
-from pipelines.graph_builder import MENTIONS, STRUCTURAL_EDGES, SUMMARIZES
+from pipelines.graph_builder import ALIAS_OF, MENTIONS, STRUCTURAL_EDGES, SUMMARIZES
+from pipelines.resolve_entities import ALIAS, alias_id
 from retrieval.chunks import CHUNK_COLLECTION, chunk_source
 from retrieval.graph_completion import ENTITY_COLLECTION
 from retrieval.models import SearchResult
@@ -48,8 +50,8 @@ class PPRParams:
     damping: float = 0.8
     hops: int = 2
     chunk_seeds: int = 20
-    entity_seeds: int = 10
-    summary_seeds: int = 10
+    entity_seeds: int = 0
+    summary_seeds: int = 0
     chunk_weight: float = 1.0
     entity_weight: float = 0.5
     summary_weight: float = 0.5
@@ -149,8 +151,14 @@ class PPRRetriever:
     ) -> tuple[dict[str, float], dict[str, float], list[str]]:
         """Restart weights by node id, the dense chunk similarities, the entity seeds."""
         p = self.params
-        spans = name_spans(query) if p.link_hits else []
-        vectors = self.embedder.embed([query, *spans])  # one batch: the query and its names
+        named = dict.fromkeys(self.exact_entities(query, datasets), p.exact_weight)
+        # Names found by exact id need no linking; the others are embedded with the query.
+        spans = [
+            span
+            for span in (name_spans(query) if p.link_hits else [])
+            if not any(entity_id(d, span) in named for d in datasets)
+        ]
+        vectors = self.embedder.embed([query, *spans])
         vector = vectors[0].tolist()
 
         def hits(collection: str, limit: int) -> dict[str, float]:
@@ -161,7 +169,6 @@ class PPRRetriever:
         chunk_sim = hits(CHUNK_COLLECTION, max(p.chunk_seeds, p.dense_candidates, top_k))
         entity_sim = hits(ENTITY_COLLECTION, p.entity_seeds) if p.entity_seeds else {}
         summary_sim = hits(SUMMARY_COLLECTION, p.summary_seeds) if p.summary_seeds else {}
-        named = dict.fromkeys(self.exact_entities(query, datasets), p.exact_weight)
         for eid, weight in self._linked(vectors[1:], datasets).items():
             named[eid] = max(named.get(eid, 0.0), weight)
         seeds: dict[str, float] = {}
@@ -177,9 +184,9 @@ class PPRRetriever:
             seeds[eid] = seeds.get(eid, 0.0) + weight
         return seeds, chunk_sim, list(dict.fromkeys([*named, *entity_sim]))
 
-    def _linked(self, span_vectors: Sequence[Any], datasets: Sequence[str]) -> dict[str, float]:
+    def _linked(self, span_vectors: np.ndarray, datasets: Sequence[str]) -> dict[str, float]:
         """Entities whose names are close to a name in the query (spelling, extra words)."""
-        p, linked = self.params, {}
+        p, linked = self.params, dict[str, float]()
         for span_vector in span_vectors:
             found = self.vectors.search(
                 ENTITY_COLLECTION, span_vector.tolist(), datasets=datasets, limit=p.link_hits
@@ -190,13 +197,22 @@ class PPRRetriever:
         return linked
 
     def exact_entities(self, query: str, datasets: Sequence[str]) -> list[str]:
-        """Ids of the entities the query names, longest names first, without overlaps."""
+        """Ids of the entities the query names (or names by an alias), longest names first,
+        without overlaps."""
         spans = query_ngrams(query)
         ids = {entity_id(d, span): span for span in spans for d in datasets}
-        found = {node.id for node in self.graph.get_nodes(list(ids)) if node.type == "Entity"}
+        aliases = {alias_id(d, span): span for span in spans for d in datasets}
+        nodes = self.graph.get_nodes([*ids, *aliases])
+        found = {node.id for node in nodes if node.type == "Entity"}
+        named = {node.id for node in nodes if node.type == ALIAS}
+        if named:
+            for edge in self.graph.edges_of(list(named), names=[ALIAS_OF], limit=len(named)):
+                if edge.source in named:
+                    ids.setdefault(edge.target, aliases[edge.source])
+                    found.add(edge.target)
         chosen: list[str] = []
         taken: list[str] = []
-        for eid, span in ids.items():
+        for eid, span in sorted(ids.items(), key=lambda item: -len(item[1])):
             if eid in found and not any(normalise_name(span) in t for t in taken):
                 chosen.append(eid)
                 taken.append(normalise_name(span))

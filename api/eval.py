@@ -1,0 +1,157 @@
+"""What `cogmill eval` runs: ingest each bench into a home (once), then measure every type.
+
+The home is reused between runs: `add` skips unchanged files and `cognify` skips processed
+documents, so a second run over the same `--home` goes straight to the questions. Ingestion
+always uses the offline extractor and searches never call an LLM, whatever is configured:
+the figures compare retrieval alone.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from core.catalog import AddReport
+from core.models.jobs import Job
+from core.settings import Settings
+from retrieval.evaluation import (
+    EVAL_TYPES,
+    Bench,
+    Progress,
+    TypeFigures,
+    evaluate,
+    load_bench,
+    write_documents,
+)
+from retrieval.models import SearchType
+from workers.runtime import Runtime, use_runtime
+
+Results = dict[str, dict[SearchType, TypeFigures]]
+
+
+class EvalError(RuntimeError):
+    """Ingesting a bench failed (the job did not succeed or rejected documents)."""
+
+
+def default_types() -> list[SearchType]:
+    """The compared types that exist: the dense baseline and the graph searches."""
+    from retrieval.search import RETRIEVERS
+
+    return [kind for kind in EVAL_TYPES if kind in RETRIEVERS]
+
+
+def _quiet(_: str) -> None:
+    """Progress sink when nobody listens."""
+
+
+@contextmanager
+def eval_runtime(settings: Settings) -> Iterator[Runtime]:
+    """A runtime (and embedded worker threads when the broker is in-process) for one eval."""
+    from workers.celery_app import configure
+    from workers.embedded import EmbeddedWorker
+
+    runtime = Runtime(settings)
+    use_runtime(runtime)
+    worker = None
+    try:
+        if settings.embedded_broker:
+            worker = EmbeddedWorker(configure(settings), threads=settings.worker_threads)
+            worker.start()
+        else:
+            configure(settings)
+        yield runtime
+    finally:
+        if worker is not None:
+            worker.stop()
+        runtime.close()
+        use_runtime(None)
+
+
+def ingest_bench(runtime: Runtime, bench: Bench, dataset: str, progress: Progress) -> Job:
+    """Add the bench's passages as documents and cognify what is new. Raises EvalError."""
+    from pipelines.classify import check_supported
+    from workers.jobs import JobTracker
+    from workers.orchestration import cognify
+
+    with tempfile.TemporaryDirectory() as tmp:
+        runtime.catalog.ensure_dataset(dataset)
+        report = AddReport()
+        for path, name in write_documents(bench, Path(tmp)):
+            runtime.catalog.add_file(dataset, path, name, report, check_supported)
+    if report.rejected:
+        raise EvalError(f"{len(report.rejected)} passages rejected, first: {report.rejected[0]}")
+    started = time.perf_counter()
+    job = cognify(runtime, dataset)
+    tracker = JobTracker(runtime.state)
+    progress(f"{bench.name}: cognify {job.total_documents} new documents into {dataset!r}")
+    while not job.status.finished:
+        time.sleep(0.2)
+        job = tracker.get(job.id)
+    if job.status.value != "succeeded" or job.errors:
+        raise EvalError(
+            f"cognify of {dataset!r} ended {job.status.value} with {len(job.errors)} errors; "
+            f"see `cogmill jobs show {job.id}`"
+        )
+    if job.total_documents:
+        optimize = getattr(runtime.vectors, "optimize", None)
+        if optimize is not None:
+            optimize()  # build the vector indexes once, after the bulk load
+        progress(f"{bench.name}: ingested in {time.perf_counter() - started:.0f} s")
+    return job
+
+
+def run_eval(
+    home: Path | None,
+    data_dir: Path,
+    benches: Sequence[str],
+    types: Sequence[SearchType],
+    *,
+    dataset_prefix: str = "eval-",
+    limit: int = 0,
+    progress: Progress = _quiet,
+) -> Results:
+    """Ingest (when needed) and evaluate each bench; a temporary home when `home` is None."""
+    from retrieval.search import RETRIEVERS
+
+    missing = [kind.value for kind in types if kind not in RETRIEVERS]
+    if missing:
+        available = ", ".join(kind.value for kind in RETRIEVERS)
+        raise ValueError(f"search type(s) {', '.join(missing)} not available; use {available}")
+    loaded = [load_bench(name, data_dir).limited(limit) for name in benches]
+    with tempfile.TemporaryDirectory() as tmp:
+        # No LLM: the offline extractor builds the graph and no search type answers.
+        settings = Settings(home=home or Path(tmp) / "home", llm_base_url=None)
+        results: Results = {}
+        with eval_runtime(settings) as runtime:
+            for bench in loaded:
+                dataset = f"{dataset_prefix}{bench.name}"
+                ingest_bench(runtime, bench, dataset, progress)
+                ctx = runtime.retrieval()
+                ctx.llm = None
+                progress(f"{bench.name}: {len(bench.questions)} questions x {len(types)} types")
+                results[bench.name] = evaluate(ctx, bench, dataset, types)
+        return results
+
+
+def results_json(results: Results) -> dict[str, dict[str, dict[str, float]]]:
+    """`{bench: {type: {"recall@k": fraction}}}`."""
+    return {
+        bench: {kind.value: figures.as_json() for kind, figures in by_type.items()}
+        for bench, by_type in results.items()
+    }
+
+
+def results_table(results: Results) -> str:
+    """A Markdown table: one row per (bench, type), recall@k and context latency."""
+    ks = sorted({k for by_type in results.values() for f in by_type.values() for k in f.recall})
+    head = ["bench", "type", *(f"R@{k}" for k in ks), "p50 ms", "p95 ms"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for bench, by_type in results.items():
+        for kind, figures in by_type.items():
+            cells = [bench, kind.value, *(f"{figures.recall[k]:.3f}" for k in ks)]
+            cells += [f"{figures.p50_ms:.0f}", f"{figures.p95_ms:.0f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

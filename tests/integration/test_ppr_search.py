@@ -1,0 +1,111 @@
+"""GRAPH_PPR on a real embedded runtime: the second hop of a question that dense search misses.
+
+The corpus is built so the premise holds and is checked: the passage answering the second hop
+shares no words with the question beyond a person's name the question never states, while
+distractors read almost like the question. Only the bridge through that person (named by the
+first-hop passage) leads to it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from core.catalog import AddReport
+from core.settings import Settings
+from pipelines.classify import check_supported
+from retrieval.models import SearchType
+from retrieval.search import search
+from workers.celery_app import configure
+from workers.embedded import EmbeddedWorker
+from workers.jobs import JobTracker
+from workers.orchestration import cognify
+from workers.runtime import Runtime, use_runtime
+
+pytestmark = pytest.mark.integration
+
+QUESTION = "Where did the composer of the Zorvath Quintet grow up?"
+FIRST_HOP = (
+    "The Zorvath Quintet is a chamber work for two violins, viola, cello and piano. "
+    "It was written by Elira Montbrook in 1891 and first played in Prague."
+)
+SECOND_HOP = (
+    "Elira Montbrook spent her childhood in Kestrelholm, a fishing village on the northern "
+    "coast of Norway, where her father kept the lighthouse."
+)
+DISTRACTORS = [
+    "The Marlow Quintet is a chamber work composed by Tobias Renn, who grew up in Ashby.",
+    "The composer of the Halden Quintet, Ivo Sarkany, grew up in the town of Pecsvar.",
+    "Where did the composer Osric Valen grow up? Valen wrote the Brevik Quintet in Oslo.",
+    "The Tamsin Quintet was composed by Greta Lund, who grew up near Uppsala.",
+    "Composer Piet Haverkamp grew up in Delft and wrote the Ostrava Quintet for strings.",
+    "The Calder Quintet for piano and strings was written by a composer who grew up in Leeds.",
+    "Nadia Korsh, composer of the Vitebsk Quintet, grew up in a small town on the Dvina.",
+    "The composer of the Lindqvist Quintet grew up in Gothenburg, where he studied the organ.",
+]
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
+    """The corpus above, cognified once through real Celery worker threads."""
+    home = tmp_path_factory.mktemp("ppr")
+    rt = Runtime(Settings(home=home / "home", llm_base_url=None))
+    use_runtime(rt)
+    folder = home / "docs"
+    folder.mkdir()
+    texts = {"first.txt": FIRST_HOP, "second.txt": SECOND_HOP}
+    texts |= {f"distractor{i}.txt": text for i, text in enumerate(DISTRACTORS)}
+    rt.catalog.ensure_dataset("multihop")
+    report = AddReport()
+    for name, text in texts.items():
+        (folder / name).write_text(text, encoding="utf-8")
+        rt.catalog.add_file("multihop", folder / name, name, report, check_supported)
+    with EmbeddedWorker(configure(rt.settings), threads=2):
+        job = cognify(rt, "multihop")
+        tracker = JobTracker(rt.state)
+        deadline = time.monotonic() + 300
+        while not job.status.finished:
+            assert time.monotonic() < deadline, "cognify did not finish"
+            time.sleep(0.1)
+            job = tracker.get(job.id)
+    assert job.status.value == "succeeded" and not job.errors, job
+    yield rt
+    rt.close()
+    use_runtime(None)
+
+
+def ranked_documents(rt: Runtime, kind: SearchType, top_k: int = 10) -> list[str]:
+    response = search(rt.retrieval(), QUESTION, ["multihop"], kind, top_k)
+    names = [s.document_name for r in response.results for s in r.sources]
+    return list(dict.fromkeys(names))
+
+
+def test_dense_search_alone_does_not_reach_the_second_hop(runtime: Runtime) -> None:
+    dense = ranked_documents(runtime, SearchType.CHUNKS)
+    assert dense[0] == "first.txt"
+    assert "second.txt" not in dense[:3], dense
+
+
+def test_ppr_ranks_the_second_hop_in_the_top_three(runtime: Runtime) -> None:
+    ranked = ranked_documents(runtime, SearchType.GRAPH_PPR)
+    assert "first.txt" in ranked[:3], ranked
+    assert "second.txt" in ranked[:3], ranked
+
+
+def test_ppr_results_carry_their_chunk_and_document(runtime: Runtime) -> None:
+    response = search(runtime.retrieval(), QUESTION, ["multihop"], SearchType.GRAPH_PPR, 4)
+    assert 0 < len(response.results) <= 4
+    scores = [r.score for r in response.results]
+    assert scores == sorted(scores, reverse=True)
+    for result in response.results:
+        [source] = result.sources
+        assert source.chunk_id and source.document_id and result.text
+    second = next(r for r in response.results if r.sources[0].document_name == "second.txt")
+    assert "Kestrelholm" in second.text
+
+
+def test_ppr_on_an_unknown_dataset_finds_nothing(runtime: Runtime) -> None:
+    response = search(runtime.retrieval(), QUESTION, ["nothing-here"], SearchType.GRAPH_PPR, 5)
+    assert response.results == []
