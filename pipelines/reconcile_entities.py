@@ -20,7 +20,7 @@ from typing import ClassVar
 from core.aliases import canonical_name, is_abbreviated, resolution_key, same_entity
 from core.models.graph import Edge, Node, Support, entity_id, normalise_name
 from core.models.vectors import VectorPoint
-from core.ports import Embedder, GraphStore, VectorStore, batched
+from core.ports import Embedder, GraphStore, VectorStore, batched, search_many
 from pipelines.graph_builder import ALIAS_OF, IS_A
 from pipelines.models import WriteReport
 from pipelines.resolve_entities import ALIAS, alias_id, types_compatible
@@ -63,12 +63,17 @@ class ReconcileEntities:
         if not nodes:
             return
         vectors = self.embedder.embed([n.name for n in nodes])
-        hits: dict[str, list[str]] = {}
-        for node, vector in zip(nodes, vectors, strict=True):
-            found = self.vectors.search(
-                ENTITY_COLLECTION, vector.tolist(), datasets=[dataset], limit=self.candidates + 1
-            )
-            hits[node.id] = [h.id for h in found if h.score >= self.threshold and h.id != node.id]
+        nearest = search_many(
+            self.vectors,
+            ENTITY_COLLECTION,
+            vectors.tolist(),
+            datasets=[dataset],
+            limit=self.candidates + 1,
+        )
+        hits = {
+            node.id: [h.id for h in found if h.score >= self.threshold and h.id != node.id]
+            for node, found in zip(nodes, nearest, strict=True)
+        }
         known = {n.id: n for n in nodes}
         wanted = sorted({i for ids_ in hits.values() for i in ids_} - set(known))
         known.update({n.id: n for n in self.graph.get_nodes(wanted) if n.type == "Entity"})

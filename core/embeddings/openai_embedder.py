@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import openai
 
-from core.llm.client import NO_API_KEY, LLMError, backoff_delay, classify
+from core.llm.client import NO_API_KEY, LLMError, backoff_delay, classify, short
 from core.ports import batched
 
 log = logging.getLogger("cogmill.embeddings")
@@ -68,13 +70,20 @@ class OpenAIEmbedder:
         last = "no attempt made"
         for attempt in range(1, self.max_attempts + 1):
             try:
-                response = self._client.embeddings.create(
+                # The raw body, parsed with json: the SDK's model construction costs ~1 s per
+                # thousand 384-d vectors, more than the rest of a batch's write together.
+                raw = self._client.embeddings.with_raw_response.create(
                     model=self.model_name, input=texts, encoding_format="float"
                 )
             except openai.OpenAIError as err:
                 last = self._failed(err, attempt)
                 continue
-            return self._matrix(response.data, len(texts))
+            try:
+                data = json.loads(raw.content)["data"]
+            except (ValueError, KeyError, TypeError) as err:
+                last = f"{self.endpoint}: the answer is not an embeddings list ({short(err)})"
+                continue
+            return self._matrix(data, len(texts))
         raise LLMError(f"{last} (gave up after {self.max_attempts} attempts)")
 
     def _failed(self, err: openai.OpenAIError, attempt: int) -> str:
@@ -92,12 +101,12 @@ class OpenAIEmbedder:
             time.sleep(delay)
         return message
 
-    def _matrix(self, data: Sequence[openai.types.Embedding], count: int) -> np.ndarray:
+    def _matrix(self, data: Sequence[dict[str, Any]], count: int) -> np.ndarray:
         """The vectors in input order; LLMError when the server answered for other inputs."""
         if len(data) != count:
             raise LLMError(f"{self.endpoint}: {len(data)} embeddings for {count} inputs")
-        ordered = sorted(data, key=lambda item: item.index)
-        matrix = np.asarray([item.embedding for item in ordered], dtype=np.float32)
+        ordered = sorted(data, key=lambda item: item["index"])
+        matrix = np.asarray([item["embedding"] for item in ordered], dtype=np.float32)
         if matrix.shape[1] != self.dim:
             raise LLMError(
                 f"{self.endpoint}: model {self.model_name} returns {matrix.shape[1]}-dim "

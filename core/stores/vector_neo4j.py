@@ -69,6 +69,15 @@ WITH count(*) AS seen, collect(CASE WHEN node.dataset IN $datasets
   THEN [node.id, score, node.dataset, node.payload] END) AS hits
 RETURN seen, hits[..$limit] AS hits
 """
+# The same, for many query vectors in one round trip (row `i` answers `$vectors[i]`).
+_QUERY_INDEX_MANY = """
+UNWIND range(0, size($vectors) - 1) AS i
+CALL db.index.vector.queryNodes($index, $k, $vectors[i]) YIELD node, score
+WITH i, node, score ORDER BY i, score DESC
+WITH i, count(*) AS seen, collect(CASE WHEN node.dataset IN $datasets
+  THEN [node.id, score, node.dataset, node.payload] END) AS hits
+RETURN i, seen, hits[..$limit] AS hits
+"""
 _EXACT_SCAN = """
 MATCH (n:`{coll}`) WHERE n.dataset IN $datasets
 WITH n, vector.similarity.cosine(n.embedding, $vector) AS score
@@ -226,6 +235,44 @@ class Neo4jVectorStore:
         query = [float(x) for x in vector]
         with self._errors(f"search in {collection!r}"):
             return [_hit(row) for row in self._nearest(collection, query, list(datasets), limit)]
+
+    def search_many(
+        self,
+        collection: str,
+        vectors: Sequence[Sequence[float]],
+        *,
+        datasets: Sequence[str],
+        limit: int = 10,
+    ) -> list[list[VectorHit]]:
+        """`search` for each vector; one HNSW round trip for all, the rare misses one by one."""
+        for vector in vectors:
+            check_dim(vector, self.dim, "query vector")
+        if limit < 1:
+            raise ValueError(f"search limit must be positive, got {limit}")
+        check_collection(collection)
+        if not vectors or not datasets or not self._exists(collection):
+            return [[] for _ in vectors]
+        queries = [[float(x) for x in v] for v in vectors]
+        k, names = max(limit * _OVERFETCH, _MIN_K), list(datasets)
+        with self._errors(f"search in {collection!r}"):
+            rows = self._run(
+                _QUERY_INDEX_MANY,
+                index=self._index(collection),
+                k=k,
+                vectors=queries,
+                datasets=names,
+                limit=limit,
+            )
+            found = {row["i"]: row for row in rows}
+            results = []
+            for i, query in enumerate(queries):
+                row = found.get(i)
+                if row is not None and (len(row["hits"]) >= limit or row["seen"] < k):
+                    hits = row["hits"]
+                else:  # too few in the datasets among the k nearest: widen as `search` does
+                    hits = self._nearest(collection, query, names, limit)
+                results.append([_hit(hit) for hit in hits])
+            return results
 
     def _nearest(
         self, collection: str, vector: list[float], datasets: list[str], limit: int
