@@ -6,7 +6,7 @@ import time
 from typing import ClassVar
 
 from core.lexical import LexicalDoc, LexicalIndex
-from core.models.graph import Edge
+from core.models.graph import Edge, Node
 from core.models.vectors import VectorPoint
 from core.ports import Embedder, GraphStore, VectorStore, batched
 from pipelines.graph_builder import STRUCTURAL_EDGES, BuiltGraph, EmbedItem, build_graph
@@ -45,7 +45,22 @@ class AddDataPoints:
     def run(self, batch: ExtractedBatch) -> WriteReport:
         failed = {error.document_id for error in batch.errors}
         documents = [doc for doc in batch.documents if doc.id not in failed]
+        fresh = [doc for doc in documents if not doc.derived]
+        if fresh:  # from now on a crash leaves derived data: a later run must purge first
+            self.graph.upsert_nodes(
+                [
+                    Node(
+                        id=d.id,
+                        type="Document",
+                        dataset=batch.dataset,
+                        properties={"derived": True},
+                    )
+                    for d in fresh
+                ]
+            )
         for doc in documents:
+            if not doc.derived:
+                continue  # nothing was ever written from it: no purge (a query per document)
             removed = self.graph.delete_document(batch.dataset, doc.id)
             self.vectors.delete(removed.node_ids + removed.edge_ids)
             if self.lexical is not None:

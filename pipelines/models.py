@@ -20,6 +20,9 @@ class DocumentRef(BaseModel):
     size: int = 0
     # The node set the document was added to ("" for none); its chunks carry it.
     node_set: str = ""
+    # Whether anything derived from the document may be stored (an earlier run wrote or began
+    # to write): only then must a write first purge it. False only for never-written documents.
+    derived: bool = True
 
 
 class DocumentBatch(BaseModel):

@@ -57,6 +57,7 @@ def _ref(doc: Node) -> DocumentRef:
         extension=props.get("extension", ""),
         size=props.get("size", 0),
         node_set=props.get("node_set", ""),
+        derived=bool(props.get("derived")) or props.get("status", "added") != "added",
     )
 
 
