@@ -58,7 +58,18 @@ def peak_rss_mib(pid: int) -> float:
 
 
 def run(args: argparse.Namespace, copies: int, latency_ms: int) -> dict[str, object]:
+    """One ingest. With a slow LLM the workers are split by queue, as in docker-compose.yml:
+    one process for `ingest`, one whose threads only wait on the LLM (`llm`)."""
     home = Path(tempfile.mkdtemp(prefix="cogmill-dbench-"))
+    if latency_ms:
+        llm_threads = args.llm_threads
+        workers = [
+            ["--queues", "ingest", "--concurrency", str(args.threads)],
+            ["--queues", "llm", "--concurrency", str(llm_threads)],
+        ]
+    else:
+        llm_threads = args.workers * args.threads
+        workers = [["--concurrency", str(args.threads)]] * args.workers
     with LLMTestServer(latency_ms=latency_ms, embedding_dim=384) as llm:
         env = {
             "COGMILL_HOME": str(home),
@@ -70,7 +81,7 @@ def run(args: argparse.Namespace, copies: int, latency_ms: int) -> dict[str, obj
             "COGMILL_VECTOR_STORE": "neo4j",
             "COGMILL_LLM_BASE_URL": llm.base_url,
             "COGMILL_EMBEDDING_BASE_URL": llm.base_url,
-            "COGMILL_LLM_CONCURRENCY": str(max(1, args.in_flight // (args.workers * args.threads))),
+            "COGMILL_LLM_CONCURRENCY": str(max(1, args.in_flight // llm_threads)),
             "COGMILL_BATCH_SIZE": str(args.batch_size),
             "COGMILL_LOG_LEVEL": os.environ.get("COGMILL_LOG_LEVEL", "WARNING"),
         }
@@ -87,16 +98,13 @@ def run(args: argparse.Namespace, copies: int, latency_ms: int) -> dict[str, obj
         report = AddReport()
         for path in paths:
             runtime.catalog.add_file(dataset, path, path.name, report, check_supported)
-        cmd = [
-            sys.executable, "-m", "api.cli", "worker", "--pool", "threads",
-            "--concurrency", str(args.threads),
-        ]  # fmt: skip
         procs = [
             subprocess.Popen(
-                cmd, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
+                [sys.executable, "-m", "api.cli", "worker", "--pool", "threads", *worker_args],
+                env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
                 stdout=subprocess.DEVNULL, stderr=(home / f"worker-{i}.log").open("w"),
             )  # fmt: skip
-            for i in range(args.workers)
+            for i, worker_args in enumerate(workers)
         ]
         try:
             time.sleep(args.warmup)  # workers load their code and connect before the clock runs
@@ -146,6 +154,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2, help="worker threads per process")
     parser.add_argument("--in-flight", type=int, default=32, help="LLM calls in flight, in all")
+    parser.add_argument("--llm-threads", type=int, default=4, help="threads of the llm worker")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--limit", type=int, default=None, help="passages per copy")
     parser.add_argument("--warmup", type=float, default=8.0)

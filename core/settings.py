@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     # Entity resolution (pipelines/reconcile_entities.py): stored entities this close (cosine)
     # to a new one are candidates, merged only when an alias rule agrees.
     entity_match_threshold: float = Field(default=0.6, ge=0, le=1)
+    # Off: only the alias rules within a batch and the stored alias map resolve entities (no
+    # vector search per new entity, the largest cost of a distributed ingest on Neo4j vectors).
+    entity_reconcile: bool = True
     entity_match_candidates: int = Field(default=5, ge=1, le=100)
     document_summary_chars: int = Field(default=600, ge=50, le=20_000)
 

@@ -45,15 +45,18 @@ class ReconcileEntities:
         *,
         threshold: float = 0.6,
         candidates: int = 5,
+        enabled: bool = True,
     ) -> None:
         if not 0 <= threshold <= 1:
             raise ValueError(f"threshold must be a cosine similarity in [0, 1], got {threshold}")
         if candidates < 1:
             raise ValueError(f"candidates must be at least 1, got {candidates}")
         self.graph, self.vectors, self.embedder = graph, vectors, embedder
-        self.threshold, self.candidates = threshold, candidates
+        self.threshold, self.candidates, self.enabled = threshold, candidates, enabled
 
     def run(self, report: WriteReport) -> WriteReport:
+        if not self.enabled:
+            return report
         for part in batched(report.entity_ids, RECONCILE_BATCH):
             self._reconcile(report.dataset, list(part))
         return report

@@ -135,6 +135,7 @@ class Runtime:
                 self.embedder,
                 threshold=s.entity_match_threshold,
                 candidates=s.entity_match_candidates,
+                enabled=s.entity_reconcile,
             ),
             ExtractEvents.name: lambda: ExtractEvents.for_models(
                 self.llm, self.extractor, concurrency=s.llm_concurrency, spacy_model=s.spacy_model
