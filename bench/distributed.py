@@ -70,7 +70,8 @@ def run(args: argparse.Namespace, copies: int, latency_ms: int) -> dict[str, obj
     else:
         llm_threads = args.workers * args.threads
         workers = [["--concurrency", str(args.threads)]] * args.workers
-    with LLMTestServer(latency_ms=latency_ms, embedding_dim=384) as llm:
+    # Chat answers take `latency_ms`; embeddings are instant (a stand-in for a fast endpoint).
+    with LLMTestServer(latency_ms=latency_ms, embedding_latency_ms=0, embedding_dim=384) as llm:
         env = {
             "COGMILL_HOME": str(home),
             "COGMILL_BROKER_URL": args.redis,

@@ -46,6 +46,7 @@ class Faults:
     rate_timeout: float = 0.0
     rate_malformed: float = 0.0  # chat only: the reply's JSON is cut in half
     latency_ms: float = 0.0
+    embedding_latency_ms: float | None = None  # None: the same as latency_ms
     retry_after: float = 1.0  # seconds, sent in Retry-After with every 429
     hang_seconds: float = 5.0  # a "timeout" sleeps this long, longer than the client waits
     fail_first: int = 0  # the first N requests per subject fail with `fail_kind`
@@ -256,7 +257,10 @@ class _Handler(BaseHTTPRequestHandler):
         faults = self.server.faults
         chat = self.path.endswith("/chat/completions")
         subject = _user_text(body) if chat else json.dumps(body.get("input"))
-        time.sleep(faults.latency_ms / 1000)
+        latency = faults.latency_ms
+        if not chat and faults.embedding_latency_ms is not None:
+            latency = faults.embedding_latency_ms
+        time.sleep(latency / 1000)
         kind = self.server.draw_fault(self.path, subject)
         if kind == "429":
             self._error(
