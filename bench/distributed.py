@@ -155,7 +155,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2, help="worker threads per process")
     parser.add_argument("--in-flight", type=int, default=32, help="LLM calls in flight, in all")
-    parser.add_argument("--llm-threads", type=int, default=8, help="threads of the llm worker")
+    parser.add_argument("--llm-threads", type=int, default=32, help="threads of the llm worker")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--limit", type=int, default=None, help="passages per copy")
     parser.add_argument("--warmup", type=float, default=8.0)
