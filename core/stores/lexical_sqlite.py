@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 from core.lexical import CorpusStats, LexicalDoc, Posting, term_counts
-from core.ports import StoreError, batched
+from core.ports import batched
+from core.stores.sqlite_file import SQLiteFile
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (dataset TEXT NOT NULL, chunk_id TEXT NOT NULL,
@@ -27,40 +25,11 @@ def _marks(items: Sequence[object]) -> str:
     return ",".join("?" * len(items))
 
 
-class SQLiteLexicalIndex:
+class SQLiteLexicalIndex(SQLiteFile):
     """LexicalIndex on SQLite in WAL mode; thread-safe, other processes may open the file."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(
-                path, timeout=10.0, isolation_level=None, check_same_thread=False
-            )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as err:
-            raise StoreError(f"cannot open lexical index {path}: {err}") from err
-
-    @contextmanager
-    def _db(self, *, write: bool = False) -> Iterator[sqlite3.Connection]:
-        """The connection, held exclusively; `write` makes the block one transaction."""
-        with self._lock:
-            try:
-                if not write:
-                    yield self._conn
-                    return
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield self._conn
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as err:
-                raise StoreError(f"lexical index {self.path}: {err}") from err
+        super().__init__(path, _SCHEMA, "lexical index")
 
     def add(self, dataset: str, docs: Sequence[LexicalDoc]) -> None:
         """Index chunks; a chunk id already indexed is left as it is. Raises StoreError."""
@@ -136,8 +105,3 @@ class SQLiteLexicalIndex:
                 )
                 found.extend(Posting(t, c, int(tf), int(n)) for t, c, tf, n in rows)
         return found
-
-    def close(self) -> None:
-        """Close the connection."""
-        with self._lock:
-            self._conn.close()

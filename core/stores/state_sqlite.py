@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from core.ports import StoreError
+from core.stores.sqlite_file import SQLiteFile
 
 # Counters live in kv as decimal strings, so `get` reads a counter like Redis GET does.
 _SCHEMA = """
@@ -30,45 +26,11 @@ ORDER BY 1
 """
 
 
-class SQLiteStateStore:
+class SQLiteStateStore(SQLiteFile):
     """StateStore on SQLite in WAL mode; thread-safe, and other processes may open the file."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # One connection behind a lock: state calls are tiny, and a lock is simpler than
-            # per-thread connections that must all be closed. The timeout is the busy timeout
-            # that lets a second process wait for the write lock instead of failing.
-            self._conn = sqlite3.connect(
-                path, timeout=10.0, isolation_level=None, check_same_thread=False
-            )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as err:
-            raise StoreError(f"cannot open state store {path}: {err}") from err
-
-    @contextmanager
-    def _db(self, *, write: bool = False) -> Iterator[sqlite3.Connection]:
-        """The connection, held exclusively; `write` wraps the block in one write transaction."""
-        with self._lock:
-            try:
-                if not write:
-                    yield self._conn
-                    return
-                # IMMEDIATE takes the write lock up front, so read-then-write is atomic
-                # across processes too.
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield self._conn
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as err:
-                raise StoreError(f"state store {self.path}: {err}") from err
+        super().__init__(path, _SCHEMA, "state store")
 
     def put(self, key: str, value: str, *, ttl: float | None = None) -> None:
         """Set a string value, expiring after `ttl` seconds when given. Raises StoreError."""
@@ -161,11 +123,6 @@ class SQLiteStateStore:
                 (stream, after, limit),
             )
             return [(seq, event) for seq, event in rows]
-
-    def close(self) -> None:
-        """Close the connection (idempotent)."""
-        with self._lock:
-            self._conn.close()
 
 
 def _expiry(ttl: float | None) -> float | None:
