@@ -7,7 +7,7 @@ Errors: adapters raise `StoreError` (or a subclass) for failures of the backing 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import BinaryIO, Protocol, runtime_checkable
 
 import numpy as np
@@ -27,6 +27,10 @@ class GraphReader(Protocol):
         """Nodes with these ids (missing ids are skipped). Raises StoreError."""
         ...
 
+    def existing(self, ids: Sequence[str]) -> set[str]:
+        """Which of these node ids are stored (without loading the nodes). Raises StoreError."""
+        ...
+
     def find_nodes(
         self,
         dataset: str,
@@ -37,6 +41,19 @@ class GraphReader(Protocol):
         offset: int = 0,
     ) -> list[Node]:
         """Nodes of one type in a dataset by id, optionally by exact name. Raises StoreError."""
+        ...
+
+    def find_in_time(
+        self,
+        datasets: Sequence[str],
+        types: Sequence[str],
+        *,
+        start: int | None = None,
+        end: int | None = None,
+        limit: int = 1000,
+    ) -> list[Node]:
+        """Nodes whose [start_epoch, end_epoch) overlaps [start, end) (seconds, None open),
+        earliest first (core/stores/timeline.py), at most `limit`. ValueError: empty range."""
         ...
 
     def edges_of(
@@ -148,6 +165,13 @@ class StateStore(Protocol):
 
     def count_members(self, key: str) -> int:
         """Size of a set (0 when missing)."""
+        ...
+
+    def add_members(self, members: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
+        """Add members to several sets at once, then return each of those sets whole.
+
+        Atomic: of two callers adding to one set at the same time, the later sees both members.
+        """
         ...
 
     def append_event(self, stream: str, event: str) -> int:

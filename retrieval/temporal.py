@@ -2,11 +2,18 @@
 
 The question's time comes from core/temporal.py ("in 2016", "between 1910 and 1920",
 "before March 2019", "last 30 days", "2019年"). Events are found two ways, both bounded:
-the time nodes (Timestamp, Interval) of the datasets are read and filtered by overlap, then
-the events AT / DURING the matching ones; and a wide vector search over `Event_text` is
+the time nodes (Timestamp, Interval) that overlap a window of the question come from the
+graph's time index (`GraphReader.find_in_time`: overlap, not containment, so "March 2019"
+finds the Interval 2018 – 2020; an open window such as "before 2001" reads with an open
+bound), then the events AT / DURING them; and a wide vector search over `Event_text` is
 filtered by the events' own time. An event scores by how much of its time lies inside the
-question's (fit) and by its similarity to the question. Without a time in the question this
-is a graph search (GRAPH_COMPLETION).
+question's (fit) and by its similarity to the question.
+
+Bounds: at most `time_nodes` time nodes per window, the earliest first (a window holding
+more loses its latest ones; the vector search still finds similar events among those), and
+`max_events` events through them. A question without a time reads no time nodes at all: it
+is a graph search (GRAPH_COMPLETION, with that retriever's own bounds), as a time-less
+"what happened" has no window to rank events by.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from core.models.graph import Node
-from core.temporal import TimeSpan, find_spans
+from core.temporal import TimeSpan, epoch_seconds, find_spans
 from pipelines.temporal_builder import AT, DURING, EVENT, INTERVAL, INVOLVES, TIMESTAMP, span_of
 from retrieval.answer import answer
 from retrieval.base import RetrievalContext
@@ -39,8 +46,7 @@ INSTRUCTIONS = (
 class TemporalParams:
     """Bounds on what one query reads, and how fit and similarity weigh."""
 
-    time_nodes_per_dataset: int = 20_000  # Timestamp + Interval nodes scanned per dataset
-    page: int = 1000
+    time_nodes: int = 5000  # Timestamp + Interval nodes overlapping one window, earliest first
     max_events: int = 5000  # events read through the matching time nodes
     vector_hits: int = 500
     fit_weight: float = 0.6
@@ -104,11 +110,11 @@ class TemporalRetriever:
     ) -> dict[str, _Candidate]:
         """Events AT / DURING a time node that overlaps one of the windows."""
         fit: dict[str, float] = {}
-        for dataset in datasets:
-            for node in self._time_nodes(dataset):
+        for window in windows:
+            for node in self._time_nodes(window, datasets):
                 span = span_of(node)
-                if span is not None and (best := _fit(span, windows)) > 0:
-                    fit[node.id] = best
+                if span is not None and (best := span.fraction_within(window)) > 0:
+                    fit[node.id] = max(fit.get(node.id, 0.0), best)
         if not fit:
             return {}
         edges = self.ctx.graph.edges_of(
@@ -121,19 +127,13 @@ class TemporalRetriever:
         events = self.ctx.graph.get_nodes(sorted(event_fit))
         return {e.id: _Candidate(e, event_fit[e.id]) for e in events if e.type == EVENT}
 
-    def _time_nodes(self, dataset: str) -> list[Node]:
-        """The dataset's Timestamp and Interval nodes, paged, at most the configured number."""
-        found: list[Node] = []
-        p = self.params
-        for kind in (TIMESTAMP, INTERVAL):
-            offset = 0
-            while offset < p.time_nodes_per_dataset:
-                page = self.ctx.graph.find_nodes(dataset, kind, limit=p.page, offset=offset)
-                found += page
-                offset += p.page
-                if len(page) < p.page:
-                    break
-        return found
+    def _time_nodes(self, window: TimeSpan, datasets: Sequence[str]) -> list[Node]:
+        """The Timestamp and Interval nodes that overlap a window (an open end reads open)."""
+        start = None if window.start is None else epoch_seconds(window.start)
+        end = None if window.end is None else epoch_seconds(window.end)
+        return self.ctx.graph.find_in_time(
+            datasets, [TIMESTAMP, INTERVAL], start=start, end=end, limit=self.params.time_nodes
+        )
 
     def _add_similar(
         self,

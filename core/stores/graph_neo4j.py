@@ -13,10 +13,13 @@ under `_j_<key>`, as are keys that clash with ours. A write sets one form of a k
 the other, so `SET x += $props` merges per top-level key atomically, with no read first.
 Support: `_support` holds one JSON `["document","chunk"]` string per pair and `_docs` the
 distinct document ids, both unioned on write. Semantics otherwise follow graph_sqlite.
+A node with a time (`start_epoch` / `end_epoch`) also gets `_tb` and `_tp`, its time bin and
+position for `find_in_time` (core/stores/timeline.py).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -28,6 +31,7 @@ from neo4j.exceptions import ClientError, DriverError, Neo4jError
 
 from core.models.graph import Edge, Node, Removed, Subgraph, Support
 from core.ports import StoreError, batched
+from core.stores import timeline
 
 T = TypeVar("T")
 
@@ -37,6 +41,9 @@ _SCHEMA = (
     "CREATE INDEX cogmill_node_type IF NOT EXISTS FOR (n:Node) ON (n.dataset, n.type, n.id)",
     "CREATE INDEX cogmill_node_name IF NOT EXISTS FOR (n:Node) ON (n.dataset, n.name)",
     "CREATE INDEX cogmill_rel_dataset IF NOT EXISTS FOR ()-[r:REL]-() ON (r.dataset)",
+    # find_in_time: one seek per (dataset, type, bin), in position order (core/stores/timeline.py).
+    "CREATE INDEX cogmill_node_time IF NOT EXISTS"
+    " FOR (n:Node) ON (n.dataset, n.type, n._tb, n._tp)",
 )
 _RESERVED = frozenset({"id", "type", "dataset", "name"})
 _LABEL = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
@@ -52,6 +59,12 @@ ON CREATE SET n.type = row.type, n.dataset = row.dataset, n:$(row.labels),
     n.name = row.name, n._support = [], n._docs = []
 SET n.name = CASE row.name WHEN '' THEN n.name ELSE row.name END, n += row.props,
     {_SUPPORT_UNION.format(x="n")}"""
+# The time bin `_tb` and position `_tp` of a node from its merged start_epoch / end_epoch.
+_NUMBER = "CASE WHEN n.{0} IS :: INTEGER NOT NULL | FLOAT NOT NULL THEN n.{0} END"
+_TIME_BIN = f"""WITH n, {_NUMBER.format(timeline.START)} AS lo, {_NUMBER.format(timeline.END)} AS hi
+SET n._tp = coalesce(lo, hi), n._tb = CASE WHEN lo IS NULL AND hi IS NULL THEN null
+    WHEN lo IS NULL THEN {timeline.OPEN_START} WHEN hi IS NULL THEN {timeline.OPEN_END}
+    ELSE {timeline.FIRST_BIN} + size([b IN {list(timeline.BOUNDS)} WHERE b <= hi - lo]) END"""
 _MISSING = "UNWIND $ids AS id WITH id WHERE NOT EXISTS { (:Node {id: id}) } RETURN collect(id)"
 # Write-locks a batch's endpoints in id order before any edge is merged: MERGE would lock
 # each edge's two ends as it goes, in an order that deadlocks against other writers.
@@ -250,6 +263,9 @@ class Neo4jGraphStore:
 
     def _create_schema(self) -> None:
         """Constraint and indexes, idempotent and safe when several processes start at once."""
+        show = "SHOW INDEXES YIELD name WHERE name = 'cogmill_node_time' RETURN count(*)"
+        run = self._driver.execute_query
+        had_times = self._call(lambda: run(show, database_=self._database)).records[0][0]
         for statement in _SCHEMA:
             try:
                 self._execute(statement)
@@ -259,6 +275,9 @@ class Neo4jGraphStore:
                 if not (isinstance(err.__cause__, ClientError) and "AlreadyExists" in code):
                     raise
         self._execute("CALL db.awaitIndexes()")
+        if not had_times:  # nodes written before find_in_time existed get their time bins
+            timed = f"n.{timeline.START} IS NOT NULL OR n.{timeline.END} IS NOT NULL"
+            self._execute(f"MATCH (n:Node) WHERE {timed} {_TIME_BIN}")
 
     def close(self) -> None:
         """Close the driver and its connections; later calls raise StoreError."""
@@ -309,6 +328,11 @@ class Neo4jGraphStore:
 
     # -- reads -------------------------------------------------------------------------------
 
+    def existing(self, ids: Sequence[str]) -> set[str]:
+        """Which of these node ids are stored (without loading the nodes). Raises StoreError."""
+        unique = list(dict.fromkeys(ids))
+        return set(self._read(_value, query=_STORED, ids=unique)) if unique else set()
+
     def get_nodes(self, ids: Sequence[str]) -> list[Node]:
         """Nodes with these ids, in the order asked (missing ids are skipped). Raises StoreError."""
         unique = list(dict.fromkeys(ids))
@@ -336,6 +360,25 @@ class Neo4jGraphStore:
             RETURN collect(properties(n))"""
         params = {"dataset": dataset, "type": type, "name": name, "offset": offset, "limit": limit}
         return [_node(p) for p in self._read(_value, query=query, **params)]
+
+    def find_in_time(
+        self,
+        datasets: Sequence[str],
+        types: Sequence[str],
+        *,
+        start: int | None = None,
+        end: int | None = None,
+        limit: int = 1000,
+    ) -> list[Node]:
+        """Nodes whose [start_epoch, end_epoch) overlaps [start, end), earliest first.
+
+        One read transaction: an index seek per (dataset, type, bin), each stopping at `limit`.
+        """
+        timeline.check_range(start, end, limit)
+        datasets, types = list(dict.fromkeys(datasets)), list(dict.fromkeys(types))
+        params = {"start": start, "end": end, "limit": limit}
+        found = self._read(_in_time, datasets=datasets, types=types, **params) if limit else []
+        return sorted(found, key=timeline.order_key)[:limit]
 
     def edges_of(
         self,
@@ -372,8 +415,9 @@ class Neo4jGraphStore:
 
 
 def _write_nodes(tx: ManagedTransaction, rows: Sequence[dict[str, Any]]) -> None:
-    """Merge one batch of nodes."""
-    tx.run(_UPSERT_NODES, rows=rows).consume()
+    """Merge one batch of nodes (and bin their times when any of them has one)."""
+    timed = any(timeline.START in r["props"] or timeline.END in r["props"] for r in rows)
+    tx.run(f"{_UPSERT_NODES} {_TIME_BIN}" if timed else _UPSERT_NODES, rows=rows).consume()
 
 
 def _write_edges(tx: ManagedTransaction, rows: Sequence[dict[str, Any]]) -> None:
@@ -434,6 +478,41 @@ def _neighbourhood(tx: ManagedTransaction, seeds: list[str], hops: int, limit: i
     edges = [_edge(e) for e in _value(tx, _AMONG, ids=reached)]
     nodes = {n.id: n for n in _load_nodes(tx, reached)}
     return Subgraph(nodes=[nodes[i] for i in reached if i in nodes], edges=edges)
+
+
+def _in_time(
+    tx: ManagedTransaction,
+    datasets: list[str],
+    types: list[str],
+    start: int | None,
+    end: int | None,
+    limit: int,
+) -> list[Node]:
+    """`find_in_time`: one index seek per (dataset, type, bin), up to `limit` rows each."""
+    found: list[dict[str, Any]] = []
+    for dataset in datasets:
+        for type_ in types:
+            for k, low, high in timeline.branches(start, end):
+                closed = start is not None and k >= 0
+                query = _time_branch(low is not None, high is not None, closed)
+                params = {"dataset": dataset, "type": type_, "bin": k, "low": low, "high": high}
+                found += _value(tx, query, **params, start=start, limit=limit)
+    return [_node(p) for p in found]
+
+
+@functools.cache
+def _time_branch(low: bool, high: bool, closed_from_start: bool) -> str:
+    """One bin's seek. Few shapes, so plans are cached (one UNION of them all took seconds)."""
+    # Every index property has a predicate, or the planner scans instead of seeking.
+    where = ["n.dataset = $dataset AND n.type = $type AND n._tb = $bin"]
+    where += ["n._tp > $low"] if low else []
+    where.append("n._tp < $high" if high else "n._tp IS NOT NULL")
+    if closed_from_start:  # a closed span that began in the bin's slack may end before start
+        where.append(f"n.{timeline.END} > $start")
+    # In the index's own order: no sort, and the seek stops after `limit` rows.
+    return f"""MATCH (n:Node) WHERE {" AND ".join(where)}
+        WITH n ORDER BY n.dataset, n.type, n._tb, n._tp LIMIT $limit
+        RETURN collect(properties(n))"""
 
 
 def _count(tx: ManagedTransaction, dataset: str) -> dict[str, int]:

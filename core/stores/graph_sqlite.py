@@ -27,6 +27,7 @@ from typing import Any
 
 from core.models.graph import Edge, Node, Removed, Subgraph, Support
 from core.ports import StoreError
+from core.stores import timeline
 
 # nodes and edges are rowid tables on purpose: rows are appended in write order and only
 # their thin key indexes take random uuid keys; as WITHOUT ROWID tables (wide rows on
@@ -54,6 +55,24 @@ _SCHEMA = (
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS support_by_document ON support (document_id)",
 )
+# The time of each timed node, binned for `find_in_time` (core/stores/timeline.py): a side
+# table kept by upsert_nodes and _remove, as properties are JSON text that no index can order.
+_TIME_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS node_times (
+        id TEXT NOT NULL PRIMARY KEY, dataset TEXT NOT NULL, type TEXT NOT NULL,
+        bin INTEGER NOT NULL, pos NUMERIC NOT NULL, lo NUMERIC, hi NUMERIC
+    )""",
+    "CREATE INDEX IF NOT EXISTS node_times_by_bin ON node_times (dataset, type, bin, pos, hi, id)",
+)
+_NUMBER = (
+    "CASE WHEN json_type(properties, '$.{0}') IN ('integer', 'real')"
+    " THEN json_extract(properties, '$.{0}') END"
+)
+_INDEX_TIMES = f"""INSERT OR REPLACE INTO node_times (id, dataset, type, bin, pos, lo, hi)
+SELECT id, dataset, type, time_bin(lo, hi), coalesce(lo, hi), lo, hi FROM (
+    SELECT id, dataset, type, {_NUMBER.format(timeline.START)} AS lo,
+        {_NUMBER.format(timeline.END)} AS hi FROM nodes WHERE {{where}}
+) WHERE lo IS NOT NULL OR hi IS NOT NULL"""
 
 # The id sets of parameters 1 and 2, each bound as one JSON array.
 _SET1 = "(SELECT value FROM json_each(?1))"
@@ -71,6 +90,7 @@ VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source, name, target) DO UPDATE SET
 _ADD_SUPPORT = "INSERT OR IGNORE INTO support (item_id, document_id, chunk_id) VALUES (?, ?, ?)"
 _STORED_NODES = f"SELECT id FROM nodes WHERE id IN {_SET1}"
 _MISSING_NODES = "SELECT value FROM json_each(?1) WHERE value NOT IN (SELECT id FROM nodes)"
+_STORED_NODES = "SELECT value FROM json_each(?1) WHERE value IN (SELECT id FROM nodes)"
 _TOUCHING = f"source IN {_SET1} OR target IN {_SET1}"
 # CROSS JOIN pins the join order: start from the document's support rows, not the dataset.
 _SUPPORTED_BY = """SELECT DISTINCT s.item_id FROM support AS s CROSS JOIN {table} AS t
@@ -130,8 +150,12 @@ class SQLiteGraphStore:
         self._closed = False
         self._path.parent.mkdir(parents=True, exist_ok=True)
         with self._transaction(write=True) as conn:
-            for statement in _SCHEMA:
+            exists = "SELECT 1 FROM sqlite_master WHERE name = 'node_times'"
+            fresh = not conn.execute(exists).fetchall()
+            for statement in _SCHEMA + _TIME_SCHEMA:
                 conn.execute(statement)
+            if fresh:  # a store written before node_times existed: index its times once
+                conn.execute(_INDEX_TIMES.format(where="1"))
 
     # -- connections and transactions --------------------------------------------------------
 
@@ -172,6 +196,7 @@ class SQLiteGraphStore:
         # indexes, and fewer checkpoints rewrite each page fewer times (batched writes -20%).
         conn.execute("PRAGMA wal_autocheckpoint = 10000")
         conn.create_function("merge_properties", 2, _merge_properties, deterministic=True)
+        conn.create_function("time_bin", 2, timeline.time_bin, deterministic=True)
         return conn
 
     @contextmanager
@@ -209,9 +234,13 @@ class SQLiteGraphStore:
             return
         rows = [(n.id, n.type, n.dataset, n.name, _dumps(n.properties)) for n in nodes]
         support = [(n.id, s.document_id, s.chunk_id) for n in nodes for s in n.support]
+        timed = [n.id for n in nodes if {timeline.START, timeline.END} & n.properties.keys()]
         with self._transaction(write=True) as conn:
             conn.executemany(_UPSERT_NODE, rows)
             conn.executemany(_ADD_SUPPORT, support)
+            if timed:  # from the merged properties, as a later write may change a time
+                conn.execute(f"DELETE FROM node_times WHERE id IN {_SET1}", (_ids(timed),))
+                conn.execute(_INDEX_TIMES.format(where=f"id IN {_SET1}"), (_ids(timed),))
 
     def upsert_edges(self, edges: Sequence[Edge]) -> None:
         """Insert or merge edges by (source, name, target). Raises ValueError on a missing end."""
@@ -273,11 +302,17 @@ class SQLiteGraphStore:
         edges = _ids(edge_set)
         conn.execute(f"DELETE FROM edges WHERE id IN {_SET1}", (edges,))
         conn.execute(f"DELETE FROM nodes WHERE id IN {_SET1}", (nodes,))
+        conn.execute(f"DELETE FROM node_times WHERE id IN {_SET1}", (nodes,))
         for items in (nodes, edges):
             conn.execute(f"DELETE FROM support WHERE item_id IN {_SET1}", (items,))
         return Removed(node_ids=sorted(set(node_ids)), edge_ids=sorted(edge_set))
 
     # -- reads -------------------------------------------------------------------------------
+
+    def existing(self, ids: Sequence[str]) -> set[str]:
+        """Which of these node ids are stored (without loading the nodes). Raises StoreError."""
+        with self._transaction() as conn:
+            return set(_column(conn, _STORED_NODES, (_ids(ids),)))
 
     def get_nodes(self, ids: Sequence[str]) -> list[Node]:
         """Nodes with these ids, in the order asked (missing ids are skipped). Raises StoreError."""
@@ -305,6 +340,29 @@ class SQLiteGraphStore:
         with self._transaction() as conn:
             rows = conn.execute(f"{query} ORDER BY id LIMIT ? OFFSET ?", [*params, limit, offset])
             return _nodes(conn, rows)
+
+    def find_in_time(
+        self,
+        datasets: Sequence[str],
+        types: Sequence[str],
+        *,
+        start: int | None = None,
+        end: int | None = None,
+        limit: int = 1000,
+    ) -> list[Node]:
+        """Nodes whose [start_epoch, end_epoch) overlaps [start, end), earliest first.
+
+        One index range scan per (dataset, type, bin), each stopping after `limit` rows.
+        """
+        timeline.check_range(start, end, limit)
+        found: list[tuple] = []
+        with self._transaction() as conn:
+            for dataset in dict.fromkeys(datasets):
+                for type_ in dict.fromkeys(types):
+                    for branch in timeline.branches(start, end):
+                        found += _time_branch(conn, dataset, type_, branch, start, end, limit)
+            found.sort()
+            return _load_nodes(conn, [row[-1] for row in found[:limit]], ordered=True)
 
     def edges_of(
         self,
@@ -355,9 +413,41 @@ class SQLiteGraphStore:
         return counts
 
 
-def _load_nodes(conn: sqlite3.Connection, ids: Iterable[str]) -> list[Node]:
-    """Nodes with these ids, in storage order."""
-    return _nodes(conn, conn.execute(f"{_NODE_COLUMNS} WHERE id IN {_SET1}", (_ids(ids),)))
+def _load_nodes(
+    conn: sqlite3.Connection, ids: Iterable[str], *, ordered: bool = False
+) -> list[Node]:
+    """Nodes with these ids, in storage order (or in the order of `ids`)."""
+    ids = list(ids)
+    nodes = _nodes(conn, conn.execute(f"{_NODE_COLUMNS} WHERE id IN {_SET1}", (_ids(ids),)))
+    if not ordered:
+        return nodes
+    by_id = {node.id: node for node in nodes}
+    return [by_id[i] for i in ids if i in by_id]
+
+
+def _time_branch(
+    conn: sqlite3.Connection,
+    dataset: str,
+    type_: str,
+    branch: tuple[int, int | None, int | None],
+    start: int | None,
+    end: int | None,
+    limit: int,
+) -> list[tuple]:
+    """One bin's overlapping nodes as `timeline.order_key`-like tuples ending with the id."""
+    time_bin, low, high = branch
+    query = "SELECT lo, hi, id FROM node_times WHERE dataset = ? AND type = ? AND bin = ?"
+    params: list[Any] = [dataset, type_, time_bin]
+    # Only the bounds that exist, so that SQLite sees a plain range on `pos`.
+    for clause, value in (("pos > ?", low), ("pos < ?", high)):
+        if value is not None:
+            query, params = f"{query} AND {clause}", [*params, value]
+    if start is not None:
+        query, params = f"{query} AND (hi IS NULL OR hi > ?)", [*params, start]
+    if end is not None:
+        query, params = f"{query} AND (lo IS NULL OR lo < ?)", [*params, end]
+    rows = conn.execute(f"{query} ORDER BY pos, hi, id LIMIT ?", [*params, limit])
+    return [(lo is not None, lo or 0, hi is None, hi or 0, i) for lo, hi, i in rows]
 
 
 def _nodes(conn: sqlite3.Connection, rows: Iterable[tuple]) -> list[Node]:

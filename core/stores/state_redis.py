@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -85,6 +85,22 @@ class RedisStateStore:
         """Size of a set (0 when missing)."""
         with self._errors():
             return self._redis.scard(self._key(key))
+
+    def add_members(self, members: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
+        """Add members to several sets, then return each of those sets whole (one round trip)."""
+        keys = [key for key, items in members.items() if items]
+        if not keys:
+            return {key: set() for key in members}
+        with self._errors():
+            pipe = self._redis.pipeline(transaction=True)  # MULTI: the reads follow every add
+            for key in keys:
+                pipe.sadd(self._key(key), *members[key])
+            for key in keys:
+                pipe.smembers(self._key(key))
+            replies = pipe.execute()[len(keys) :]
+        found = {key: set() for key in members}
+        found.update(zip(keys, replies, strict=True))
+        return found
 
     def append_event(self, stream: str, event: str) -> int:
         """Append to an ordered stream and return the event's sequence number (from 1)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from core.stores.sqlite_file import SQLiteFile
@@ -98,6 +99,18 @@ class SQLiteStateStore(SQLiteFile):
         """Size of a set (0 when missing)."""
         with self._db() as db:
             return db.execute("SELECT count(*) FROM sets WHERE key = ?", (key,)).fetchone()[0]
+
+    def add_members(self, members: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
+        """Add members to several sets, then return each of those sets whole (one transaction)."""
+        with self._db(write=True) as db:
+            db.executemany(
+                "INSERT INTO sets (key, member) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                [(key, member) for key, items in members.items() for member in items],
+            )
+            return {
+                key: {m for (m,) in db.execute("SELECT member FROM sets WHERE key = ?", (key,))}
+                for key in members
+            }
 
     def append_event(self, stream: str, event: str) -> int:
         """Append to an ordered stream and return the event's sequence number (from 1)."""

@@ -13,6 +13,7 @@ import pytest
 
 from core.models.graph import Edge, Node
 from core.ports import GraphStore
+from core.temporal import days_from_civil
 from tests.factories import ids, make_edge, make_graph, make_node, support_pairs
 
 
@@ -76,6 +77,14 @@ class GraphStoreContract:
         graph_store.upsert_nodes([alice])
         assert [n.id for n in graph_store.get_nodes(["no-such-id", alice.id])] == [alice.id]
         assert graph_store.get_nodes([]) == []
+
+    def test_existing_names_the_stored_ids_only(self, graph_store, dataset):
+        alice, bob = make_node(dataset, "Alice"), make_node(dataset, "Bob")
+        graph_store.upsert_nodes([alice, bob])
+        assert graph_store.existing([bob.id, "no-such-id", alice.id, bob.id]) == {alice.id, bob.id}
+        assert graph_store.existing([]) == set()
+        graph_store.delete_nodes([bob.id])
+        assert graph_store.existing([alice.id, bob.id]) == {alice.id}
 
     def test_edges_round_trip_with_properties_and_support(self, graph_store, dataset):
         alice, bob = make_node(dataset, "Alice"), make_node(dataset, "Bob")
@@ -308,3 +317,128 @@ class GraphStoreContract:
         assert nodes[0].id in ids(sub.nodes) and 1 < len(sub.nodes) <= 50
         removed = graph_store.delete_document(dataset, "d1")
         assert (len(removed.node_ids), len(removed.edge_ids)) == (5_000, 10_000)
+
+    # -- time ranges (find_in_time) ------------------------------------------------------------
+
+    @pytest.fixture
+    def march_2019(self, graph_store: GraphStore, dataset: str) -> dict[str, Node]:
+        """Time nodes around March 2019 (the window of the tests), and two that are not time."""
+        nodes = _time_nodes(dataset)
+        graph_store.upsert_nodes(list(nodes.values()))
+        return nodes
+
+    def test_find_in_time_returns_what_overlaps_the_range_earliest_first(
+        self, graph_store, dataset, march_2019
+    ):
+        found = graph_store.find_in_time([dataset], TIME_TYPES, start=MARCH[0], end=MARCH[1])
+        # Overlap, not containment: the 2018-2020 interval and the 21st century reach into
+        # March; the start bound is inclusive and the end bound exclusive, like the spans.
+        assert [n.name for n in found] == [
+            "before 2019-03-02", "1900 - 2100", "21st century", "2018 - 2020", "2019",
+            "2019-03-01", "2019-03-11", "from 2019-03-31",
+        ]  # fmt: skip
+        assert found[1].properties == march_2019["1900 - 2100"].properties
+        assert support_pairs(found[0]) == {("d1", "c1")}
+
+    def test_find_in_time_with_open_ranges_and_types(self, graph_store, dataset, march_2019):
+        after = graph_store.find_in_time([dataset], TIME_TYPES, start=_at(2019, 4, 1))
+        assert [n.name for n in after] == [
+            "1900 - 2100", "21st century", "2018 - 2020", "2019", "from 2019-03-31",
+            "2019-04-01", "from 2019-04-01",
+        ]  # fmt: skip
+        before = graph_store.find_in_time([dataset], ["Interval"], end=_at(2000, 1, 1))
+        assert [n.name for n in before] == ["before 2000", "before 2019-03-02", "1900 - 2100"]
+        every = graph_store.find_in_time([dataset], [*TIME_TYPES, "Event", "Entity"])
+        timed = [n for name, n in march_2019.items() if name not in UNTIMED]
+        assert sorted(n.id for n in every) == sorted(n.id for n in timed)
+        assert every[0].name == "before 2000" and every[-1].name == "from 2019-04-01"
+        assert graph_store.find_in_time([dataset], ["Nothing"]) == []
+
+    def test_find_in_time_keeps_to_its_datasets_and_limit(
+        self, graph_store, dataset, other_dataset, march_2019
+    ):
+        days = [make_node(other_dataset, f"day {d}", "Timestamp", **_span((2019, 3, d), 1))
+                for d in range(2, 29)]  # fmt: skip
+        graph_store.upsert_nodes(days)
+        window = {"start": MARCH[0], "end": MARCH[1]}
+        mine = graph_store.find_in_time([dataset], TIME_TYPES, **window)
+        assert all(n.dataset == dataset for n in mine) and len(mine) == 8
+        theirs = graph_store.find_in_time([other_dataset], TIME_TYPES, limit=5, **window)
+        assert [n.name for n in theirs] == [f"day {d}" for d in range(2, 7)]
+        both = graph_store.find_in_time([dataset, other_dataset], TIME_TYPES, limit=7, **window)
+        assert [n.name for n in both] == [n.name for n in mine[:6]] + ["day 2"]
+        assert graph_store.find_in_time([dataset], TIME_TYPES, limit=0, **window) == []
+        with pytest.raises(ValueError, match="empty"):
+            graph_store.find_in_time([dataset], TIME_TYPES, start=MARCH[1], end=MARCH[0])
+        with pytest.raises(ValueError, match="limit"):
+            graph_store.find_in_time([dataset], TIME_TYPES, limit=-1)
+
+    def test_find_in_time_follows_rewrites_and_deletes(self, graph_store, dataset, march_2019):
+        window = {"start": MARCH[0], "end": MARCH[1]}
+
+        def names() -> set[str]:
+            return {n.name for n in graph_store.find_in_time([dataset], TIME_TYPES, **window)}
+
+        moved = march_2019["2019-03-11"].model_copy(update={"properties": _span((2020, 1, 1), 1)})
+        graph_store.upsert_nodes([moved])  # its time changes: it leaves the window
+        assert "2019-03-11" not in names()
+        graph_store.upsert_nodes([march_2019["2019-03-11"]])
+        assert "2019-03-11" in names()
+        graph_store.delete_nodes([march_2019["2019"].id])
+        assert "2019" not in names() and "2019-03-11" in names()
+        graph_store.delete_document(dataset, "d2")  # supported "2018 - 2020" alone
+        assert "2018 - 2020" not in names() and "21st century" in names()
+        graph_store.delete_dataset(dataset)
+        assert names() == set()
+
+
+TIME_TYPES = ["Timestamp", "Interval"]
+UNTIMED = ("no time", "a number, not a time")
+DAY = 86_400
+
+
+def _at(year: int, month: int, day: int) -> int:
+    """Seconds since 1970 of a day's start (the unit of start_epoch / end_epoch)."""
+    return days_from_civil(year, month, day) * DAY
+
+
+MARCH = (_at(2019, 3, 1), _at(2019, 4, 1))
+
+
+def _span(first: tuple[int, int, int] | None, days: int | None = None, *, until=None) -> dict:
+    """start_epoch / end_epoch properties: `days` from `first`, or up to `until`; None is open."""
+    props = {}
+    if first is not None:
+        props["start_epoch"] = _at(*first)
+    if until is not None:
+        props["end_epoch"] = _at(*until)
+    elif days is not None and first is not None:
+        props["end_epoch"] = _at(*first) + days * DAY
+    return props
+
+
+def _time_nodes(dataset: str) -> dict[str, Node]:
+    """Spans of every kind around March 2019, by name."""
+    spans = {
+        "2019-03-11": ("Timestamp", _span((2019, 3, 11), 1)),
+        "2019-03-01": ("Timestamp", _span((2019, 3, 1), 1)),
+        "2019-02": ("Timestamp", _span((2019, 2, 1), until=(2019, 3, 1))),  # ends where it starts
+        "2019-04-01": ("Timestamp", _span((2019, 4, 1), 1)),  # starts where the window ends
+        "2019": ("Timestamp", _span((2019, 1, 1), until=(2020, 1, 1))),
+        "20th century": ("Timestamp", _span((1901, 1, 1), until=(2001, 1, 1))),
+        "21st century": ("Timestamp", _span((2001, 1, 1), until=(2101, 1, 1))),
+        "2018 - 2020": ("Interval", _span((2018, 1, 1), until=(2021, 1, 1))),
+        "1900 - 2100": ("Interval", _span((1900, 1, 1), until=(2101, 1, 1))),
+        "before 2000": ("Interval", _span(None, until=(2000, 1, 1))),
+        "before 2019-03-02": ("Interval", _span(None, until=(2019, 3, 2))),
+        "from 2019-03-31": ("Interval", _span((2019, 3, 31))),
+        "from 2019-04-01": ("Interval", _span((2019, 4, 1))),
+        "an event in March": ("Event", _span((2019, 3, 5), 1)),  # a type not asked for
+    }
+    nodes = {
+        name: make_node(dataset, name, kind, doc="d2" if name == "2018 - 2020" else "d1", **props)
+        for name, (kind, props) in spans.items()
+    }
+    nodes["no time"] = make_node(dataset, "no time", "Timestamp", label="2019-03-11")
+    nodes["a number, not a time"] = make_node(dataset, "Ann", "Timestamp", start_epoch="2019")
+    return nodes

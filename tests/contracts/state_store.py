@@ -126,6 +126,27 @@ class StateStoreContract:
         assert new.count(True) == 50
         assert state_store.count_members("done") == 50
 
+    def test_add_members_adds_then_returns_each_set_whole(self, state_store: StateStore) -> None:
+        assert state_store.add_members({}) == {}
+        state_store.add_member("k:a", "x")
+        found = state_store.add_members({"k:a": ["y", "x"], "k:b": ["z"], "k:c": []})
+        assert found == {"k:a": {"x", "y"}, "k:b": {"z"}, "k:c": set()}
+        assert state_store.count_members("k:a") == 2
+        assert state_store.keys("k:") == ["k:a", "k:b"]
+
+    def test_of_two_concurrent_add_members_the_later_sees_both(
+        self, state_store: StateStore
+    ) -> None:
+        seen: dict[int, list[set[str]]] = {r: [] for r in range(30)}
+
+        def work(i: int) -> None:
+            for r in seen:
+                seen[r].append(state_store.add_members({f"r{r}": [f"w{i}"]})[f"r{r}"])
+
+        _run_threads(2, work)
+        # Whatever the interleaving, the second of each round's two calls saw both members.
+        assert all({"w0", "w1"} in results for results in seen.values())
+
     def test_events_numbered_from_one_and_read_in_windows(self, state_store: StateStore) -> None:
         assert state_store.read_events("job:1:events") == []
         seqs = [state_store.append_event("job:1:events", f"e{i}") for i in range(1, 6)]
