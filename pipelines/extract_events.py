@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, Field
 
+from core.llm.aio import run_sync
 from core.llm.client import LLMClient, LLMError
 from core.llm.offline import OfflineExtractor, load_pipeline
 from core.models.graph import normalise_name
@@ -83,20 +84,16 @@ class LLMEventExtractor:
         self, texts: Sequence[str], entities: Sequence[Sequence[str]]
     ) -> list[list[ExtractedEvent]]:
         """Raises EventExtractionFailed naming the texts the endpoint gave up on."""
-        # Celery worker threads run no event loop, so each batch gets one of its own.
-        return asyncio.run(self._all(texts, entities))
+        return run_sync(self._all(texts, entities))
 
     async def _all(
         self, texts: Sequence[str], entities: Sequence[Sequence[str]]
     ) -> list[list[ExtractedEvent]]:
         semaphore = asyncio.Semaphore(self.concurrency)
-        try:
-            outcomes = await asyncio.gather(
-                *(self._one(semaphore, t, e) for t, e in zip(texts, entities, strict=True)),
-                return_exceptions=True,
-            )
-        finally:
-            await self.client.aclose()
+        outcomes = await asyncio.gather(
+            *(self._one(semaphore, t, e) for t, e in zip(texts, entities, strict=True)),
+            return_exceptions=True,
+        )
         failures: dict[int, LLMError] = {}
         results: list[list[ExtractedEvent] | None] = []
         for index, outcome in enumerate(outcomes):

@@ -1,8 +1,8 @@
 """Answers from retrieved context with the configured LLM, for every completion search type.
 
 Retrievers are synchronous (the CLI, API worker threads and Celery threads call them), while
-`LLMClient.structured` is async: `ask` runs it on an event loop of its own per call, as the
-LLM extractor does, and closes that loop's HTTP connections afterwards.
+`LLMClient.structured` is async: `ask` runs it on the calling thread's event loop
+(core/llm/aio.py), as the LLM extractor does, so its HTTP connections are reused.
 
 Stable API (other retrievers build on it):
 - `ask(ctx, messages, schema)` -> a validated instance of `schema`;
@@ -12,13 +12,12 @@ Stable API (other retrievers build on it):
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, Field
 
+from core.llm.aio import run_sync
 from retrieval.models import SearchResult
 from retrieval.response_model import ResponseModel, structured_model
 
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
     from retrieval.base import RetrievalContext
 
 Model = TypeVar("Model", bound=BaseModel)
-T = TypeVar("T")
 
 NO_LLM = "no LLM is configured: set COGMILL_LLM_BASE_URL (and COGMILL_LLM_MODEL) to get answers"
 # Context beyond this many characters per result is cut: a few long chunks must not crowd
@@ -53,20 +51,6 @@ class Answer(BaseModel):
     used: list[int] = Field(default_factory=list)
 
 
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from synchronous code.
-
-    A thread already running an event loop (an async caller) cannot nest `asyncio.run`, so
-    the coroutine then runs on a short-lived thread with a loop of its own.
-    """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
 def ask(ctx: RetrievalContext, messages: Sequence[dict[str, Any]], schema: type[Model]) -> Model:
     """The LLM's reply to `messages` validated as `schema`.
 
@@ -76,14 +60,7 @@ def ask(ctx: RetrievalContext, messages: Sequence[dict[str, Any]], schema: type[
     client = ctx.llm
     if client is None:
         raise ValueError(NO_LLM)
-
-    async def call() -> Model:
-        try:
-            return await client.structured(messages, schema)
-        finally:
-            await client.aclose()
-
-    return run_sync(call())
+    return run_sync(client.structured(messages, schema))
 
 
 def context_block(results: Sequence[SearchResult]) -> str:

@@ -92,6 +92,7 @@ class LLMClient:
         cache: LLMCache | None = None,
         backoff_base: float = 0.5,
         backoff_cap: float = 30.0,
+        max_in_flight: int = 16,
     ) -> None:
         if not base_url or not model:
             raise ValueError(f"base_url and model are required, got {base_url!r}, {model!r}")
@@ -99,6 +100,8 @@ class LLMClient:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
         if not timeout > 0:
             raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.endpoint = f"{self.base_url}/chat/completions"
@@ -108,14 +111,19 @@ class LLMClient:
         self.cache = cache
         self.backoff = (backoff_base, backoff_cap)
         self.stats = LLMStats()
+        self.max_in_flight = max_in_flight
         self._api_key = api_key or NO_API_KEY
         # Cleared for good when the server rejects `json_schema`; then `json_object` is used.
         self._json_schema = True
-        # One SDK client per event loop: httpx connections cannot move between loops, and
-        # every `extract` call runs a loop of its own.
+        # One SDK client per event loop: httpx connections cannot move between loops (the
+        # pipeline's calls all run on one loop per process; tests may run loops of their own).
         self._sdks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI]
         self._sdks = weakref.WeakKeyDictionary()
         self._sdks_lock = threading.Lock()
+        # Requests in flight, at most max_in_flight per event loop: on the process's LLM loop
+        # (core/llm/aio.py) that is a cap shared by every batch the process works on.
+        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]
+        self._gates = weakref.WeakKeyDictionary()
 
     async def structured(self, messages: Sequence[dict[str, Any]], schema: type[Model]) -> Model:
         """The model's reply parsed as `schema`, from the cache if possible. Raises LLMError."""
@@ -175,9 +183,12 @@ class LLMClient:
         sent: Any = self._with_format(messages, schema_json, json_schema)
         fmt: Any = response_format(schema, schema_json, json_schema)
         try:
-            response = await self._sdk().chat.completions.create(
-                model=self.model, messages=sent, response_format=fmt, timeout=self.timeout
-            )
+            # The raw body, parsed with json: building the SDK's response models costs more CPU
+            # than the rest of the call at high rates, and only the text and usage are read.
+            async with self._gate():
+                raw = await self._sdk().chat.completions.with_raw_response.create(
+                    model=self.model, messages=sent, response_format=fmt, timeout=self.timeout
+                )
         except (openai.BadRequestError, openai.UnprocessableEntityError) as err:
             if not (json_schema and mentions_schema(err)):
                 raise
@@ -185,10 +196,13 @@ class LLMClient:
             self.stats.add(fallbacks=1)
             log.warning("llm_json_schema_rejected endpoint=%s fallback=json_object", self.endpoint)
             return await self._send(messages, schema, schema_json)
-        self._record_usage(response.usage)
-        if not response.choices:
-            return ""
-        return response.choices[0].message.content or ""
+        try:
+            body = json.loads(raw.content)
+            self._record_usage(body.get("usage"))
+            choices = body.get("choices") or [{}]
+            return (choices[0].get("message") or {}).get("content") or ""
+        except (ValueError, AttributeError):  # not JSON, or JSON of another shape: an invalid
+            return raw.text  # reply, which the caller asks to have repaired like any other
 
     def _with_format(
         self, messages: list[dict[str, Any]], schema_json: dict[str, Any], json_schema: bool
@@ -225,6 +239,15 @@ class LLMClient:
         tail = "" if retryable else " (not retryable)"
         return f"{self.endpoint}: {status} on attempt {attempt}: {failure.detail}{tail}"
 
+    def _gate(self) -> asyncio.Semaphore:
+        """The in-flight cap of the running event loop."""
+        loop = asyncio.get_running_loop()
+        with self._sdks_lock:
+            gate = self._gates.get(loop)
+            if gate is None:
+                gate = self._gates[loop] = asyncio.Semaphore(self.max_in_flight)
+            return gate
+
     def _sdk(self) -> openai.AsyncOpenAI:
         """The SDK client of the running event loop, created on first use."""
         loop = asyncio.get_running_loop()
@@ -247,11 +270,11 @@ class LLMClient:
         # ~4 characters per token in English; corrected by the replies seen so far.
         return chars // 4 + self.stats.expected_completion_tokens()
 
-    def _record_usage(self, usage: Any) -> None:
-        if usage is not None:
+    def _record_usage(self, usage: dict[str, Any] | None) -> None:
+        if usage:
             self.stats.add(
-                prompt_tokens=usage.prompt_tokens or 0,
-                completion_tokens=usage.completion_tokens or 0,
+                prompt_tokens=usage.get("prompt_tokens") or 0,
+                completion_tokens=usage.get("completion_tokens") or 0,
                 _answers=1,
             )
 

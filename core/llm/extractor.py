@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
+from core.llm.aio import run_sync
 from core.llm.client import LLMClient, LLMError
 from core.models.extraction import KnowledgeGraph
 
@@ -49,18 +50,14 @@ class LLMExtractor:
 
     def extract(self, texts: Sequence[str]) -> list[KnowledgeGraph]:
         """One graph per text, in order. Raises ExtractionFailed naming the texts that failed."""
-        # Celery worker threads run no event loop, so each batch gets one of its own.
-        return asyncio.run(self.aextract(texts))
+        return run_sync(self.aextract(texts))
 
     async def aextract(self, texts: Sequence[str]) -> list[KnowledgeGraph]:
         """`extract` for callers that already run an event loop."""
         semaphore = asyncio.Semaphore(self.concurrency)
-        try:
-            outcomes = await asyncio.gather(
-                *(self._one(semaphore, text) for text in texts), return_exceptions=True
-            )
-        finally:
-            await self.client.aclose()
+        outcomes = await asyncio.gather(
+            *(self._one(semaphore, text) for text in texts), return_exceptions=True
+        )
         return _collect(outcomes)
 
     async def _one(self, semaphore: asyncio.Semaphore, text: str) -> KnowledgeGraph:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from core.ports import BlobStore, Embedder, Extractor, GraphStore, StateStore, VectorStore
 from core.settings import Settings
+
+if TYPE_CHECKING:
+    from core.llm.client import LLMClient
 
 
 class NotAvailableError(RuntimeError):
@@ -97,7 +102,7 @@ def embedder(settings: Settings) -> Embedder:
     return LocalEmbedder(batch_size=settings.embed_batch_size)
 
 
-def llm_client(settings: Settings, state: StateStore):  # noqa: ANN201 - LLMClient is lazy
+def llm_client(settings: Settings, state: StateStore) -> LLMClient | None:
     """The LLM client for the configured endpoint (cached, rate-limited), or None without one."""
     if not settings.llm_base_url:
         return None
@@ -112,12 +117,12 @@ def llm_client(settings: Settings, state: StateStore):  # noqa: ANN201 - LLMClie
         max_attempts=settings.llm_max_attempts,
         limiter=rate_limiter(settings),
         cache=LLMCache(state, ttl=settings.llm_cache_ttl_seconds),
+        max_in_flight=settings.llm_concurrency,
     )
 
 
-def extractor(settings: Settings, state: StateStore) -> Extractor:
-    """The LLM extractor when an endpoint is configured, the offline one otherwise."""
-    client = llm_client(settings, state)
+def extractor(settings: Settings, client: LLMClient | None) -> Extractor:
+    """The LLM extractor on `client` (see `llm_client`), the offline one without a client."""
     if client is None:
         from core.llm.offline import OfflineExtractor
 

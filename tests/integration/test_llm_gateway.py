@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
@@ -177,6 +178,18 @@ def test_calls_run_concurrently(llm_server: LLMTestServer) -> None:
     # Two waves of 16 at 200 ms; one at a time would take 6.4 s, four at a time 1.6 s.
     assert 0.4 <= elapsed < 1.5, f"32 calls took {elapsed:.2f}s"
     assert graphs == [expected(t) for t in TEXTS[:32]]
+
+
+def test_threads_share_one_in_flight_cap_per_process(llm_server: LLMTestServer) -> None:
+    llm_server.configure(latency_ms=200)
+    extractor = LLMExtractor(make_client(llm_server, max_in_flight=8), concurrency=16)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(2) as pool:  # two batches at once, as two worker threads
+        results = list(pool.map(extractor.extract, [TEXTS[:16], TEXTS[16:32]]))
+    elapsed = time.perf_counter() - started
+    # 32 calls through 8 slots: four waves of 200 ms. A cap per batch would allow 16 at once.
+    assert 0.78 <= elapsed < 2.0, f"32 calls took {elapsed:.2f}s"
+    assert results == [[expected(t) for t in TEXTS[:16]], [expected(t) for t in TEXTS[16:32]]]
 
 
 def test_limiter_is_awaited_before_every_attempt(llm_server: LLMTestServer) -> None:
