@@ -59,17 +59,20 @@ class Settings(BaseSettings):
     # compression ratio allowed for a member above 1 MiB.
     max_unpacked_bytes: int = Field(default=1024 * 1024 * 1024, ge=1)
     max_compression_ratio: int = Field(default=250, ge=1)
+    # A .txt/.md document larger than this is planned as segments of about this many bytes,
+    # each a batch of its own, and a batch of smaller documents holds at most this many bytes,
+    # so no step's memory grows with the file (issue 4; 1 MiB: ~260 MiB peak above the
+    # worker's baseline with the offline extractor, 4 MiB: ~440 MiB, bench/large_file.py).
+    segment_bytes: int = Field(default=1024 * 1024, ge=4096)
     chunk_tokens: int = Field(default=256, ge=16, le=8192)
     chunk_overlap_tokens: int = Field(default=0, ge=0)
     embed_batch_size: int = Field(default=64, ge=1, le=4096)
     write_batch_size: int = Field(default=2000, ge=1)
-    # Entity resolution (pipelines/reconcile_entities.py): stored entities this close (cosine)
-    # to a new one are candidates, merged only when an alias rule agrees.
+    # Entity resolution (pipelines/reconcile_entities.py): a stored entity an alias rule joins
+    # to a new one is merged with it when their names' embeddings are at least this alike.
     entity_match_threshold: float = Field(default=0.6, ge=0, le=1)
-    # Off: only the alias rules within a batch and the stored alias map resolve entities (no
-    # vector search per new entity, the largest cost of a distributed ingest on Neo4j vectors).
+    # Off: only the alias rules within a batch and the stored alias map resolve entities.
     entity_reconcile: bool = True
-    entity_match_candidates: int = Field(default=5, ge=1, le=100)
     document_summary_chars: int = Field(default=600, ge=50, le=20_000)
 
     # Models
@@ -79,7 +82,7 @@ class Settings(BaseSettings):
     llm_timeout_seconds: float = Field(default=60.0, gt=0)
     llm_max_attempts: int = Field(default=6, ge=1)
     llm_concurrency: int = Field(
-        default=16, ge=1, le=1024, description="LLM calls in flight per batch"
+        default=16, ge=1, le=1024, description="LLM calls in flight per worker process"
     )
     llm_requests_per_minute: float = Field(default=0, ge=0, description="0 = unlimited")
     llm_tokens_per_minute: float = Field(default=0, ge=0, description="0 = unlimited")

@@ -64,7 +64,10 @@ class ChunkDocuments:
         counts = _count_grouped(text for texts in elements for _, text in texts)
         for doc, texts in zip(batch.documents, elements, strict=True):
             if not texts:
-                out.errors.append(_no_text(doc, self.name))
+                if doc.document.segments == 1:  # a segment may be blank; its document is not
+                    out.errors.append(_no_text(doc, self.name))
+                else:
+                    out.documents.append(doc.document)
                 continue
             pieces = self._pieces(texts, [next(counts) for _ in texts])
             out.chunks.extend(self._chunks(doc, _pack(pieces, self._budget)))
@@ -90,9 +93,10 @@ class ChunkDocuments:
         tails = [("", 0)] + _tails(contents[:-1], self.overlap_tokens)
         ref = doc.document
         chunks = []
-        for index, (pieces, content) in enumerate(zip(packed, contents, strict=True)):
-            tail, tail_tokens = tails[index]
-            text = tail + _joiner(packed[index - 1][-1], pieces[0]) + content if tail else content
+        for local, (pieces, content) in enumerate(zip(packed, contents, strict=True)):
+            tail, tail_tokens = tails[local]
+            text = tail + _joiner(packed[local - 1][-1], pieces[0]) + content if tail else content
+            index = doc.index_base + local  # a later segment's chunks follow the earlier ones'
             chunks.append(
                 Chunk(
                     id=chunk_id(ref.id, index),

@@ -2,8 +2,10 @@
 
 The kind comes from the file extension (content wins where it is unambiguous: an HTML page
 saved as .txt); the partitioner for each kind lives in `pipelines/formats/`. Text formats
-are streamed in blocks. A broken or unsupported document becomes a DocumentError in the
-batch; it never fails the batch.
+are streamed in blocks. A large .txt/.md document is planned as segments (see
+pipelines/formats/segments.py): each is classified on its own, from its own bytes, so no
+batch holds more of the document than one segment. A broken or unsupported document becomes
+a DocumentError in the batch; it never fails the batch.
 """
 
 from __future__ import annotations
@@ -26,7 +28,13 @@ from pipelines.formats.markup import (
     partition_md,
 )
 from pipelines.formats.records import partition_json, partition_jsonl, partition_table
-from pipelines.formats.text import decode_text, partition_txt, with_text
+from pipelines.formats.segments import (
+    SEGMENTABLE_ENCODINGS,
+    SEGMENTABLE_KINDS,
+    RangeReader,
+    segment_span,
+)
+from pipelines.formats.text import candidate_encodings, decode_text, partition_txt, with_text
 from pipelines.models import ClassifiedBatch, ClassifiedDocument, DocumentBatch, DocumentRef
 
 __all__ = [
@@ -134,9 +142,13 @@ class Classify:
             try:
                 out.documents.append(self._classify(ref))
             except DocumentProblem as err:
+                where = f"segment {ref.segment + 1} of {ref.segments}: " if ref.segments > 1 else ""
                 out.errors.append(
                     DocumentError(
-                        document_id=ref.id, document_name=ref.name, step=self.name, message=str(err)
+                        document_id=ref.id,
+                        document_name=ref.name,
+                        step=self.name,
+                        message=f"{where}{err}",
                     )
                 )
         return out
@@ -155,6 +167,17 @@ class Classify:
         # Content over extension where it is unambiguous: an HTML page saved as .txt.
         if kind == "txt" and _HTML_START.match(decode_text(head[:1024], complete=False)):
             kind = "html"
+        index_base = 0
+        if ref.segments > 1:
+            span = self._segment(ref, kind, head)
+            if (span is None and ref.segment > 0) or (span is not None and not span):
+                # Not cut after all (see _segment): the first segment reads the whole document.
+                # Or the last segment is empty: the cut before it found the end of the file.
+                return ClassifiedDocument(document=ref, kind=kind, elements=[], index_base=0)
+            if span is not None:
+                opener = functools.partial(self._open_range, ref, span)
+                source = Source(name=ref.name, open=opener, limits=self.limits)
+                index_base = span.start
         try:
             elements = _PARTITIONERS[kind](source)
         except DocumentProblem:
@@ -165,9 +188,27 @@ class Classify:
                 f"could not parse this {kind} document ({type(err).__name__}: {err}); "
                 "check the file, or save it as .txt to ingest it as plain text"
             ) from err
-        if not elements and kind not in _BINARY_KINDS and _only_whitespace(source):
+        # A segment of blank lines is no problem: the document has text elsewhere.
+        whole = ref.segments == 1
+        if whole and not elements and kind not in _BINARY_KINDS and _only_whitespace(source):
             raise DocumentProblem("the file contains only whitespace; add it again with its text")
-        return ClassifiedDocument(document=ref, kind=kind, elements=elements)
+        return ClassifiedDocument(document=ref, kind=kind, elements=elements, index_base=index_base)
+
+    def _segment(self, ref: DocumentRef, kind: str, head: bytes) -> range | None:
+        """The bytes of the planned segment `ref` (pipelines/formats/segments.py), or None when
+        the document cannot be cut: its content is not plain text or markdown (an HTML page
+        saved as .txt) or its encoding is not ASCII-compatible (UTF-16 and UTF-32 are read
+        whole)."""
+        if kind not in SEGMENTABLE_KINDS:
+            return None
+        if candidate_encodings(head, complete=False)[0] not in SEGMENTABLE_ENCODINGS:
+            return None
+        if ref.segment_bytes < 1:
+            raise ValueError(f"segment {ref.segment} of {ref.name} was planned without a size")
+        with self._open(ref) as stream:
+            if not stream.seekable():
+                return None
+            return segment_span(stream, ref.segment, ref.segments, ref.segment_bytes)
 
     def _open(self, ref: DocumentRef) -> BinaryIO:
         """The document's stored bytes, refused when larger than max_bytes. Raises
@@ -188,6 +229,10 @@ class Classify:
                 stream.close()
                 raise DocumentProblem(too_large(self.max_bytes))
         return stream
+
+    def _open_range(self, ref: DocumentRef, span: range) -> BinaryIO:
+        """The bytes `span` of the document, as a stream of their own."""
+        return RangeReader(self._open(ref), span)  # type: ignore[return-value]
 
 
 def _only_whitespace(source: Source) -> bool:

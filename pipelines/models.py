@@ -23,6 +23,11 @@ class DocumentRef(BaseModel):
     # Whether anything derived from the document may be stored (an earlier run wrote or began
     # to write): only then must a write first purge it. False only for never-written documents.
     derived: bool = True
+    # A text document above COGMILL_SEGMENT_BYTES is planned as `segments` batch items, each
+    # one segment of about `segment_bytes` (pipelines/formats/segments.py); 1: the whole file.
+    segment: int = 0
+    segments: int = 1
+    segment_bytes: int = 0
 
 
 class DocumentBatch(BaseModel):
@@ -31,6 +36,9 @@ class DocumentBatch(BaseModel):
     dataset: str
     pipeline: str = "default"
     documents: list[DocumentRef]
+    # Batches started only once this one is recorded: the later segments of a document whose
+    # first segment this batch holds (its write purges what earlier runs derived, once).
+    followers: list[int] = Field(default_factory=list)
 
 
 class Element(BaseModel):
@@ -44,6 +52,9 @@ class ClassifiedDocument(BaseModel):
     document: DocumentRef
     kind: str
     elements: list[Element]
+    # The index of the document's first chunk here: a segment's first byte offset, so the
+    # chunk ids of all segments are distinct (a segment has fewer chunks than bytes).
+    index_base: int = 0
 
 
 class ClassifiedBatch(BaseModel):
@@ -101,6 +112,9 @@ class DocumentSummary(BaseModel):
     document_id: str
     document_name: str = ""
     text: str
+    # The segment summarised (DocumentRef.segment): 0 is the document's summary, later
+    # segments of a large document get summaries of their own.
+    segment: int = 0
 
 
 class ExtractedEvent(BaseModel):
@@ -117,12 +131,12 @@ class WriteReport(BaseModel):
     dataset: str
     documents: list[str] = Field(default_factory=list)
     chunks: int = 0
-    entities: int = 0
+    entities: int = 0  # Entity nodes, or the nodes of a custom graph model's classes
     relationships: int = 0
     vectors: int = 0
     errors: list[DocumentError] = Field(default_factory=list)
-    # The Entity nodes this write created, for reconcile_entities to compare with the store.
-    entity_ids: list[str] = Field(default_factory=list)
+    # The Entity nodes this batch wrote, for reconcile_entities to compare with the store.
+    entity_names: dict[str, str] = Field(default_factory=dict)  # id -> name
     # The graph write itself, for the write rate inside the pipeline (bench/distributed.py).
     nodes_written: int = 0
     edges_written: int = 0

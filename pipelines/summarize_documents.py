@@ -6,6 +6,12 @@ chunk summaries when an LLM is configured, else an extractive summary of them: t
 summaries closest to the document's overall vocabulary, in document order, within a budget.
 The summary is a TextSummary node with `scope: document` that SUMMARIZES the Document and is
 embedded in `TextSummary_text`, so the SUMMARIES search finds it beside the chunk summaries.
+
+A large text document is planned in segments, each a batch of its own (see
+pipelines/formats/segments.py), and no batch sees all of it. Its first segment's summary is
+the document's summary; every later segment gets a TextSummary with `scope: segment` that
+SUMMARIZES the document too, so the SUMMARIES search covers the whole document while no step
+holds more than one segment.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel
 
+from core.llm.aio import run_sync
 from core.models.graph import Edge, Node, Support, stable_id
 from pipelines.graph_builder import SUMMARIZES, BuiltGraph, EmbedItem
 from pipelines.models import DocumentSummary, ExtractedBatch
@@ -28,7 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("cogmill.summaries")
 PROMPT = (
     "You summarise documents. The user message lists the summaries of a document's parts in "
-    "order. Answer with JSON {\"summary\": \"...\"}: a faithful summary of the whole document "
+    'order. Answer with JSON {"summary": "..."}: a faithful summary of the whole document '
     "in at most {chars} characters, naming its main people, places, organisations and facts."
 )
 _WORD = re.compile(r"\w+")
@@ -40,7 +47,10 @@ class SummaryAnswer(BaseModel):
     summary: str = ""
 
 
-def document_summary_id(document_id: str) -> str:
+def document_summary_id(document_id: str, segment: int = 0) -> str:
+    """The summary of a document, or of one of its later segments (`segment` > 0)."""
+    if segment:
+        return stable_id("document_summary", document_id, str(segment))
     return stable_id("document_summary", document_id)
 
 
@@ -89,10 +99,16 @@ class SummarizeDocuments:
         summaries = {doc: extractive_summary(t, self.max_chars) for doc, t in texts.items()}
         long_docs = [doc for doc, t in texts.items() if sum(1 for s in t if s.strip()) > 1]
         if self.llm is not None and long_docs:
-            summaries.update(asyncio.run(self._ask(self.llm, {d: texts[d] for d in long_docs})))
+            summaries.update(run_sync(self._ask(self.llm, {d: texts[d] for d in long_docs})))
         names = {doc.id: doc.name for doc in batch.documents}
+        segments = {doc.id: doc.segment for doc in batch.documents}
         made = [
-            DocumentSummary(document_id=doc, document_name=names.get(doc, ""), text=text)
+            DocumentSummary(
+                document_id=doc,
+                document_name=names.get(doc, ""),
+                text=text,
+                segment=segments.get(doc, 0),
+            )
             for doc, text in summaries.items()
             if text.strip()
         ]
@@ -118,10 +134,7 @@ class SummarizeDocuments:
                     return doc, ""
             return doc, answer.summary.strip()[: self.max_chars]
 
-        try:
-            results = await asyncio.gather(*(one(doc) for doc in texts))
-        finally:
-            await llm.aclose()
+        results = await asyncio.gather(*(one(doc) for doc in texts))
         return {doc: text for doc, text in results if text}
 
 
@@ -130,7 +143,7 @@ def add_document_summaries(
 ) -> None:
     """TextSummary nodes (scope document) that SUMMARIZE their documents, to be embedded."""
     for summary in summaries:
-        sid = document_summary_id(summary.document_id)
+        sid = document_summary_id(summary.document_id, summary.segment)
         support = [Support(document_id=summary.document_id)]
         built.add_node(
             Node(
@@ -140,7 +153,8 @@ def add_document_summaries(
                 support=support,
                 properties={
                     "text": summary.text,
-                    "scope": "document",
+                    "scope": "segment" if summary.segment else "document",
+                    "segment": summary.segment,
                     "document_id": summary.document_id,
                     "document_name": summary.document_name,
                 },
@@ -157,5 +171,9 @@ def add_document_summaries(
         )
         built.embed(
             "TextSummary_text",
-            EmbedItem(sid, summary.text, {"type": "TextSummary", "scope": "document"}),
+            EmbedItem(
+                sid,
+                summary.text,
+                {"type": "TextSummary", "scope": "segment" if summary.segment else "document"},
+            ),
         )

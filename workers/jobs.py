@@ -38,21 +38,23 @@ class JobTracker:
     def save(self, job: Job) -> None:
         self.state.put(_key(job.id), job.model_dump_json())
 
-    def get(self, job_id: str) -> Job:
-        """The job with live counts and errors. Raises JobNotFoundError."""
+    def get(self, job_id: str, *, live: bool = True) -> Job:
+        """The job with live counts and errors (`live=False`: as planned, without reading every
+        batch's report, for steps that need only its dataset or options). Raises
+        JobNotFoundError."""
         raw = self.state.get(_key(job_id))
         if raw is None:
             raise JobNotFoundError(f"no job {job_id!r}; `cogmill jobs list` shows the known jobs")
         job = Job.model_validate_json(raw)
-        if not job.status.finished:
+        if live and not job.status.finished:
             job.counts, errors = self._totals(job)
             job.errors = job.errors + errors
         return job
 
-    def list(self) -> Iterator[Job]:
+    def list(self, *, live: bool = True) -> Iterator[Job]:
         for key in self.state.keys("job:"):
             if key.count(":") == 1:
-                yield self.get(key.split(":", 1)[1])
+                yield self.get(key.split(":", 1)[1], live=live)
 
     def put_artifact(self, job_id: str, name: str, value: str) -> str:
         key = _key(job_id, "artifact", name)
@@ -93,9 +95,24 @@ class JobTracker:
         return float(raw) if raw is not None else job.created_at.timestamp()
 
     def unfinished_batches(self, job: Job) -> list[int]:
+        """Batches not recorded yet, except held ones not released (nothing may start them)."""
+        held = set(json.loads(self.state.get(_key(job.id, "held")) or "[]"))
         return [
-            batch for batch in range(job.total_batches) if not self.batch_recorded(job.id, batch)
+            batch
+            for batch in range(job.total_batches)
+            if not self.batch_recorded(job.id, batch)
+            and (batch not in held or self.state.get(_key(job.id, "released", str(batch))))
         ]
+
+    def hold(self, job_id: str, batches: list[int]) -> None:
+        """Batches enqueued only once `release`d: a large document's later segments, which must
+        not write before its first segment's write purged the document's older data."""
+        if batches:
+            self.state.put(_key(job_id, "held"), json.dumps(sorted(batches)))
+
+    def release(self, job_id: str, batch: int) -> bool:
+        """Release a held batch; True only the first time, so its chain is enqueued once."""
+        return self.state.incr(_key(job_id, "released", str(batch))) == 1
 
     def batch_recorded(self, job_id: str, batch: int) -> bool:
         return self.state.get(_key(job_id, "report", str(batch))) is not None
@@ -129,12 +146,16 @@ class JobTracker:
     def _totals(self, job: Job) -> tuple[dict[str, int], list[DocumentError]]:
         counts = dict.fromkeys(COUNTED + SUMMED, 0)
         errors: list[DocumentError] = []
-        for key in self.state.keys(_key(job.id, "report", "")):
-            raw = self.state.get(key)
+        # Distinct ids: a large document's segments are reported by several batches.
+        documents: set[str] = set()
+        # By batch number, not by a key scan: a scan walks the whole keyspace (LLM cache and
+        # all), and jobs are read on every progress poll.
+        for batch in range(job.total_batches):
+            raw = self.state.get(_key(job.id, "report", str(batch)))
             if raw is None:
                 continue
             report = WriteReport.model_validate_json(raw)
-            counts["documents"] += len(report.documents)
+            documents.update(report.documents)
             counts["chunks"] += report.chunks
             counts["entities"] += report.entities
             counts["relationships"] += report.relationships
@@ -142,6 +163,7 @@ class JobTracker:
             for name in SUMMED:
                 counts[name] += getattr(report, name)
             errors.extend(report.errors)
+        counts["documents"] = len(documents - {e.document_id for e in errors})
         counts["batches_done"] = self.batches_done(job.id)
         return counts, errors
 

@@ -2,18 +2,28 @@
 
 No chords: each batch's last task records its report idempotently, and the batch that
 completes the set finalises the job (see workers/jobs.py).
+
+A batch reads at most `segment_bytes` of documents (or one larger document), and a text
+document above `segment_bytes` is planned as segments, one batch each (see
+pipelines/formats/segments.py), so no step of any batch holds more than about one segment,
+however large the file. The first segment's batch runs first: its write purges what earlier
+runs derived from the document, once; its recording releases the other segments' batches,
+which then run in parallel. The document is processed when every segment is.
 """
 
 from __future__ import annotations
 
 import uuid
+from pathlib import PurePath
 from typing import Any
 
 from core.catalog import check_dataset_name
 from core.models.graph import Node, dataset_id
 from core.models.jobs import Job, JobStatus
 from pipelines.base import Pipeline
+from pipelines.classify import Classify, DocumentProblem, kind_for
 from pipelines.definitions import get_pipeline
+from pipelines.formats.segments import SEGMENTABLE_KINDS, segment_count
 from pipelines.models import DocumentBatch, DocumentRef, WriteReport
 from workers.jobs import JobTracker
 from workers.runtime import Runtime
@@ -61,14 +71,64 @@ def _ref(doc: Node) -> DocumentRef:
     )
 
 
+def segments_of(ref: DocumentRef, pipeline: Pipeline, segment_bytes: int) -> list[DocumentRef]:
+    """The document as planned: one ref, or one per segment for a large text document.
+
+    Only the first segment keeps `derived` (its write purges older data); the later ones
+    start after it was written (see `record_batch`) and must not purge what it wrote.
+    """
+    try:
+        kind = kind_for(ref.extension or PurePath(ref.name).suffix)
+    except DocumentProblem:
+        return [ref]  # classify reports it
+    count = segment_count(ref.size, segment_bytes)
+    if count == 1 or kind not in SEGMENTABLE_KINDS or Classify not in pipeline.steps[:1]:
+        return [ref]
+    return [
+        ref.model_copy(
+            update={
+                "segment": k,
+                "segments": count,
+                "segment_bytes": segment_bytes,
+                "derived": ref.derived and k == 0,
+            }
+        )
+        for k in range(count)
+    ]
+
+
+def _groups(refs: list[DocumentRef], size: int, max_bytes: int) -> list[list[DocumentRef]]:
+    """Batches of at most `size` documents and `max_bytes` bytes (or one larger document);
+    each segment of a segmented document in a batch of its own."""
+    groups: list[list[DocumentRef]] = []
+    current: list[DocumentRef] = []
+    used = 0
+    for ref in refs:
+        if current and (ref.segments > 1 or len(current) >= size or used + ref.size > max_bytes):
+            groups.append(current)
+            current, used = [], 0
+        if ref.segments > 1:
+            groups.append([ref])
+            continue
+        current.append(ref)
+        used += ref.size
+    if current:
+        groups.append(current)
+    return groups
+
+
 def plan_batches(
     runtime: Runtime, dataset: str, pipeline_name: str | None, mode: str
 ) -> list[DocumentBatch]:
-    """The batches a job must run: each document through its pipeline (or the one forced)."""
+    """The batches a job must run: each document through its pipeline (or the one forced).
+
+    A batch whose first document is a segmented document's first segment lists the batches of
+    its other segments as `followers` (they come right after it).
+    """
     by_pipeline: dict[str, list[Node]] = {}
     for doc in runtime.catalog.documents(dataset):
         by_pipeline.setdefault(pipeline_name or pipeline_of(doc), []).append(doc)
-    size = runtime.settings.batch_size
+    size, segment_bytes = runtime.settings.batch_size, runtime.settings.segment_bytes
     batches: list[DocumentBatch] = []
     for name in sorted(by_pipeline):
         pipeline = get_pipeline(name)
@@ -79,13 +139,19 @@ def plan_batches(
         if pipeline_name is not None:
             _assign(runtime, dataset, todo, name)
         if name in WHOLE_DATASET_PIPELINES:
-            groups = [docs]  # every document: the unchanged ones are the changed ones' context
+            # Every document: the unchanged ones are the changed ones' context.
+            groups = [[_ref(d) for d in docs]]
         else:
-            groups = [todo[i : i + size] for i in range(0, len(todo), size)]
-        batches += [
-            DocumentBatch(dataset=dataset, pipeline=name, documents=[_ref(d) for d in group])
-            for group in groups
-        ]
+            refs = [seg for d in todo for seg in segments_of(_ref(d), pipeline, segment_bytes)]
+            groups = _groups(refs, size, segment_bytes)
+        for group in groups:
+            first = group[0]
+            followers = []
+            if first.segments > 1 and first.segment == 0:
+                followers = list(range(len(batches) + 1, len(batches) + first.segments))
+            batches.append(
+                DocumentBatch(dataset=dataset, pipeline=name, documents=group, followers=followers)
+            )
     return batches
 
 
@@ -133,7 +199,7 @@ def cognify(
         mode=mode,
         options=options or {},
         status=JobStatus.RUNNING,
-        total_documents=sum(len(b.documents) for b in batches),
+        total_documents=len({d.id for b in batches for d in b.documents}),
         total_batches=len(batches),
     )
     jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
@@ -144,7 +210,7 @@ def cognify(
         job.message = "nothing to do: every document is already processed by this pipeline version"
         jobs.save(job)
         return job
-    from workers.tasks import batch_chain, batch_input_key  # tasks import this module
+    from workers.tasks import batch_input_key  # tasks import this module
 
     for index, batch in enumerate(batches):
         runtime.state.put(
@@ -152,16 +218,30 @@ def cognify(
             batch.model_dump_json(),
             ttl=runtime.settings.artifact_ttl_seconds,
         )
+    held = {follower for batch in batches for follower in batch.followers}
+    jobs.hold(job.id, sorted(held))
     for index, batch in enumerate(batches):
-        pipeline = get_pipeline(batch.pipeline)
-        batch_chain(job.id, pipeline.name, pipeline.step_names, index).apply_async()
+        if index not in held:
+            _start(job.id, batch.pipeline, index)
     return job
 
 
+def _start(job_id: str, pipeline_name: str, index: int) -> None:
+    """Enqueue the chain of one planned batch."""
+    from workers.tasks import batch_chain  # tasks import this module
+
+    pipeline = get_pipeline(pipeline_name)
+    batch_chain(job_id, pipeline.name, pipeline.step_names, index).apply_async()
+
+
 def record_batch(runtime: Runtime, job_id: str, batch: int, report: WriteReport | None) -> None:
-    """Mark the batch's documents processed or failed, count the batch, finalise after the last."""
+    """Mark the batch's documents processed or failed, count the batch, finalise after the last.
+
+    A segmented document is marked failed as soon as one segment fails, and processed only when
+    its last segment is recorded and none failed.
+    """
     jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
-    job = jobs.get(job_id)
+    job = jobs.get(job_id, live=False)
     from workers.tasks import batch_input_key
 
     source = DocumentBatch.model_validate_json(jobs.artifact(batch_input_key(job_id, batch)))
@@ -170,30 +250,81 @@ def record_batch(runtime: Runtime, job_id: str, batch: int, report: WriteReport 
         if jobs.batch_recorded(job_id, batch):
             return  # a failed or parked step already recorded this batch's errors
         report = WriteReport(dataset=job.dataset)  # stopped by a cancel: nothing was written
+    segmented = {ref.id: ref for ref in source.documents if ref.segments > 1}
+    for e in report.errors:
+        if e.document_id in segmented:  # before the status: see _segment_done
+            error = f"{e.step}: {e.message}"
+            runtime.state.put(_segment_key(job_id, e.document_id, "failed"), error)
     updates = [
-        Node(
-            id=doc_id,
-            type="Document",
-            dataset=job.dataset,
-            properties={
-                "status": "processed",
-                "processed_pipeline": pipeline.name,
-                "pipeline_version": pipeline.version,
-                "error": "",
-            },
-        )
+        _processed(job.dataset, doc_id, pipeline)
         for doc_id in report.documents
+        if doc_id not in segmented
     ]
     updates += [
-        Node(
-            id=e.document_id,
-            type="Document",
-            dataset=job.dataset,
-            properties={"status": "failed", "error": f"{e.step}: {e.message}"},
-        )
-        for e in report.errors
+        _failed(job.dataset, e.document_id, f"{e.step}: {e.message}") for e in report.errors
     ]
     if updates:
         runtime.graph.upsert_nodes(updates)
+    failed = {e.document_id for e in report.errors}
+    for ref in segmented.values():
+        if ref.id in report.documents and ref.id not in failed:
+            _segment_done(runtime, job_id, ref, pipeline)
+    _release_followers(runtime, jobs, job_id, source, report)
     if jobs.finish_batch(job_id, batch, report):
         jobs.finalise(job_id)
+
+
+def _processed(dataset: str, doc_id: str, pipeline: Pipeline) -> Node:
+    properties = {
+        "status": "processed",
+        "processed_pipeline": pipeline.name,
+        "pipeline_version": pipeline.version,
+        "error": "",
+    }
+    return Node(id=doc_id, type="Document", dataset=dataset, properties=properties)
+
+
+def _failed(dataset: str, doc_id: str, error: str) -> Node:
+    properties = {"status": "failed", "error": error}
+    return Node(id=doc_id, type="Document", dataset=dataset, properties=properties)
+
+
+def _segment_key(job_id: str, doc_id: str, what: str) -> str:
+    """Job-scoped segment bookkeeping, dropped with the job's artifacts when it finishes."""
+    return f"job:{job_id}:artifact:segments:{doc_id}:{what}"
+
+
+def _segment_done(runtime: Runtime, job_id: str, ref: DocumentRef, pipeline: Pipeline) -> None:
+    """Count a segment written; the last one marks the document processed unless one failed."""
+    state, done = runtime.state, _segment_key(job_id, ref.id, "done")
+    state.add_member(done, str(ref.segment))  # a set: a repeated recording counts once
+    failed = _segment_key(job_id, ref.id, "failed")
+    if state.count_members(done) < ref.segments or state.get(failed) is not None:
+        return
+    runtime.graph.upsert_nodes([_processed(ref.dataset, ref.id, pipeline)])
+    # A segment failing meanwhile stored its error before marking the document failed, so
+    # either it marked it after this or its error is seen here.
+    if (error := state.get(failed)) is not None:
+        runtime.graph.upsert_nodes([_failed(ref.dataset, ref.id, error)])
+
+
+def _release_followers(
+    runtime: Runtime, jobs: JobTracker, job_id: str, source: DocumentBatch, report: WriteReport
+) -> None:
+    """Start the later segments' batches once the first segment is recorded (each once).
+
+    When the first segment failed (the document is failed with its error) or the job was
+    cancelled, they are recorded as having written nothing instead of being run.
+    """
+    if not source.followers:
+        return
+    first = source.documents[0].id
+    written = first in report.documents and all(e.document_id != first for e in report.errors)
+    stopped = not written or jobs.cancelled(job_id)
+    for follower in source.followers:
+        if not jobs.release(job_id, follower):
+            continue  # released by an earlier recording of this batch
+        if stopped:
+            record_batch(runtime, job_id, follower, None)
+        else:
+            _start(job_id, source.pipeline, follower)
