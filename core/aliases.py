@@ -18,6 +18,7 @@ the same canonical name (and hence the same entity id).
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable, Iterable
@@ -57,6 +58,9 @@ def tokens(name: str) -> list[str]:
     return _TOKEN.findall(unicodedata.normalize("NFKC", name))
 
 
+# Names recur across a batch's texts and every step compares them many times: the pure
+# functions below are cached (their results are immutable strings, or copied on the way out).
+@functools.lru_cache(maxsize=1 << 16)
 def strip_affixes(name: str) -> str:
     """The name without leading titles and trailing degrees or corporate suffixes.
 
@@ -76,6 +80,11 @@ def strip_affixes(name: str) -> str:
 
 def name_parts(name: str) -> list[str]:
     """Folded words of the stripped name; dotted initials split ("J.R.R." -> j, r, r)."""
+    return list(_name_parts(name))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _name_parts(name: str) -> tuple[str, ...]:
     parts: list[str] = []
     for word in tokens(strip_affixes(name)):
         if _DOTTED_INITIALS.match(word):
@@ -84,7 +93,7 @@ def name_parts(name: str) -> list[str]:
             bare = _bare(word).strip("\"'`“”‘’()[]{}")
             if bare:
                 parts.append(bare)
-    return parts
+    return tuple(parts)
 
 
 def resolution_key(name: str) -> str:
@@ -144,6 +153,26 @@ def same_entity(a: str, b: str) -> bool:
         if letters and len(letters) >= 2 and letters == initials_of(long):
             return True
     return _initials_match(parts_a, parts_b)
+
+
+def match_keys(name: str) -> set[str]:
+    """Keys such that two names `same_entity` accepts always share at least one.
+
+    One key per rule of `same_entity`: the sorted words (equal names, "Lopez, Maria"), the
+    acronym letters or capitalised-word initials ("NYC" ~ "New York City"), and the surname with
+    the word count (initials: "M. Lopez" ~ "Maria Lopez"). Looking names up by these keys finds
+    every candidate an alias rule could accept, without comparing all pairs.
+    """
+    parts = name_parts(name)
+    if not parts:
+        return set()
+    keys = {"words:" + " ".join(sorted(parts))}
+    for letters in (acronym_letters(name), initials_of(name)):
+        if letters:
+            keys.add("letters:" + letters)
+    if len(parts) >= 2 and len(parts[-1]) >= 2:
+        keys.add(f"surname:{parts[-1]}:{len(parts)}")
+    return keys
 
 
 def name_rank(name: str) -> tuple:

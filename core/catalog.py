@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from core.entity_keys import EntityKeyIndex
 from core.lexical import LexicalIndex
 from core.models.graph import Node, Removed, dataset_id, document_id
 from core.ports import BlobStore, GraphStore, VectorStore
@@ -108,12 +109,14 @@ class Catalog:
         blobs: BlobStore,
         max_bytes: int,
         lexical: LexicalIndex | None = None,
+        entity_keys: EntityKeyIndex | None = None,
     ) -> None:
         self.graph = graph
         self.vectors = vectors
         self.blobs = blobs
         self.max_bytes = max_bytes
         self.lexical = lexical
+        self.entity_keys = entity_keys
 
     def ensure_dataset(self, dataset: str) -> None:
         check_dataset_name(dataset)
@@ -261,6 +264,8 @@ class Catalog:
         self.vectors.delete_dataset(dataset)
         if self.lexical is not None:
             self.lexical.remove_dataset(dataset)
+        if self.entity_keys is not None:
+            self.entity_keys.forget_dataset(dataset)
         for key in filter(None, keys):
             self.blobs.delete(key)
         return removed

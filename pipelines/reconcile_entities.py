@@ -1,15 +1,17 @@
 """Entity resolution after writing: merge a batch's entities with near-duplicates in the store.
 
-Each entity the batch wrote is embedded once and compared with its nearest stored entities of
-the dataset (`Entity_name`, a few candidates above a similarity threshold; never all pairs).
-A candidate is accepted only when an alias rule agrees (`core/aliases.same_entity`) and the
-types fit: embeddings alone put "Maria Lopez" next to "Carlos Lopez". Accepted groups are
-merged into the entity named by `canonical_name`, a choice independent of arrival order.
+Each entity the batch wrote is filed in the entity key index (core/entity_keys.py) under its
+match keys, which returns the stored entities sharing a key: exactly the candidates an alias
+rule could accept, never all pairs. A candidate is accepted when an alias rule agrees
+(`core/aliases.same_entity`), the types fit, and the two names' embeddings are at least
+`threshold` alike: embeddings alone put "Maria Lopez" next to "Carlos Lopez", and rules alone
+would join names the model sees as unrelated. Accepted groups are merged into the entity named
+by `canonical_name`, a choice independent of arrival order.
 
 Why after writing: two batches that write "NYC" and "New York City" at the same time cannot
-see each other before they write. Each batch reconciles after its own write, so the later of
-the two sees both and merges them; both merging the same pair is harmless, because a merge
-is a set of upserts on deterministic ids followed by deletes.
+see each other before they write. Each batch files its entities and looks up in one atomic
+call, so the later of the two finds the other and merges them; both merging the same pair is
+harmless, because a merge is a set of upserts on deterministic ids followed by deletes.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
+import numpy as np
+
 from core.aliases import canonical_name, is_abbreviated, resolution_key, same_entity
+from core.entity_keys import EntityKeyIndex
 from core.models.graph import Edge, Node, Support, entity_id, normalise_name
 from core.models.vectors import VectorPoint
-from core.ports import Embedder, GraphStore, VectorStore, batched, search_many
+from core.ports import Embedder, GraphStore, VectorStore, batched
 from pipelines.graph_builder import ALIAS_OF, IS_A
 from pipelines.models import WriteReport
 from pipelines.resolve_entities import ALIAS, alias_id, types_compatible
@@ -30,10 +35,14 @@ ENTITY_COLLECTION = "Entity_name"
 # beside its canonical entity until the next reconcile).
 MAX_MERGE_EDGES = 50_000
 RECONCILE_BATCH = 256
+# Type node names by id, kept per process: a type's id is derived from its name, so the pair
+# never changes, while reading a type node loads its support (every entity of that type).
+_TYPE_NAMES: dict[str, str] = {}
+_TYPE_NAMES_MAX = 100_000
 
 
 class ReconcileEntities:
-    """Merges the entities a batch wrote with stored near-duplicates (vector candidates)."""
+    """Merges the entities a batch wrote with stored near-duplicates (key index candidates)."""
 
     name: ClassVar[str] = "reconcile_entities"
 
@@ -42,75 +51,90 @@ class ReconcileEntities:
         graph: GraphStore,
         vectors: VectorStore,
         embedder: Embedder,
+        keys: EntityKeyIndex,
         *,
         threshold: float = 0.6,
-        candidates: int = 5,
         enabled: bool = True,
     ) -> None:
         if not 0 <= threshold <= 1:
             raise ValueError(f"threshold must be a cosine similarity in [0, 1], got {threshold}")
-        if candidates < 1:
-            raise ValueError(f"candidates must be at least 1, got {candidates}")
-        self.graph, self.vectors, self.embedder = graph, vectors, embedder
-        self.threshold, self.candidates, self.enabled = threshold, candidates, enabled
+        self.graph, self.vectors, self.embedder, self.keys = graph, vectors, embedder, keys
+        self.threshold, self.enabled = threshold, enabled
 
     def run(self, report: WriteReport) -> WriteReport:
         if not self.enabled:
             return report
-        for part in batched(report.entity_ids, RECONCILE_BATCH):
-            self._reconcile(report.dataset, list(part))
+        names = sorted(report.entity_names.items())
+        for part in batched(names, RECONCILE_BATCH):
+            self._reconcile(report.dataset, dict(part))
         return report
 
-    def _reconcile(self, dataset: str, ids: list[str]) -> None:
-        nodes = [n for n in self.graph.get_nodes(ids) if n.type == "Entity" and n.name]
-        if not nodes:
-            return
-        vectors = self.embedder.embed([n.name for n in nodes])
-        nearest = search_many(
-            self.vectors,
-            ENTITY_COLLECTION,
-            vectors.tolist(),
-            datasets=[dataset],
-            limit=self.candidates + 1,
-        )
-        hits = {
-            node.id: [h.id for h in found if h.score >= self.threshold and h.id != node.id]
-            for node, found in zip(nodes, nearest, strict=True)
+    def _reconcile(self, dataset: str, names: dict[str, str]) -> None:
+        """Merge the named entities (id -> name) with the stored ones an alias rule accepts."""
+        candidates = self.keys.file_and_find(dataset, names)
+        pairs = {
+            (entity, other)
+            for entity, found in candidates.items()
+            for other, other_name in found.items()
+            if same_entity(names[entity], other_name)
         }
-        known = {n.id: n for n in nodes}
-        wanted = sorted({i for ids_ in hits.values() for i in ids_} - set(known))
-        known.update({n.id: n for n in self.graph.get_nodes(wanted) if n.type == "Entity"})
-        types = self._types(list(known))
+        if not pairs:
+            return  # the usual case, decided without reading the graph
+        # The graph has the last word: a candidate may have been merged away or deleted.
+        wanted = sorted({i for pair in pairs for i in pair})
+        known = {n.id: n for n in self.graph.get_nodes(wanted) if n.type == "Entity"}
+        pairs = {(a, b) for a, b in pairs if a in known and b in known}
+        if not pairs:
+            return
+        types = self._types(sorted({i for pair in pairs for i in pair}))
+        similar = self._similarity(pairs, known)
         links = [
-            (node.id, other)
-            for node in nodes
-            for other in hits[node.id]
-            if other in known
-            and same_entity(node.name, known[other].name)
-            and types_compatible(types.get(node.id, set()), types.get(other, set()))
+            (a, b)
+            for a, b in sorted(pairs)
+            if similar[(a, b)] >= self.threshold
+            and types_compatible(types.get(a, set()), types.get(b, set()))
         ]
-        for group in _groups(_unambiguous(links, known)):
+        seen = names | {i: n for found in candidates.values() for i, n in found.items()}
+        for group in _groups(_unambiguous(links, seen)):
             members = [known[i] for i in sorted(group)]
-            merge_entities(self.graph, self.vectors, self.embedder, dataset, members)
+            target = merge_entities(self.graph, self.vectors, self.embedder, dataset, members)
+            if target not in known:  # a canonical name no member had: file it too
+                self.keys.file_and_find(dataset, {target: canonical_name(m.name for m in members)})
+
+    def _similarity(
+        self, pairs: set[tuple[str, str]], known: dict[str, Node]
+    ) -> dict[tuple[str, str], float]:
+        """Cosine similarity of each pair's names (one embedding call for all of them)."""
+        ids = sorted({i for pair in pairs for i in pair})
+        vectors = dict(zip(ids, self.embedder.embed([known[i].name for i in ids]), strict=True))
+        return {(a, b): float(np.dot(vectors[a], vectors[b])) for a, b in pairs}
 
     def _types(self, ids: list[str]) -> dict[str, set[str]]:
         """Each entity's type names (read through its IS_A edges)."""
         targets: dict[str, set[str]] = {}
         for edge in self.graph.edges_of(ids, names=[IS_A], limit=len(ids) * 16):
             targets.setdefault(edge.source, set()).add(edge.target)
-        wanted = sorted({t for ts in targets.values() for t in ts})
-        names = {n.id: n.name for n in self.graph.get_nodes(wanted)}
-        return {i: {names.get(t, "") for t in ts} for i, ts in targets.items()}
+        wanted = sorted({t for ts in targets.values() for t in ts} - _TYPE_NAMES.keys())
+        if len(_TYPE_NAMES) + len(wanted) > _TYPE_NAMES_MAX:
+            _TYPE_NAMES.clear()
+        _TYPE_NAMES.update({n.id: n.name for n in self.graph.get_nodes(wanted)})
+        return {i: {_TYPE_NAMES.get(t, "") for t in ts} for i, ts in targets.items()}
 
 
-def _unambiguous(links: list[tuple[str, str]], known: dict[str, Node]) -> list[tuple[str, str]]:
-    """Links without abbreviated names that fit several different full names ("M. Lopez")."""
-    fits: dict[str, set[str]] = {}
-    for a, b in links:
-        for short, full in ((a, b), (b, a)):
-            if is_abbreviated(known[short].name) and not is_abbreviated(known[full].name):
-                fits.setdefault(short, set()).add(resolution_key(known[full].name))
-    ambiguous = {name for name, keys in fits.items() if len(keys) > 1}
+def _unambiguous(links: list[tuple[str, str]], names: dict[str, str]) -> list[tuple[str, str]]:
+    """Links without an abbreviated name that fits several different full names ("M. Lopez"
+    beside "Maria Lopez" and "Miguel Lopez"), judged among all the names looked up (id -> name):
+    any full name an abbreviation fits shares a match key with it, so it is among them."""
+    abbreviated = {i for link in links for i in link if is_abbreviated(names[i])}
+    ambiguous = set()
+    for short in abbreviated:
+        fits = {
+            resolution_key(name)
+            for other, name in names.items()
+            if other != short and not is_abbreviated(name) and same_entity(names[short], name)
+        }
+        if len(fits) > 1:
+            ambiguous.add(short)
     return [(a, b) for a, b in links if a not in ambiguous and b not in ambiguous]
 
 

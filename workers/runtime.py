@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from core.catalog import Catalog
+from core.entity_keys import EntityKeyIndex
 from core.lexical import LexicalIndex
 from core.ports import BlobStore, Embedder, Extractor, GraphStore, StateStore, VectorStore
 from core.settings import Settings
@@ -81,8 +82,9 @@ class Runtime:
 
     @cached_property
     def extractor(self) -> Extractor:
+        client = self.llm  # one client per process: its in-flight cap covers every LLM step
         with self._lock:
-            return factory.extractor(self.settings, self.state)
+            return factory.extractor(self.settings, client)
 
     @cached_property
     def llm(self) -> LLMClient | None:
@@ -105,7 +107,12 @@ class Runtime:
     @cached_property
     def catalog(self) -> Catalog:
         return Catalog(
-            self.graph, self.vectors, self.blobs, self.settings.max_file_bytes, self.lexical
+            self.graph,
+            self.vectors,
+            self.blobs,
+            self.settings.max_file_bytes,
+            self.lexical,
+            EntityKeyIndex(self.state),
         )
 
     def step(self, pipeline: Pipeline, name: str, options: dict[str, Any] | None = None) -> Step:
@@ -133,8 +140,8 @@ class Runtime:
                 self.graph,
                 self.vectors,
                 self.embedder,
+                EntityKeyIndex(self.state),
                 threshold=s.entity_match_threshold,
-                candidates=s.entity_match_candidates,
                 enabled=s.entity_reconcile,
             ),
             ExtractEvents.name: lambda: ExtractEvents.for_models(

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from core.aliases import canonical_name, group_names, same_entity, strip_affixes
+from core.aliases import canonical_name, group_names, match_keys, same_entity, strip_affixes
 from pipelines.summarize_documents import extractive_summary
 
 
@@ -29,6 +29,25 @@ from pipelines.summarize_documents import extractive_summary
 )
 def test_aliases_of_one_entity_match_both_ways(a: str, b: str) -> None:
     assert same_entity(a, b) and same_entity(b, a)
+    assert match_keys(a) & match_keys(b)  # the key index finds every pair a rule accepts
+
+
+def test_match_keys_find_every_pair_a_rule_accepts_in_a_crowd_of_names() -> None:
+    names = [
+        "Maria Lopez", "M. Lopez", "Carlos Lopez", "Prof. Maria Lopez", "Lopez, Maria", "ML",
+        "New York City", "NYC", "N.Y.C.", "New York", "NY", "United States", "U.S.", "USA",
+        "United States of America", "J. R. R. Tolkien", "John Ronald Reuel Tolkien", "Acme",
+        "Acme Inc.", "José López", "Jose Lopez", "Lopez", "C. Lopez", "Tolkien",
+    ]  # fmt: skip
+    index: dict[str, set[str]] = {}
+    for name in names:
+        for key in match_keys(name):
+            index.setdefault(key, set()).add(name)
+    for a, b in itertools.permutations(names, 2):
+        found = set().union(*(index[k] for k in match_keys(a)))
+        assert not same_entity(a, b) or b in found, (a, b)
+    # The keys narrow: "Maria Lopez" is not looked up beside "New York City" or "Tolkien".
+    assert not match_keys("Maria Lopez") & match_keys("New York City")
 
 
 @pytest.mark.parametrize(

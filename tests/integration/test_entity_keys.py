@@ -1,0 +1,81 @@
+"""The entity key index and the reconcile built on it: candidates share a match key, an
+ambiguous initial is never merged, and a removed dataset's sets go with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.entity_keys import PREFIX, EntityKeyIndex
+from core.models.graph import Node, entity_id
+from core.settings import Settings
+from core.stores.state_sqlite import SQLiteStateStore
+from pipelines.definitions import get_pipeline
+from pipelines.models import WriteReport
+from pipelines.reconcile_entities import ReconcileEntities
+from workers.runtime import Runtime
+
+pytestmark = pytest.mark.integration
+
+
+def test_candidates_are_the_stored_names_an_alias_rule_could_join(tmp_path: Path) -> None:
+    index = EntityKeyIndex(SQLiteStateStore(tmp_path / "state.db"))
+    first = index.file_and_find(
+        "d", {"e1": "New York City", "e2": "Maria Lopez", "e3": "Carlos Lopez"}
+    )
+    # Same surname, same length: candidates (the alias rules, not the index, keep them apart).
+    assert first == {"e1": {}, "e2": {"e3": "Carlos Lopez"}, "e3": {"e2": "Maria Lopez"}}
+    later = index.file_and_find("d", {"e4": "NYC", "e5": "M. Lopez", "e6": "Tolkien"})
+    assert later == {
+        "e4": {"e1": "New York City"},
+        "e5": {"e2": "Maria Lopez", "e3": "Carlos Lopez"},
+        "e6": {},
+    }
+    # Another dataset's names are never candidates.
+    assert index.file_and_find("other", {"x": "NYC"}) == {"x": {}}
+
+
+def test_removing_a_dataset_forgets_its_keys(tmp_path: Path) -> None:
+    runtime = Runtime(Settings(home=tmp_path / "home"))
+    try:
+        runtime.catalog.ensure_dataset("people")
+        runtime.catalog.ensure_dataset("places")
+        index = EntityKeyIndex(runtime.state)
+        index.file_and_find("people", {"e1": "Maria Lopez"})
+        index.file_and_find("places", {"e2": "New York City"})
+        runtime.catalog.remove_dataset("people")
+        assert runtime.state.keys(f"{PREFIX}people:") == []
+        assert runtime.state.keys(f"{PREFIX}places:") != []
+    finally:
+        runtime.close()
+
+
+def test_an_initial_fitting_two_stored_people_stays_when_one_of_them_comes_again(
+    tmp_path: Path,
+) -> None:
+    runtime = Runtime(Settings(home=tmp_path / "home"))
+    try:
+        runtime.catalog.ensure_dataset("people")
+        reconcile = runtime.step(get_pipeline("default"), ReconcileEntities.name)
+
+        def write(*names: str) -> None:
+            nodes = [
+                Node(id=entity_id("people", n), type="Entity", dataset="people", name=n)
+                for n in names
+            ]
+            runtime.graph.upsert_nodes(nodes)
+            reconcile.run(
+                WriteReport(dataset="people", entity_names={n.id: n.name for n in nodes})
+            )
+
+        write("M. Lopez", "Maria Lopez", "Miguel Lopez")
+        write("Maria Lopez")  # a later document names Maria again
+        stored = {n.name for n in runtime.graph.find_nodes("people", "Entity")}
+        assert stored == {"M. Lopez", "Maria Lopez", "Miguel Lopez"}
+        write("Ana Ruiz")
+        write("A. Ruiz")  # one full name fits: merged into it
+        stored = {n.name for n in runtime.graph.find_nodes("people", "Entity")}
+        assert stored == {"M. Lopez", "Maria Lopez", "Miguel Lopez", "Ana Ruiz"}
+    finally:
+        runtime.close()
