@@ -9,10 +9,20 @@ from core.lexical import LexicalDoc, LexicalIndex
 from core.models.graph import Edge, Node
 from core.models.vectors import VectorPoint
 from core.ports import Embedder, GraphStore, VectorStore, batched
-from pipelines.graph_builder import STRUCTURAL_EDGES, BuiltGraph, EmbedItem, build_graph
+from pipelines.graph_builder import (
+    EDGE_TYPE,
+    STRUCTURAL_EDGES,
+    BuiltGraph,
+    EmbedItem,
+    build_graph,
+)
 from pipelines.models import ExtractedBatch, WriteReport
 from pipelines.resolve_entities import add_alias_nodes
 from pipelines.summarize_documents import add_document_summaries
+
+# Nodes shared by many documents whose vector depends only on their id (a name the id is derived
+# from): once stored, re-embedding them is wasted work for the embedder and the vector index.
+SHARED_NAME_TYPES = frozenset({"Entity", EDGE_TYPE})
 
 
 class AddDataPoints:
@@ -79,24 +89,27 @@ class AddDataPoints:
         add_alias_nodes(built, batch.dataset, aliases)
         summaries = [s for s in batch.document_summaries if s.document_id not in failed]
         add_document_summaries(built, batch.dataset, summaries)
-        entity_ids = sorted(n.id for n in built.nodes.values() if n.type == "Entity")
-        # Entities stored before this write were reconciled by the batch that created them.
-        stored = {n.id for n in self.graph.get_nodes(entity_ids)}
+        # Vectors before the graph: a node is stored only once its vectors are, so a name
+        # whose node is already stored (an entity or relation name of earlier documents) need
+        # not be embedded and indexed again, even when this write is a retry after a crash.
+        stored = self.graph.existing(
+            [n.id for n in built.nodes.values() if n.type in SHARED_NAME_TYPES]
+        )
+        vectors = self._write_vectors(batch.dataset, built, skip=stored)
         started = time.perf_counter()
         self._write_graph(built)
         graph_write_ms = round((time.perf_counter() - started) * 1000)
-        vectors = self._write_vectors(batch.dataset, built)
         self._index_terms(batch.dataset, built)
         relations = [e for e in built.edges.values() if e.name not in STRUCTURAL_EDGES]
         return WriteReport(
             dataset=batch.dataset,
             documents=[doc.id for doc in documents],
             chunks=sum(1 for n in built.nodes.values() if n.type == "DocumentChunk"),
-            entities=sum(1 for n in built.nodes.values() if n.type == "Entity"),
+            entities=sum(1 for n in built.nodes.values() if _is_entity(n, built)),
             relationships=len(relations),
             vectors=vectors,
             errors=list(batch.errors),
-            entity_ids=[i for i in entity_ids if i not in stored],
+            entity_names={n.id: n.name for n in built.nodes.values() if n.type == "Entity"},
             nodes_written=len(built.nodes),
             edges_written=len(built.edges),
             graph_write_ms=graph_write_ms,
@@ -129,10 +142,11 @@ class AddDataPoints:
         ]
         self.lexical.add(dataset, docs)
 
-    def _write_vectors(self, dataset: str, built: BuiltGraph) -> int:
+    def _write_vectors(self, dataset: str, built: BuiltGraph, skip: set[str] = frozenset()) -> int:
+        """Embed and upsert the built graph's index fields, except the nodes in `skip`."""
         total = 0
         for collection, items in built.to_embed.items():
-            unique = list({item.id: item for item in items}.values())
+            unique = [i for i in {item.id: item for item in items}.values() if i.id not in skip]
             for part in batched(unique, self.embed_batch_size * 8):
                 total += self._embed_and_upsert(dataset, collection, list(part))
         return total
@@ -145,3 +159,8 @@ class AddDataPoints:
         ]
         self.vectors.upsert(collection, points)
         return len(points)
+
+
+def _is_entity(node: Node, built: BuiltGraph) -> bool:
+    """Entities are Entity nodes, or under a custom graph model the nodes of its classes."""
+    return node.type == "Entity" or node.type in built.custom_fields

@@ -41,12 +41,16 @@ STRUCTURAL_EDGES = (
 IN_TABLE, REFERENCES = "IN_TABLE", "REFERENCES"
 STRUCTURAL_EDGES |= {IN_TABLE}
 
+# A relationship name of a dataset: a node without edges whose vector (EdgeType_relationship_name)
+# scores relations by name in graph search; its support is the chunks whose edges use the name.
+EDGE_TYPE = "EdgeType"
+
 # Node type -> its fields embedded into the `<Type>_<field>` collections.
 INDEX_FIELDS: dict[str, tuple[str, ...]] = {
     "DocumentChunk": ("text",),
     "Entity": ("name",),
     "TextSummary": ("text",),
-    "EdgeType": ("relationship_name",),
+    EDGE_TYPE: ("relationship_name",),
     "Event": ("text",),
     "TableRow": ("text",),
     "Table": ("name",),
@@ -132,6 +136,8 @@ def build_graph(
             text = node.name if field_name == "name" else _text(node.properties.get(field_name))
             if text.strip():
                 payload = {"type": node.type}
+                if node.type == EDGE_TYPE:  # graph search weighs edges by their name's score
+                    payload["name"] = node.name
                 if NODE_SET in node.properties:
                     payload[NODE_SET] = node.properties[NODE_SET]
                 built.embed(f"{node.type}_{field_name}", EmbedItem(node.id, text, payload))
@@ -232,13 +238,17 @@ def _add_chunk(built: BuiltGraph, dataset: str, chunk: Chunk, graph: KnowledgeGr
                 properties={"description": rel.description},
             )
         )
-        built.embed(
-            "EdgeType_relationship_name",
-            EmbedItem(
-                edge_type_id(dataset, name),
-                relation_label(name),
-                {"type": "EdgeType", "name": name},
-            ),
+        # The relation name's node (embedded below) carries the support of the chunks using the
+        # name: deleting the last of them removes the node and, by its id, the name's vector.
+        built.add_node(
+            Node(
+                id=edge_type_id(dataset, name),
+                type=EDGE_TYPE,
+                dataset=dataset,
+                name=name,
+                support=support,
+                properties={"relationship_name": relation_label(name)},
+            )
         )
 
 
