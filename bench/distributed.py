@@ -62,13 +62,11 @@ def run(args: argparse.Namespace, copies: int, latency_ms: int) -> dict[str, obj
     one process for `ingest`, one whose threads only wait on the LLM (`llm`)."""
     home = Path(tempfile.mkdtemp(prefix="cogmill-dbench-"))
     if latency_ms:
-        llm_threads = args.llm_threads
         workers = [
             ["--queues", "ingest", "--concurrency", str(args.threads)],
-            ["--queues", "llm", "--concurrency", str(llm_threads)],
+            ["--queues", "llm", "--concurrency", str(args.llm_threads)],
         ]
     else:
-        llm_threads = args.workers * args.threads
         workers = [["--concurrency", str(args.threads)]] * args.workers
     # Chat answers take `latency_ms`; embeddings are instant (a stand-in for a fast endpoint).
     with LLMTestServer(latency_ms=latency_ms, embedding_latency_ms=0, embedding_dim=384) as llm:
@@ -82,7 +80,10 @@ def run(args: argparse.Namespace, copies: int, latency_ms: int) -> dict[str, obj
             "COGMILL_VECTOR_STORE": "neo4j",
             "COGMILL_LLM_BASE_URL": llm.base_url,
             "COGMILL_EMBEDDING_BASE_URL": llm.base_url,
-            "COGMILL_LLM_CONCURRENCY": str(max(1, args.in_flight // llm_threads)),
+            # In flight per process: one llm process when the LLM is slow, else every worker.
+            "COGMILL_LLM_CONCURRENCY": str(
+                args.in_flight if latency_ms else max(1, args.in_flight // len(workers))
+            ),
             "COGMILL_BATCH_SIZE": str(args.batch_size),
             "COGMILL_LOG_LEVEL": os.environ.get("COGMILL_LOG_LEVEL", "WARNING"),
         }
@@ -155,7 +156,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2, help="worker threads per process")
     parser.add_argument("--in-flight", type=int, default=32, help="LLM calls in flight, in all")
-    parser.add_argument("--llm-threads", type=int, default=32, help="threads of the llm worker")
+    parser.add_argument("--llm-threads", type=int, default=8, help="threads of the llm worker")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--limit", type=int, default=None, help="passages per copy")
     parser.add_argument("--warmup", type=float, default=8.0)

@@ -12,6 +12,7 @@ from kombu import Queue
 from core.settings import Settings
 
 LLM_QUEUE, INGEST_QUEUE = "llm", "ingest"
+PRIORITY_LEVELS = 10  # Redis: 0 is served first
 
 
 def celery_config(settings: Settings) -> dict[str, object]:
@@ -39,6 +40,11 @@ def celery_config(settings: Settings) -> dict[str, object]:
             # restart (AOF); by default it would then block redelivery for 300 s.
             "unacked_mutex_expire": min(300, settings.visibility_timeout_seconds),
             "polling_interval": 0.1,
+            # Queues live under the same prefix as the state: two deployments sharing a Redis
+            # server (COGMILL_REDIS_PREFIX) must never take each other's tasks.
+            "global_keyprefix": settings.redis_prefix,
+            # One list per priority: a batch's later steps go first (workers/tasks.py).
+            "priority_steps": list(range(PRIORITY_LEVELS)),
         },
         "broker_connection_retry_on_startup": True,
         # A chain's next step is published when the previous one ends; keep retrying that

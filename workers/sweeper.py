@@ -62,7 +62,7 @@ def sweep(runtime: Runtime, app: Celery, stall_seconds: float, now: float | None
 
     now = time.time() if now is None else now
     jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
-    candidates = [job for job in jobs.list() if stalled(jobs, job, stall_seconds, now)]
+    candidates = [job for job in jobs.list(live=False) if stalled(jobs, job, stall_seconds, now)]
     if not candidates or queued_messages(app):
         return 0  # queued work may belong to these jobs: waiting is not stalling
     resumed = 0

@@ -20,7 +20,7 @@ from core.ports import StoreError
 from pipelines.base import step_types
 from pipelines.definitions import get_pipeline
 from pipelines.models import DocumentBatch, WriteReport
-from workers.celery_app import INGEST_QUEUE, LLM_QUEUE, app
+from workers.celery_app import INGEST_QUEUE, LLM_QUEUE, PRIORITY_LEVELS, app
 from workers.jobs import JobTracker
 from workers.orchestration import record_batch
 from workers.runtime import current_runtime
@@ -94,7 +94,7 @@ def _run_step(
         error = RuntimeError(f"started {deliveries - 1} times without finishing; parked")
         record_batch(runtime, job_id, batch, _failed_report(jobs, job_id, batch, step, error))
         return None
-    instance = runtime.step(get_pipeline(pipeline), step, jobs.get(job_id).options)
+    instance = runtime.step(get_pipeline(pipeline), step, jobs.get(job_id, live=False).options)
     input_type = step_types(type(instance))[0]
     data = input_type.model_validate_json(jobs.artifact(in_key))
     try:
@@ -144,6 +144,13 @@ def finish_batch(report_key: str | None, job_id: str, batch: int) -> None:
     ride_out_store_outages(work)
 
 
+def step_priority(position: int) -> int:
+    """A later step is served first (0 is first): a batch that got its LLM answers moves on to
+    its writes instead of waiting behind every other batch's first steps, so writing overlaps
+    the LLM calls still running, and a job drains steadily instead of all at its end."""
+    return max(0, PRIORITY_LEVELS - 1 - position)
+
+
 def batch_chain(
     job_id: str, pipeline: str, steps: list[str], batch: int, in_key: str | None = None
 ) -> Signature:
@@ -152,14 +159,20 @@ def batch_chain(
     `in_key` is the first step's input (default: the batch's planned input); the sweeper
     resumes a batch with the steps left after its last stored output.
     """
+    order = get_pipeline(pipeline).step_names
     signatures = [
         run_step.signature(
             kwargs={"job_id": job_id, "pipeline": pipeline, "step": step, "batch": batch},
             queue=LLM_QUEUE if step in LLM_STEPS else INGEST_QUEUE,
+            priority=step_priority(order.index(step)),
         )
         for step in steps
     ]
     first_input = in_key or batch_input_key(job_id, batch)
-    finish = finish_batch.signature(kwargs={"job_id": job_id, "batch": batch}, queue=INGEST_QUEUE)
+    finish = finish_batch.signature(
+        kwargs={"job_id": job_id, "batch": batch},
+        queue=INGEST_QUEUE,
+        priority=step_priority(len(order)),
+    )
     (signatures[0] if signatures else finish).args = (first_input,)
     return chain(*signatures, finish)
