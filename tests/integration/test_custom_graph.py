@@ -1,8 +1,10 @@
-"""Custom graph models and ontologies through real embedded jobs (Celery threads, SQLite, Qdrant
-Edge, the local embedder): offline, and with the test LLM server answering the custom schema."""
+"""Custom graph models and ontologies through real jobs (Celery threads, the local embedder) on
+both backends (embedded: SQLite + Qdrant Edge; Neo4j + Redis): offline, and with the test LLM
+server answering the custom schema. The API and CLI checks run embedded only."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,12 +21,11 @@ from pipelines.classify import check_supported
 from pipelines.graph_builder import SUBCLASS_OF
 from retrieval.models import SearchType
 from retrieval.search import search
+from tests.backends import Backend, backend_fixture  # noqa: F401 - the fixture `backend`
 from tests.llm_server import LLMTestServer
-from workers.celery_app import configure
-from workers.embedded import EmbeddedWorker
 from workers.jobs import JobTracker
 from workers.orchestration import cognify
-from workers.runtime import Runtime, use_runtime
+from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 
@@ -78,38 +79,36 @@ def llm_server() -> Iterator[LLMTestServer]:
         yield server
 
 
-def start(tmp_path: Path, embedder: object, **settings: Any) -> Iterator[Runtime]:
-    rt = Runtime(Settings(home=tmp_path / "home", **settings))
-    rt.__dict__["embedder"] = embedder  # share the loaded model (a cached_property slot)
-    use_runtime(rt)
-    with EmbeddedWorker(configure(rt.settings), threads=2):
+@pytest.fixture
+def offline(backend: Backend, embedder: object) -> Iterator[Runtime]:
+    with backend.runtime({"embedder": embedder}) as rt:
         yield rt
-    rt.close()
-    use_runtime(None)
 
 
 @pytest.fixture
-def offline(tmp_path: Path, embedder: object) -> Iterator[Runtime]:
-    yield from start(tmp_path, embedder)
+def with_llm(backend: Backend, embedder: object, llm_server: LLMTestServer) -> Iterator[Runtime]:
+    settings = {"llm_base_url": llm_server.base_url, "llm_api_key": "test"}
+    with backend.runtime({"embedder": embedder}, **settings) as rt:
+        yield rt
 
 
 @pytest.fixture
-def with_llm(tmp_path: Path, embedder: object, llm_server: LLMTestServer) -> Iterator[Runtime]:
-    yield from start(tmp_path, embedder, llm_base_url=llm_server.base_url, llm_api_key="test")
+def dataset(backend: Backend) -> str:
+    return backend.dataset(DATASET)
 
 
-def add_texts(rt: Runtime, tmp_path: Path, **texts: str) -> None:
-    rt.catalog.ensure_dataset(DATASET)
+def add_texts(rt: Runtime, dataset: str, tmp_path: Path, **texts: str) -> None:
+    rt.catalog.ensure_dataset(dataset)
     report = AddReport()
     for name, text in texts.items():
         path = tmp_path / f"{name}.txt"
         path.write_text(text, encoding="utf-8")
-        rt.catalog.add_file(DATASET, path, path.name, report, check_supported)
+        rt.catalog.add_file(dataset, path, path.name, report, check_supported)
     assert len(report.added) == len(texts)
 
 
-def run(rt: Runtime, options: dict[str, Any], mode: str = "changed") -> Job:
-    job = cognify(rt, DATASET, None, mode, options)
+def run(rt: Runtime, dataset: str, options: dict[str, Any], mode: str = "changed") -> Job:
+    job = cognify(rt, dataset, None, mode, options)
     tracker, deadline = JobTracker(rt.state), time.monotonic() + 120
     while not job.status.finished:
         assert time.monotonic() < deadline, f"job did not finish: {job}"
@@ -119,66 +118,66 @@ def run(rt: Runtime, options: dict[str, Any], mode: str = "changed") -> Job:
     return job
 
 
-def nodes(rt: Runtime, node_type: str) -> dict[str, Any]:
-    return {n.name: n for n in rt.graph.find_nodes(DATASET, node_type)}
+def nodes(rt: Runtime, node_type: str, dataset: str = DATASET) -> dict[str, Any]:
+    return {n.name: n for n in rt.graph.find_nodes(dataset, node_type)}
 
 
 def test_offline_extraction_fills_the_custom_classes_and_search_finds_them(
-    offline: Runtime, tmp_path: Path
+    offline: Runtime, tmp_path: Path, dataset: str
 ) -> None:
-    add_texts(offline, tmp_path, curie=CURIE)
-    run(offline, {"graph_model": SCHEMA})
-    humans, orgs, cities = (nodes(offline, t) for t in ("Human", "Organization", "City"))
+    add_texts(offline, dataset, tmp_path, curie=CURIE)
+    run(offline, dataset, {"graph_model": SCHEMA})
+    humans, orgs, cities = (nodes(offline, t, dataset) for t in ("Human", "Organization", "City"))
     assert set(humans) == {"Marie Curie", "Pierre Curie"}
     assert set(orgs) == {"University of Paris"}
     assert set(cities) == {"Warsaw"}  # Location -> City by alias; the date 1895 is dropped
-    assert nodes(offline, "Entity") == {}  # the custom model replaced the default types
-    counts = offline.graph.count(DATASET)
-    assert counts["Human"] == 2 and offline.vectors.count("Human_name", dataset=DATASET) == 2
-    assert offline.vectors.count("Human_occupation", dataset=DATASET) == 0  # values need an LLM
+    assert nodes(offline, "Entity", dataset) == {}  # the custom model replaced the default types
+    counts = offline.graph.count(dataset)
+    assert counts["Human"] == 2 and offline.vectors.count("Human_name", dataset=dataset) == 2
+    assert offline.vectors.count("Human_occupation", dataset=dataset) == 0  # values need an LLM
     hits = offline.vectors.search("Human_name", offline.embedder.embed(["Marie Curie"])[0].tolist(),
-                                  datasets=[DATASET], limit=1)  # fmt: skip
-    assert hits[0].id == entity_id(DATASET, "Marie Curie")
-    found = search(offline.retrieval(), "Where did Marie Curie work?", [DATASET],
+                                  datasets=[dataset], limit=1)  # fmt: skip
+    assert hits[0].id == entity_id(dataset, "Marie Curie")
+    found = search(offline.retrieval(), "Where did Marie Curie work?", [dataset],
                    SearchType.GRAPH_COMPLETION, 5)  # fmt: skip
     assert any("Marie Curie —worked at→ University of Paris" in r.text for r in found.results)
 
 
 def test_the_llm_answers_in_the_custom_schema_with_field_values(
-    with_llm: Runtime, tmp_path: Path, llm_server: LLMTestServer
+    with_llm: Runtime, tmp_path: Path, llm_server: LLMTestServer, dataset: str
 ) -> None:
     schema = {**SCHEMA, "$defs": {k: v for k, v in SCHEMA["$defs"].items() if k != "Human"}}
     schema["$defs"]["Person"] = SCHEMA["$defs"]["Human"]  # the test server's type names
     calls = llm_server.calls()
-    add_texts(with_llm, tmp_path, lovelace=LOVELACE)
-    run(with_llm, {"graph_model": schema})
+    add_texts(with_llm, dataset, tmp_path, lovelace=LOVELACE)
+    run(with_llm, dataset, {"graph_model": schema})
     assert llm_server.calls() > calls
-    people = nodes(with_llm, "Person")
+    people = nodes(with_llm, "Person", dataset)
     assert set(people) == {"Ada Lovelace", "Charles Babbage"}
     ada = people["Ada Lovelace"].properties
     assert ada["occupation"] == "occupation of Ada Lovelace" and ada["birth_year"] == 12
-    assert set(nodes(with_llm, "Organization")) == {"Analytical Labs"}
-    assert with_llm.vectors.count("Person_occupation", dataset=DATASET) == 2
-    found = search(with_llm.retrieval(), "Who did Ada Lovelace work with?", [DATASET],
+    assert set(nodes(with_llm, "Organization", dataset)) == {"Analytical Labs"}
+    assert with_llm.vectors.count("Person_occupation", dataset=dataset) == 2
+    found = search(with_llm.retrieval(), "Who did Ada Lovelace work with?", [dataset],
                    SearchType.GRAPH_COMPLETION, 3)  # fmt: skip
     assert "Ada Lovelace —worked with→ Charles Babbage" in found.results[0].text
     # Deleting the document removes the custom nodes with everything else it supported.
-    with_llm.catalog.remove_named(DATASET, "lovelace.txt")
-    assert nodes(with_llm, "Person") == {}
-    assert with_llm.vectors.count("Person_occupation", dataset=DATASET) == 0
+    with_llm.catalog.remove_named(dataset, "lovelace.txt")
+    assert nodes(with_llm, "Person", dataset) == {}
+    assert with_llm.vectors.count("Person_occupation", dataset=dataset) == 0
 
 
 def test_ontology_matches_carry_uris_and_the_class_hierarchy_is_written(
-    offline: Runtime, tmp_path: Path
+    offline: Runtime, tmp_path: Path, dataset: str
 ) -> None:
     owl = tmp_path / "science.owl"
     owl.write_text(SCIENCE_OWL, encoding="utf-8")
-    add_texts(offline, tmp_path, curie=CURIE, lovelace=LOVELACE)
-    run(offline, {"ontology": store_ontology_file(offline.blobs, owl)})
-    entities = nodes(offline, "Entity")
+    add_texts(offline, dataset, tmp_path, curie=CURIE, lovelace=LOVELACE)
+    run(offline, dataset, {"ontology": store_ontology_file(offline.blobs, owl)})
+    entities = nodes(offline, "Entity", dataset)
     assert entities["Marie Curie"].properties["ontology_uri"] == "http://example.org/sci#MarieCurie"
     assert "ontology_uri" not in entities["Pierre Curie"].properties
-    types = nodes(offline, "EntityType")
+    types = nodes(offline, "EntityType", dataset)
     assert types["Person"].properties["ontology_uri"] == "http://example.org/sci#Person"
     assert types["Location"].properties["ontology_uri"] == "http://example.org/sci#Location"
     scientist = types["Scientist"]
@@ -187,10 +186,10 @@ def test_ontology_matches_carry_uris_and_the_class_hierarchy_is_written(
     is_a = offline.graph.edges_of([entities["Marie Curie"].id], names=["IS_A"])
     assert {e.target for e in is_a} == {scientist.id, types["Person"].id}
     # The hierarchy belongs to the documents that matched it: gone with them.
-    offline.catalog.remove_named(DATASET, "curie.txt")
-    assert "Scientist" not in nodes(offline, "EntityType")
+    offline.catalog.remove_named(dataset, "curie.txt")
+    assert "Scientist" not in nodes(offline, "EntityType", dataset)
     assert offline.graph.edges_of([scientist.id], names=[SUBCLASS_OF]) == []
-    assert "Person" in nodes(offline, "EntityType")  # still the type of Ada Lovelace
+    assert "Person" in nodes(offline, "EntityType", dataset)  # still the type of Ada Lovelace
 
 
 def test_the_api_validates_and_applies_graph_models_and_ontologies(
@@ -240,3 +239,16 @@ def test_the_cli_refuses_bad_graph_models_and_ontologies_with_exit_code_2(tmp_pa
     notes.write_text("x")
     result = CliRunner().invoke(app, ["cognify", DATASET, "--ontology", str(notes)], env=env)
     assert result.exit_code == 2 and "unknown extension .pdf" in result.output
+
+
+def test_a_jobs_entity_count_counts_the_custom_classes(
+    offline: Runtime, tmp_path: Path, dataset: str
+) -> None:
+    add_texts(offline, dataset, tmp_path, curie=CURIE)
+    job = run(offline, dataset, {"graph_model": SCHEMA})
+    counts = offline.graph.count(dataset)
+    custom = sum(counts.get(t, 0) for t in SCHEMA["$defs"])
+    assert custom == 4 and "Entity" not in counts
+    # What `cogmill jobs show` prints and GET /jobs/{id} returns: the stored job's counts.
+    shown = json.loads(JobTracker(offline.state).get(job.id).model_dump_json())
+    assert shown["counts"]["entities"] == custom == job.counts["entities"]

@@ -1,6 +1,6 @@
-"""The structured pipeline end to end in embedded mode: record files and a database become
-Table/TableRow nodes with REFERENCES edges, written by real Celery worker threads, and graph
-search follows a reference from a row to the row it names."""
+"""The structured pipeline end to end on both backends (embedded, Neo4j + Redis): record files
+and a database become Table/TableRow nodes with REFERENCES edges, written by real Celery worker
+threads, and graph search follows a reference from a row to the row it names."""
 
 from __future__ import annotations
 
@@ -22,11 +22,10 @@ from pipelines.structured import ROW_COLLECTION, declare_keys, row_id, table_id
 from pipelines.tables import check_source, snapshot_sql
 from retrieval.models import SearchType
 from retrieval.search import search
-from workers.celery_app import configure
-from workers.embedded import EmbeddedWorker
+from tests.backends import Backend, backend_fixture, embedded_only  # noqa: F401 - `backend`
 from workers.jobs import JobTracker
 from workers.orchestration import cognify
-from workers.runtime import Runtime, use_runtime
+from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 
@@ -59,14 +58,14 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 
 
 @pytest.fixture
-def runtime(tmp_path: Path, models: dict[str, object]) -> Iterator[Runtime]:
-    rt = Runtime(Settings(home=tmp_path / "home", write_batch_size=4))  # several row batches
-    rt.__dict__.update(models)
-    use_runtime(rt)
-    with EmbeddedWorker(configure(rt.settings), threads=2):
+def runtime(backend: Backend, models: dict[str, object]) -> Iterator[Runtime]:
+    with backend.runtime(models, write_batch_size=4) as rt:  # several row batches
         yield rt
-    rt.close()
-    use_runtime(None)
+
+
+@pytest.fixture
+def dataset(backend: Backend) -> str:
+    return backend.dataset("shop")
 
 
 @pytest.fixture
@@ -79,7 +78,7 @@ def shop(tmp_path: Path) -> Path:
     return folder
 
 
-def add(rt: Runtime, folder: Path, dataset: str = "shop") -> AddReport:
+def add(rt: Runtime, folder: Path, dataset: str) -> AddReport:
     rt.catalog.ensure_dataset(dataset)
     report = AddReport()
     for path in sorted(folder.iterdir()):
@@ -87,7 +86,7 @@ def add(rt: Runtime, folder: Path, dataset: str = "shop") -> AddReport:
     return report
 
 
-def run(rt: Runtime, dataset: str = "shop", mode: str = "changed") -> Job:
+def run(rt: Runtime, dataset: str, mode: str = "changed") -> Job:
     job = cognify(rt, dataset, mode=mode)
     tracker = JobTracker(rt.state)
     deadline = time.monotonic() + 120
@@ -102,36 +101,36 @@ def row(dataset: str, table: str, key: str) -> str:
     return row_id(table_id(dataset, table), (key,), 0)
 
 
-def references(rt: Runtime, dataset: str = "shop") -> set[tuple[str, str]]:
+def references(rt: Runtime, dataset: str) -> set[tuple[str, str]]:
     rows = rt.graph.find_nodes(dataset, "TableRow", limit=1000)
     names = {r.id: r.name for r in rows}
     edges = rt.graph.edges_of(list(names), names=["REFERENCES"], limit=1000)
     return {(names[e.source], names[e.target]) for e in edges}
 
 
-def snapshot(rt: Runtime, dataset: str = "shop") -> dict[str, int]:
+def snapshot(rt: Runtime, dataset: str) -> dict[str, int]:
     counts = rt.graph.count(dataset)
     counts["row_vectors"] = rt.vectors.count(ROW_COLLECTION, dataset=dataset)
     return counts
 
 
 def test_tables_become_rows_and_references_that_graph_search_follows(
-    runtime: Runtime, shop: Path
+    runtime: Runtime, shop: Path, dataset: str
 ) -> None:
-    add(runtime, shop)
-    docs = runtime.graph.find_nodes("shop", "Document")
+    add(runtime, shop, dataset)
+    docs = runtime.graph.find_nodes(dataset, "Document")
     assert {d.properties["pipeline"] for d in docs} == {"structured"}
-    job = run(runtime)
+    job = run(runtime, dataset)
     assert job.status is JobStatus.SUCCEEDED and job.errors == []
     assert job.counts["documents"] == 3 and job.counts["chunks"] == 14  # rows
     assert job.counts["relationships"] == 11  # 6 orders -> product, 5 -> a known customer
-    counts = snapshot(runtime)
+    counts = snapshot(runtime, dataset)
     assert counts["Table"] == 3 and counts["TableRow"] == 14 and counts["row_vectors"] == 14
-    found = references(runtime)
+    found = references(runtime, dataset)
     assert ("orders 1001", "customers C002") in found
     assert ("orders 1001", "products SKU-RB1") in found
     assert not any(source == "orders 1006" and "customers" in t for source, t in found)
-    [orders] = runtime.graph.find_nodes("shop", "Table", name="orders")
+    [orders] = runtime.graph.find_nodes(dataset, "Table", name="orders")
     assert orders.properties["primary_key"] == ["order_id"]
     assert orders.properties["dangling_references"] == 1  # C009 is no customer
     assert set(orders.properties["foreign_keys"]) == {
@@ -140,56 +139,60 @@ def test_tables_become_rows_and_references_that_graph_search_follows(
     }
 
     query = "Which city does the customer live in who sent a birthday message to Grandma Rosa?"
-    response = search(runtime.retrieval(), query, ["shop"], SearchType.GRAPH_COMPLETION, 5)
+    response = search(runtime.retrieval(), query, [dataset], SearchType.GRAPH_COMPLETION, 5)
     hit = next(r for r in response.results if "REFERENCES" in r.text.split("\n")[0])
     assert hit.text.startswith("orders 1001 —REFERENCES→ customers C002"), hit.text
     assert "Grandma Rosa" in hit.text and "city: Porto" in hit.text
     cited = {(s.document_name, s.chunk_id) for s in hit.sources}
     assert cited == {
-        ("orders.csv", row("shop", "orders", "1001")),
-        ("customers.csv", row("shop", "customers", "C002")),
+        ("orders.csv", row(dataset, "orders", "1001")),
+        ("customers.csv", row(dataset, "customers", "C002")),
     }
 
 
 def test_rerun_is_idempotent_and_deleting_a_table_removes_its_references(
-    runtime: Runtime, shop: Path
+    runtime: Runtime, shop: Path, dataset: str
 ) -> None:
-    add(runtime, shop)
-    assert run(runtime).status is JobStatus.SUCCEEDED
-    before = snapshot(runtime)
-    again = run(runtime, mode="all")
-    assert again.status is JobStatus.SUCCEEDED and snapshot(runtime) == before
-    assert run(runtime).message.startswith("nothing to do")
+    add(runtime, shop, dataset)
+    assert run(runtime, dataset).status is JobStatus.SUCCEEDED
+    before = snapshot(runtime, dataset)
+    again = run(runtime, dataset, mode="all")
+    assert again.status is JobStatus.SUCCEEDED and snapshot(runtime, dataset) == before
+    assert run(runtime, dataset).message.startswith("nothing to do")
 
-    runtime.catalog.remove_named("shop", "customers.csv")
-    after = snapshot(runtime)
+    runtime.catalog.remove_named(dataset, "customers.csv")
+    after = snapshot(runtime, dataset)
     assert after["TableRow"] == 9 and after["row_vectors"] == 9
-    assert {t for _, t in references(runtime)} == {
+    assert {t for _, t in references(runtime, dataset)} == {
         "products SKU-RB1", "products SKU-TT2", "products SKU-GL3"
     }  # fmt: skip
 
 
 def test_declared_keys_relink_the_tables_on_the_next_plain_cognify(
-    runtime: Runtime, shop: Path
+    runtime: Runtime, shop: Path, dataset: str
 ) -> None:
     (shop / "reviews.csv").write_text(
         "review,by,stars\nLovely bike,bruno@example.com,5\nLeaky kettle,alice@example.com,2\n"
     )
-    add(runtime, shop)
-    assert run(runtime).status is JobStatus.SUCCEEDED
-    assert not any(s.startswith("reviews") for s, _ in references(runtime))
+    add(runtime, shop, dataset)
+    assert run(runtime, dataset).status is JobStatus.SUCCEEDED
+    assert not any(s.startswith("reviews") for s, _ in references(runtime, dataset))
     declared = parse_key_flags(["customers=email"], ["reviews.by=customers.email"])
-    assert declare_keys(runtime.graph, "shop", declared)
-    assert not declare_keys(runtime.graph, "shop", declared)  # nothing new
-    job = run(runtime)
+    assert declare_keys(runtime.graph, dataset, declared)
+    assert not declare_keys(runtime.graph, dataset, declared)  # nothing new
+    job = run(runtime, dataset)
     assert job.status is JobStatus.SUCCEEDED and job.counts["documents"] == 4
-    found = references(runtime)
+    found = references(runtime, dataset)
     assert ("reviews Lovely bike", "customers bruno@example.com") in found
     # Customers are now keyed by email: orders' customer_id values (C00x) name no row.
     assert not any(t.startswith("customers C") for _, t in found)
 
 
-def test_a_sqlite_file_and_a_sql_url_use_the_schema_keys(runtime: Runtime, tmp_path: Path) -> None:
+@embedded_only  # a source format: the same rows and keys as the CSVs, on the same stores
+def test_a_sqlite_file_and_a_sql_url_use_the_schema_keys(
+    runtime: Runtime, backend: Backend, tmp_path: Path
+) -> None:
+    school, url = backend.dataset("school"), backend.dataset("url")
     source = tmp_path / "school.db"
     with sqlite3.connect(source) as db:
         db.executescript(
@@ -203,10 +206,10 @@ def test_a_sqlite_file_and_a_sql_url_use_the_schema_keys(runtime: Runtime, tmp_p
     folder = tmp_path / "files"
     folder.mkdir()
     (folder / "school.db").write_bytes(source.read_bytes())
-    add(runtime, folder, "school")
-    job = run(runtime, "school")
+    add(runtime, folder, school)
+    job = run(runtime, school)
     assert job.status is JobStatus.SUCCEEDED and job.counts["relationships"] == 2
-    assert references(runtime, "school") == {
+    assert references(runtime, school) == {
         ("classes CS101", "teachers 2"),
         ("classes MATH1", "teachers 1"),
     }
@@ -214,12 +217,12 @@ def test_a_sqlite_file_and_a_sql_url_use_the_schema_keys(runtime: Runtime, tmp_p
     snap = tmp_path / "snap" / "snapshot.sqlite"
     snap.parent.mkdir()
     assert snapshot_sql(f"sqlite:///{source}", snap, ["teachers"]) == ["teachers"]
-    runtime.catalog.ensure_dataset("url")
+    runtime.catalog.ensure_dataset(url)
     report = AddReport()
-    runtime.catalog.add_file("url", snap, f"sqlite:///{source}", report, check_source)
+    runtime.catalog.add_file(url, snap, f"sqlite:///{source}", report, check_source)
     assert report.added == [f"sqlite:///{source}"]
-    job = run(runtime, "url")
-    assert job.status is JobStatus.SUCCEEDED and snapshot(runtime, "url")["TableRow"] == 2
+    job = run(runtime, url)
+    assert job.status is JobStatus.SUCCEEDED and snapshot(runtime, url)["TableRow"] == 2
 
 
 def test_cli_add_sql_and_key_flags(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The temporal pipeline and TEMPORAL search through real Celery worker threads and stores.
+"""The temporal pipeline and TEMPORAL search through real Celery worker threads and stores, on
+both backends (embedded, Neo4j + Redis).
 
 Offline (spaCy dates, local embedder) and with the test LLM server (events from the
 `EventList` schema, answers from `Answer`).
@@ -22,12 +23,11 @@ from pipelines.temporal_builder import AT, DURING, INVOLVES
 from retrieval.models import SearchType
 from retrieval.search import search
 from retrieval.temporal import TemporalRetriever
+from tests.backends import Backend, backend_fixture, embedded_only  # noqa: F401 - `backend`
 from tests.llm_server import LLMTestServer
-from workers.celery_app import configure
-from workers.embedded import EmbeddedWorker
 from workers.jobs import JobTracker
 from workers.orchestration import cognify
-from workers.runtime import Runtime, use_runtime
+from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 
@@ -54,22 +54,19 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     return {"embedder": runtime.embedder, "extractor": runtime.extractor}
 
 
-def start(settings: Settings, shared: dict[str, object] | None = None) -> Iterator[Runtime]:
-    rt = Runtime(settings)
-    rt.__dict__.update(shared or {})  # share the loaded models (cached_property slots)
-    use_runtime(rt)
-    with EmbeddedWorker(configure(rt.settings), threads=2):
+@pytest.fixture
+def runtime(backend: Backend, models: dict[str, object]) -> Iterator[Runtime]:
+    with backend.runtime(models, batch_size=2) as rt:
         yield rt
-    rt.close()
-    use_runtime(None)
 
 
 @pytest.fixture
-def runtime(tmp_path: Path, models: dict[str, object]) -> Iterator[Runtime]:
-    yield from start(Settings(home=tmp_path / "home", batch_size=2), models)
+def hist(backend: Backend) -> str:
+    """The test's dataset."""
+    return backend.dataset("hist")
 
 
-def add_corpus(rt: Runtime, folder: Path, dataset: str = "hist") -> None:
+def add_corpus(rt: Runtime, folder: Path, dataset: str) -> None:
     rt.catalog.ensure_dataset(dataset)
     report = AddReport()
     folder.mkdir(exist_ok=True)
@@ -80,7 +77,7 @@ def add_corpus(rt: Runtime, folder: Path, dataset: str = "hist") -> None:
     assert not report.rejected, report.rejected
 
 
-def run(rt: Runtime, dataset: str = "hist", timeout: float = 120) -> Job:
+def run(rt: Runtime, dataset: str, timeout: float = 120) -> Job:
     job = cognify(rt, dataset, "temporal")
     tracker = JobTracker(rt.state)
     deadline = time.monotonic() + timeout
@@ -92,7 +89,7 @@ def run(rt: Runtime, dataset: str = "hist", timeout: float = 120) -> Job:
     return job
 
 
-def events(rt: Runtime, dataset: str = "hist") -> list[Node]:
+def events(rt: Runtime, dataset: str) -> list[Node]:
     """The dataset's events in time order (by the stored epoch)."""
     found = rt.graph.find_nodes(dataset, "Event", limit=1000)
     return sorted(found, key=lambda n: (n.properties["epoch"], n.properties["text"]))
@@ -108,10 +105,12 @@ def assert_involves_acme_and_alice(names: set[str]) -> None:
     assert "Alice Smith" in names and any(n.startswith("Acme") for n in names), names
 
 
-def test_events_are_extracted_ordered_and_linked(runtime: Runtime, tmp_path: Path) -> None:
-    add_corpus(runtime, tmp_path / "corpus")
-    run(runtime)
-    found = events(runtime)
+def test_events_are_extracted_ordered_and_linked(
+    runtime: Runtime, tmp_path: Path, hist: str
+) -> None:
+    add_corpus(runtime, tmp_path / "corpus", hist)
+    run(runtime, hist)
+    found = events(runtime, hist)
     labels = [e.properties["label"] for e in found]
     assert labels == [
         "1910 – 1920", "1990s", "2016", "2016-06-05", "2019-03", "2019-03", "2019-03-11"
@@ -123,22 +122,24 @@ def test_events_are_extracted_ordered_and_linked(runtime: Runtime, tmp_path: Pat
     assert_involves_acme_and_alice(involved(runtime, founded))
     assert "Tokyo" not in by_text and any("東京" in text for text in by_text)
     # Same month, same Timestamp node: the founding and the Tokyo office share it.
-    [march] = runtime.graph.find_nodes("hist", "Timestamp", name="2019-03")
+    [march] = runtime.graph.find_nodes(hist, "Timestamp", name="2019-03")
     at = runtime.graph.edges_of([march.id], names=[AT])
     assert len({e.source for e in at}) == 2
     assert march.properties["time"] == "2019-03-01" and march.properties["granularity"] == "month"
-    [decade_range] = runtime.graph.find_nodes("hist", "Interval")
+    [decade_range] = runtime.graph.find_nodes(hist, "Interval")
     assert runtime.graph.edges_of([decade_range.id], names=[DURING])
     assert decade_range.properties["start"] == "1910-01-01"
     # A superset of the default pipeline: the entity graph is written too.
-    assert runtime.graph.count("hist").get("Entity", 0) >= 5
-    assert runtime.vectors.count("Event_text", dataset="hist") == len(found)
+    assert runtime.graph.count(hist).get("Entity", 0) >= 5
+    assert runtime.vectors.count("Event_text", dataset=hist) == len(found)
 
 
-def test_temporal_search_filters_by_the_question_time(runtime: Runtime, tmp_path: Path) -> None:
-    add_corpus(runtime, tmp_path / "corpus")
-    run(runtime)
-    response = search(runtime.retrieval(), "what happened in 2016", ["hist"], SearchType.TEMPORAL)
+def test_temporal_search_filters_by_the_question_time(
+    runtime: Runtime, tmp_path: Path, hist: str
+) -> None:
+    add_corpus(runtime, tmp_path / "corpus", hist)
+    run(runtime, hist)
+    response = search(runtime.retrieval(), "what happened in 2016", [hist], SearchType.TEMPORAL)
     texts = [r.text for r in response.results]
     assert len(texts) == 2, texts
     assert all("2016" in t for t in texts) and not any("1990s" in t for t in texts)
@@ -146,58 +147,84 @@ def test_temporal_search_filters_by_the_question_time(runtime: Runtime, tmp_path
         "acme.txt",
         "city.txt",
     }
-    decade = search(runtime.retrieval(), "events in the 1990s", ["hist"], SearchType.TEMPORAL)
+    decade = search(runtime.retrieval(), "events in the 1990s", [hist], SearchType.TEMPORAL)
     assert [r.text.split(":")[0] for r in decade.results] == ["1990s"]
-    before = search(runtime.retrieval(), "before 1950", ["hist"], SearchType.TEMPORAL)
+    before = search(runtime.retrieval(), "before 1950", [hist], SearchType.TEMPORAL)
     assert [r.text.split(":")[0] for r in before.results] == ["1910 – 1920"]
-    japanese = search(runtime.retrieval(), "2019年3月", ["hist"], SearchType.TEMPORAL)
+    japanese = search(runtime.retrieval(), "2019年3月", [hist], SearchType.TEMPORAL)
     assert {r.text.split(":")[0] for r in japanese.results} == {"2019-03", "2019-03-11"}
     # "last 30 days" on a fixed today: the day inside it first, then the months overlapping it.
     retriever = TemporalRetriever(runtime.retrieval(), today=lambda: date(2019, 3, 20))
-    recent = retriever.get_context("what happened in the last 30 days?", ["hist"], 10)
+    recent = retriever.get_context("what happened in the last 30 days?", [hist], 10)
     assert [r.text.split(":")[0] for r in recent] == ["2019-03-11", "2019-03", "2019-03"]
     assert recent[0].score > recent[1].score
 
 
-def test_a_question_without_a_time_is_a_graph_search(runtime: Runtime, tmp_path: Path) -> None:
-    add_corpus(runtime, tmp_path / "corpus")
-    run(runtime)
-    response = search(runtime.retrieval(), "Who founded Acme Corp?", ["hist"], SearchType.TEMPORAL)
+@embedded_only  # the retriever's fallback; graph search has Neo4j tests of its own
+def test_a_question_without_a_time_is_a_graph_search(
+    runtime: Runtime, tmp_path: Path, hist: str
+) -> None:
+    add_corpus(runtime, tmp_path / "corpus", hist)
+    run(runtime, hist)
+    response = search(runtime.retrieval(), "Who founded Acme Corp?", [hist], SearchType.TEMPORAL)
     assert response.results and all("→" in r.text for r in response.results)  # triplets
 
 
-def test_deleting_a_document_removes_its_events(runtime: Runtime, tmp_path: Path) -> None:
-    add_corpus(runtime, tmp_path / "corpus")
-    run(runtime)
-    [doc] = runtime.graph.find_nodes("hist", "Document", name="city.txt")
-    runtime.catalog.remove_document("hist", doc)
-    labels = [e.properties["label"] for e in events(runtime)]
+def test_deleting_a_document_removes_its_events(
+    runtime: Runtime, tmp_path: Path, hist: str
+) -> None:
+    add_corpus(runtime, tmp_path / "corpus", hist)
+    run(runtime, hist)
+    [doc] = runtime.graph.find_nodes(hist, "Document", name="city.txt")
+    runtime.catalog.remove_document(hist, doc)
+    labels = [e.properties["label"] for e in events(runtime, hist)]
     assert labels == ["1990s", "2016", "2019-03", "2019-03", "2019-03-11"]
-    assert not runtime.graph.find_nodes("hist", "Interval")  # only city.txt used it
-    assert runtime.vectors.count("Event_text", dataset="hist") == 5
-    response = search(runtime.retrieval(), "in 2016", ["hist"], SearchType.TEMPORAL)
+    assert not runtime.graph.find_nodes(hist, "Interval")  # only city.txt used it
+    assert runtime.vectors.count("Event_text", dataset=hist) == 5
+    response = search(runtime.retrieval(), "in 2016", [hist], SearchType.TEMPORAL)
     assert [r.text for r in response.results] == [
         "2016: In 2016, Bob Jones opened a bakery in Lisbon. (involves: Bob Jones, Lisbon)"
     ]
 
 
-def test_with_an_llm_events_come_from_the_model(tmp_path: Path) -> None:
+def test_with_an_llm_events_come_from_the_model(
+    backend: Backend, tmp_path: Path, hist: str
+) -> None:
     with LLMTestServer() as llm:
-        settings = Settings(
-            home=tmp_path / "home",
-            llm_base_url=llm.base_url,
-            embedding_base_url=llm.base_url,
-            embedding_dim=64,
-        )
-        for rt in start(settings):
-            add_corpus(rt, tmp_path / "corpus")
-            run(rt)
-            labels = [e.properties["label"] for e in events(rt)]
+        settings = {"llm_base_url": llm.base_url, "embedding_base_url": llm.base_url}
+        with backend.runtime(**settings, embedding_dim=64) as rt:
+            add_corpus(rt, tmp_path / "corpus", hist)
+            run(rt, hist)
+            labels = [e.properties["label"] for e in events(rt, hist)]
             # The server dates each sentence by its first "[Month] year" (not the Japanese one).
             assert labels == ["1910", "1990s", "2016", "2016-06", "2019", "2019-03"]
-            founded = next(e for e in events(rt) if "founded" in e.properties["text"])
+            founded = next(e for e in events(rt, hist) if "founded" in e.properties["text"])
             assert_involves_acme_and_alice(involved(rt, founded))
             calls = llm.calls()
-            answer = search(rt.retrieval(), "What happened in 2016?", ["hist"], SearchType.TEMPORAL)
+            answer = search(rt.retrieval(), "What happened in 2016?", [hist], SearchType.TEMPORAL)
             assert answer.answer and "2016" in answer.answer
             assert llm.calls() == calls + 1
+
+
+def test_a_month_finds_the_events_whose_time_overlaps_it(
+    runtime: Runtime, tmp_path: Path, hist: str
+) -> None:
+    runtime.catalog.ensure_dataset(hist)
+    report, path = AddReport(), tmp_path / "factory.txt"
+    path.write_text(
+        "Between 2018 and 2020 Acme Corp built a factory in Porto.\n\n"
+        "Acme Corp signed the merger with Globex on 2019-03-11 in Paris.\n\n"
+        "In April 2019 Bob Jones left Globex.\n\n"
+        "In 2017 Carol Lee opened a shop in Lisbon.",
+        encoding="utf-8",
+    )
+    runtime.catalog.add_file(hist, path, path.name, report, check_supported)
+    run(runtime, hist)
+    assert {e.properties["label"] for e in events(runtime, hist)} == {
+        "2018 – 2020", "2019-03-11", "2019-04", "2017"
+    }  # fmt: skip
+    march = search(runtime.retrieval(), "what happened in March 2019", [hist], SearchType.TEMPORAL)
+    # Overlap, not containment: the interval 2018 – 2020 is in March 2019 too, ranked below
+    # the day that lies wholly inside it; April and 2017 are not.
+    assert [r.text.split(":")[0] for r in march.results] == ["2019-03-11", "2018 – 2020"]
+    assert march.results[0].score > march.results[1].score

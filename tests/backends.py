@@ -1,0 +1,128 @@
+"""The two store backends the pipeline integration tests run on, as one parametrised fixture.
+
+`embedded`: SQLite graph, Qdrant Edge vectors, SQLite state under a temporary home.
+`neo4j`: the distributed stores (Neo4j graph + Neo4j vectors, Redis state and lexical index)
+on the shared test servers (tests/services.py). Both run jobs on in-process Celery worker
+threads (`memory://` broker); only the stores differ, which is what these tests compare.
+
+The servers are shared by everyone's tests, so each test names its datasets through
+`Backend.dataset` (unique names, removed afterwards) and gets a Redis key prefix of its own.
+A module uses the fixture `backend` by importing it: `from tests.backends import backend_fixture`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from core.settings import Settings
+from tests.services import neo4j_uri, redis_url
+from workers.celery_app import configure
+from workers.embedded import EmbeddedWorker
+from workers.runtime import Runtime, use_runtime
+
+EMBEDDED, NEO4J = "embedded", "neo4j"
+# The dimension of the local embedder, which the shared `Cogmill` vector indexes hold; other
+# dimensions (the test LLM server's embeddings) get a namespace of their own per dimension,
+# since a Neo4j vector index has one dimension.
+LOCAL_DIM = 384
+
+
+@dataclass
+class Backend:
+    """One test's view of a backend: settings, unique dataset names, runtimes it cleans up."""
+
+    kind: str
+    home: Path
+    tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    neo4j: str | None = None
+    redis: str | None = None
+    datasets: list[str] = field(default_factory=list)
+
+    @property
+    def distributed(self) -> bool:
+        return self.kind == NEO4J
+
+    @property
+    def redis_prefix(self) -> str:
+        return f"cogmill-test:{self.tag}:"
+
+    def dataset(self, name: str) -> str:
+        """A dataset name of this test's own, removed from the stores after the test."""
+        unique = f"{name}-{self.tag}"
+        if unique not in self.datasets:
+            self.datasets.append(unique)
+        return unique
+
+    def settings(self, **overrides: Any) -> Settings:
+        """Settings for this backend; `overrides` are Settings fields (e.g. batch_size=1)."""
+        values: dict[str, Any] = {"home": self.home / "home"}
+        if self.distributed:
+            values |= {
+                "neo4j_uri": self.neo4j,
+                "vector_store": "neo4j",
+                "redis_url": self.redis,
+                "redis_prefix": self.redis_prefix,
+            }
+        return Settings(**(values | overrides))
+
+    @contextmanager
+    def runtime(
+        self, shared: dict[str, Any] | None = None, threads: int = 2, **overrides: Any
+    ) -> Iterator[Runtime]:
+        """A runtime on this backend with worker threads running; the test's data is removed
+        from the shared servers when it ends. `shared` presets loaded models (embedder...)."""
+        rt = Runtime(self.settings(**overrides))
+        rt.__dict__.update(shared or {})  # cached_property slots: share the loaded models
+        dim = rt.settings.embedding_dim
+        if self.distributed and dim != LOCAL_DIM:
+            from core.stores.vector_neo4j import Neo4jVectorStore
+
+            rt.__dict__["vectors"] = Neo4jVectorStore(
+                str(self.neo4j), dim, namespace=f"CogmillTest{dim}"
+            )
+        if self.distributed:  # never a silent fallback to the embedded stores
+            kinds = (type(rt.graph).__name__, type(rt.vectors).__name__, type(rt.state).__name__)
+            assert kinds == ("Neo4jGraphStore", "Neo4jVectorStore", "RedisStateStore"), kinds
+        use_runtime(rt)
+        try:
+            with EmbeddedWorker(configure(rt.settings), threads=threads):
+                yield rt
+        finally:
+            try:
+                self.clean(rt)
+            finally:
+                rt.close()
+                use_runtime(None)
+
+    def clean(self, rt: Runtime) -> None:
+        """Remove the test's datasets and Redis keys from the shared servers."""
+        if not self.distributed:
+            return  # everything lives under the temporary home
+        for name in self.datasets:
+            rt.catalog.remove_dataset(name)
+        with redis.Redis.from_url(str(self.redis)) as client:
+            keys = list(client.scan_iter(match=f"{self.redis_prefix}*", count=1000))
+            if keys:
+                client.delete(*keys)
+
+
+# For a test whose subject does not depend on the stores (a source format, a retriever's
+# fallback): it runs embedded only, keeping the Neo4j variants' added time small.
+embedded_only = pytest.mark.parametrize("backend", [EMBEDDED], indirect=True)
+
+
+@pytest.fixture(name="backend", params=[EMBEDDED, pytest.param(NEO4J, marks=pytest.mark.services)])
+def backend_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    """The test once on the embedded stores and once on Neo4j + Redis (skipped when those
+    servers do not answer, a failure under COGMILL_REQUIRE_SERVICES=1)."""
+    if request.param == NEO4J:
+        return Backend(NEO4J, tmp_path, neo4j=neo4j_uri(), redis=redis_url())
+    return Backend(EMBEDDED, tmp_path)
