@@ -12,6 +12,7 @@ A module uses the fixture `backend` by importing it: `from tests.backends import
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,10 +23,12 @@ from typing import Any
 import pytest
 import redis
 
+from core.models.jobs import Job, JobStatus
 from core.settings import Settings
 from tests.services import neo4j_uri, redis_url
 from workers.celery_app import configure
 from workers.embedded import EmbeddedWorker
+from workers.jobs import JobTracker
 from workers.runtime import Runtime, use_runtime
 
 EMBEDDED, NEO4J = "embedded", "neo4j"
@@ -126,3 +129,20 @@ def backend_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if request.param == NEO4J:
         return Backend(NEO4J, tmp_path, neo4j=neo4j_uri(), redis=redis_url())
     return Backend(EMBEDDED, tmp_path)
+
+
+def finished(rt: Runtime, job: Job, timeout: float = 120) -> Job:
+    """The job once it has finished; the test fails after `timeout` seconds."""
+    tracker, deadline = JobTracker(rt.state), time.monotonic() + timeout
+    while not job.status.finished:
+        assert time.monotonic() < deadline, f"job did not finish: {job}"
+        time.sleep(0.05)
+        job = tracker.get(job.id)
+    return job
+
+
+def succeeded(rt: Runtime, job: Job, timeout: float = 120) -> Job:
+    """The job once it has finished, which must be a success without document errors."""
+    job = finished(rt, job, timeout)
+    assert job.status is JobStatus.SUCCEEDED and not job.errors, job
+    return job

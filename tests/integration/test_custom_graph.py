@@ -14,14 +14,14 @@ import pytest
 
 from core.catalog import AddReport
 from core.models.graph import entity_id
-from core.models.jobs import Job, JobStatus
+from core.models.jobs import Job
 from core.ontology import store_ontology_file
 from core.settings import Settings
 from pipelines.classify import check_supported
 from pipelines.graph_builder import SUBCLASS_OF
 from retrieval.models import SearchType
 from retrieval.search import search
-from tests.backends import Backend, backend_fixture  # noqa: F401 - the fixture `backend`
+from tests.backends import Backend, backend_fixture, succeeded  # noqa: F401 - the fixture `backend`
 from tests.llm_server import LLMTestServer
 from workers.jobs import JobTracker
 from workers.orchestration import cognify
@@ -108,14 +108,7 @@ def add_texts(rt: Runtime, dataset: str, tmp_path: Path, **texts: str) -> None:
 
 
 def run(rt: Runtime, dataset: str, options: dict[str, Any], mode: str = "changed") -> Job:
-    job = cognify(rt, dataset, None, mode, options)
-    tracker, deadline = JobTracker(rt.state), time.monotonic() + 120
-    while not job.status.finished:
-        assert time.monotonic() < deadline, f"job did not finish: {job}"
-        time.sleep(0.05)
-        job = tracker.get(job.id)
-    assert job.status is JobStatus.SUCCEEDED and not job.errors, job
-    return job
+    return succeeded(rt, cognify(rt, dataset, None, mode, options))
 
 
 def nodes(rt: Runtime, node_type: str, dataset: str = DATASET) -> dict[str, Any]:

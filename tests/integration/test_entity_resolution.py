@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from core.llm.cache import LLMCache
 from core.llm.client import LLMClient
 from core.models.extraction import KnowledgeGraph
 from core.models.graph import Node, entity_id
-from core.models.jobs import Job, JobStatus
+from core.models.jobs import Job
 from core.settings import Settings
 from core.stores.state_sqlite import SQLiteStateStore
 from pipelines.classify import check_supported
@@ -21,9 +20,8 @@ from pipelines.models import Chunk, DocumentRef, ExtractedBatch
 from pipelines.reconcile_entities import merge_entities
 from pipelines.resolve_entities import ALIAS, aliases_of
 from pipelines.summarize_documents import SummarizeDocuments, document_summary_id
-from tests.backends import Backend, backend_fixture, embedded_only  # noqa: F401 - `backend`
+from tests.backends import Backend, backend_fixture, embedded_only, succeeded  # noqa: F401 - the fixture `backend`
 from tests.llm_server import LLMTestServer
-from workers.jobs import JobTracker
 from workers.orchestration import cognify
 from workers.runtime import Runtime
 
@@ -72,14 +70,7 @@ def add_documents(rt: Runtime, dataset: str, folder: Path, names: list[str]) -> 
 
 
 def run(rt: Runtime, dataset: str, mode: str = "changed") -> Job:
-    job = cognify(rt, dataset, mode=mode)
-    tracker, deadline = JobTracker(rt.state), time.monotonic() + 180
-    while not job.status.finished:
-        assert time.monotonic() < deadline, f"job did not finish: {job}"
-        time.sleep(0.05)
-        job = tracker.get(job.id)
-    assert job.status is JobStatus.SUCCEEDED and not job.errors, job
-    return job
+    return succeeded(rt, cognify(rt, dataset, mode=mode), 180)
 
 
 def entities(rt: Runtime, dataset: str) -> dict[str, Node]:

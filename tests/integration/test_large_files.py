@@ -7,7 +7,6 @@ import json
 import random
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,9 +19,9 @@ from core.settings import Settings
 from pipelines.classify import check_supported
 from pipelines.formats.segments import segment_count
 from pipelines.graph_builder import INDEX_FIELDS
+from tests.backends import finished
 from workers.celery_app import configure
 from workers.embedded import EmbeddedWorker
-from workers.jobs import JobTracker
 from workers.orchestration import cognify
 from workers.runtime import Runtime, use_runtime
 
@@ -95,13 +94,7 @@ def document(rt: Runtime, name: str) -> Node:
 
 
 def run(rt: Runtime, mode: str = "changed") -> Job:
-    job = cognify(rt, "big", None, mode)
-    tracker, deadline = JobTracker(rt.state), time.monotonic() + 240
-    while not job.status.finished:
-        assert time.monotonic() < deadline, f"job did not finish: {job}"
-        time.sleep(0.05)
-        job = tracker.get(job.id)
-    return job
+    return finished(rt, cognify(rt, "big", None, mode), 240)
 
 
 def snapshot(rt: Runtime) -> dict[str, int]:

@@ -4,7 +4,6 @@ use it, with the id of its vector, so deletes and re-cognify purges take the vec
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,16 +11,15 @@ from typing import Any
 import pytest
 
 from core.catalog import AddReport
-from core.models.jobs import Job, JobStatus
+from core.models.jobs import Job
 from core.settings import Settings
 from pipelines.classify import check_supported
 from pipelines.graph_builder import EDGE_TYPE, edge_type_id
 from retrieval.graph_completion import EDGE_TYPE_COLLECTION
 from retrieval.models import SearchType
 from retrieval.search import search
-from tests.backends import Backend, backend_fixture  # noqa: F401 - the fixture `backend`
+from tests.backends import Backend, backend_fixture, succeeded  # noqa: F401 - the fixture `backend`
 from tests.llm_server import LLMTestServer
-from workers.jobs import JobTracker
 from workers.orchestration import cognify
 from workers.runtime import Runtime
 
@@ -78,14 +76,7 @@ def add(rt: Runtime, dataset: str, folder: Path, **texts: str) -> None:
 
 
 def run(rt: Runtime, dataset: str, mode: str = "changed", **options: Any) -> Job:
-    job = cognify(rt, dataset, mode=mode, options=options or None)
-    tracker, deadline = JobTracker(rt.state), time.monotonic() + 120
-    while not job.status.finished:
-        assert time.monotonic() < deadline, f"job did not finish: {job}"
-        time.sleep(0.05)
-        job = tracker.get(job.id)
-    assert job.status is JobStatus.SUCCEEDED and not job.errors, job
-    return job
+    return succeeded(rt, cognify(rt, dataset, mode=mode, options=options or None))
 
 
 def relation_names(rt: Runtime, dataset: str) -> set[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,8 +21,7 @@ from pipelines.structured import ROW_COLLECTION, declare_keys, row_id, table_id
 from pipelines.tables import check_source, snapshot_sql
 from retrieval.models import SearchType
 from retrieval.search import search
-from tests.backends import Backend, backend_fixture, embedded_only  # noqa: F401 - `backend`
-from workers.jobs import JobTracker
+from tests.backends import Backend, backend_fixture, embedded_only, finished  # noqa: F401 - the fixture `backend`
 from workers.orchestration import cognify
 from workers.runtime import Runtime
 
@@ -87,14 +85,7 @@ def add(rt: Runtime, folder: Path, dataset: str) -> AddReport:
 
 
 def run(rt: Runtime, dataset: str, mode: str = "changed") -> Job:
-    job = cognify(rt, dataset, mode=mode)
-    tracker = JobTracker(rt.state)
-    deadline = time.monotonic() + 120
-    while not job.status.finished:
-        assert time.monotonic() < deadline, f"job did not finish: {job}"
-        time.sleep(0.05)
-        job = tracker.get(job.id)
-    return job
+    return finished(rt, cognify(rt, dataset, mode=mode))
 
 
 def row(dataset: str, table: str, key: str) -> str:

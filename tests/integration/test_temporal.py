@@ -7,7 +7,6 @@ Offline (spaCy dates, local embedder) and with the test LLM server (events from 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -16,16 +15,15 @@ import pytest
 
 from core.catalog import AddReport
 from core.models.graph import Node
-from core.models.jobs import Job, JobStatus
+from core.models.jobs import Job
 from core.settings import Settings
 from pipelines.classify import check_supported
 from pipelines.temporal_builder import AT, DURING, INVOLVES
 from retrieval.models import SearchType
 from retrieval.search import search
 from retrieval.temporal import TemporalRetriever
-from tests.backends import Backend, backend_fixture, embedded_only  # noqa: F401 - `backend`
+from tests.backends import Backend, backend_fixture, embedded_only, succeeded  # noqa: F401 - the fixture `backend`
 from tests.llm_server import LLMTestServer
-from workers.jobs import JobTracker
 from workers.orchestration import cognify
 from workers.runtime import Runtime
 
@@ -78,15 +76,7 @@ def add_corpus(rt: Runtime, folder: Path, dataset: str) -> None:
 
 
 def run(rt: Runtime, dataset: str, timeout: float = 120) -> Job:
-    job = cognify(rt, dataset, "temporal")
-    tracker = JobTracker(rt.state)
-    deadline = time.monotonic() + timeout
-    while not job.status.finished:
-        assert time.monotonic() < deadline, f"job did not finish: {job}"
-        time.sleep(0.05)
-        job = tracker.get(job.id)
-    assert job.status is JobStatus.SUCCEEDED and not job.errors, job
-    return job
+    return succeeded(rt, cognify(rt, dataset, "temporal"), timeout)
 
 
 def events(rt: Runtime, dataset: str) -> list[Node]:
