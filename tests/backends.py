@@ -7,7 +7,9 @@ threads (`memory://` broker); only the stores differ, which is what these tests 
 
 The servers are shared by everyone's tests, so each test names its datasets through
 `Backend.dataset` (unique names, removed afterwards) and gets a Redis key prefix of its own.
-A module uses the fixture `backend` by importing it: `from tests.backends import backend_fixture`.
+A module uses the fixture `backend` by importing it: `from tests.backends import backend_fixture`
+(and likewise `embedder_fixture`, the local embedder loaded once per module, and
+`llm_server_fixture`, a test LLM server per module).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import redis
 
 from core.models.jobs import Job, JobStatus
 from core.settings import Settings
+from tests.llm_server import LLMTestServer
 from tests.services import neo4j_uri, redis_url
 from workers.celery_app import configure
 from workers.embedded import EmbeddedWorker
@@ -120,6 +123,18 @@ class Backend:
 # For a test whose subject does not depend on the stores (a source format, a retriever's
 # fallback): it runs embedded only, keeping the Neo4j variants' added time small.
 embedded_only = pytest.mark.parametrize("backend", [EMBEDDED], indirect=True)
+
+
+@pytest.fixture(scope="module", name="embedder")
+def embedder_fixture(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """The local embedder, loaded once for the module."""
+    return Runtime(Settings(home=tmp_path_factory.mktemp("models"))).embedder
+
+
+@pytest.fixture(scope="module", name="llm_server")
+def llm_server_fixture() -> Iterator[LLMTestServer]:
+    with LLMTestServer() as server:
+        yield server
 
 
 @pytest.fixture(name="backend", params=[EMBEDDED, pytest.param(NEO4J, marks=pytest.mark.services)])

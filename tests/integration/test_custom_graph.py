@@ -21,7 +21,13 @@ from pipelines.classify import check_supported
 from pipelines.graph_builder import SUBCLASS_OF
 from retrieval.models import SearchType
 from retrieval.search import search
-from tests.backends import Backend, backend_fixture, succeeded  # noqa: F401 - the fixture `backend`
+from tests.backends import (  # noqa: F401 - fixtures used by name
+    Backend,
+    backend_fixture,
+    embedder_fixture,
+    llm_server_fixture,
+    succeeded,
+)
 from tests.llm_server import LLMTestServer
 from workers.jobs import JobTracker
 from workers.orchestration import cognify
@@ -65,18 +71,6 @@ SCIENCE_OWL = """<?xml version="1.0"?>
   </owl:NamedIndividual>
 </rdf:RDF>
 """
-
-
-@pytest.fixture(scope="module")
-def embedder(tmp_path_factory: pytest.TempPathFactory) -> object:
-    """The local embedder, loaded once for the module."""
-    return Runtime(Settings(home=tmp_path_factory.mktemp("models"))).embedder
-
-
-@pytest.fixture(scope="module")
-def llm_server() -> Iterator[LLMTestServer]:
-    with LLMTestServer() as server:
-        yield server
 
 
 @pytest.fixture

@@ -12,13 +12,18 @@ import pytest
 
 from core.catalog import AddReport
 from core.models.jobs import Job
-from core.settings import Settings
 from pipelines.classify import check_supported
 from pipelines.graph_builder import EDGE_TYPE, edge_type_id
 from retrieval.graph_completion import EDGE_TYPE_COLLECTION
 from retrieval.models import SearchType
 from retrieval.search import search
-from tests.backends import Backend, backend_fixture, succeeded  # noqa: F401 - the fixture `backend`
+from tests.backends import (  # noqa: F401 - fixtures used by name
+    Backend,
+    backend_fixture,
+    embedder_fixture,
+    llm_server_fixture,
+    succeeded,
+)
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
 from workers.runtime import Runtime
@@ -39,18 +44,6 @@ NO_PLACES: dict[str, Any] = {
         "Organization": {"properties": {"name": {"type": "string"}}},
     },
 }
-
-
-@pytest.fixture(scope="module")
-def embedder(tmp_path_factory: pytest.TempPathFactory) -> object:
-    """The local embedder, loaded once for the module."""
-    return Runtime(Settings(home=tmp_path_factory.mktemp("models"))).embedder
-
-
-@pytest.fixture(scope="module")
-def llm_server() -> Iterator[LLMTestServer]:
-    with LLMTestServer() as server:
-        yield server
 
 
 @pytest.fixture
