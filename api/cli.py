@@ -53,26 +53,10 @@ def fail(message: str, code: int = 1) -> NoReturn:
 @contextmanager
 def runtime_session(with_worker: bool = False) -> Iterator[object]:
     """A Runtime for this command (and embedded worker threads when the broker is in-process)."""
-    from workers.celery_app import configure
-    from workers.embedded import EmbeddedWorker
-    from workers.runtime import Runtime, use_runtime
+    from workers.embedded import open_runtime
 
-    settings = Settings()
-    runtime = Runtime(settings)
-    use_runtime(runtime)
-    worker = None
-    try:
-        if with_worker and settings.embedded_broker:
-            worker = EmbeddedWorker(configure(settings), threads=settings.worker_threads)
-            worker.start()
-        elif with_worker:
-            configure(settings)
+    with open_runtime(Settings(), with_worker=with_worker) as runtime:
         yield runtime
-    finally:
-        if worker is not None:
-            worker.stop()
-        runtime.close()
-        use_runtime(None)
 
 
 def guarded(action: Callable[[], T]) -> T:

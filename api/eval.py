@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 from core.catalog import AddReport
@@ -27,7 +26,7 @@ from retrieval.evaluation import (
     write_documents,
 )
 from retrieval.models import SearchType
-from workers.runtime import Runtime, use_runtime
+from workers.runtime import Runtime
 
 Results = dict[str, dict[SearchType, TypeFigures]]
 
@@ -45,29 +44,6 @@ def default_types() -> list[SearchType]:
 
 def _quiet(_: str) -> None:
     """Progress sink when nobody listens."""
-
-
-@contextmanager
-def eval_runtime(settings: Settings) -> Iterator[Runtime]:
-    """A runtime (and embedded worker threads when the broker is in-process) for one eval."""
-    from workers.celery_app import configure
-    from workers.embedded import EmbeddedWorker
-
-    runtime = Runtime(settings)
-    use_runtime(runtime)
-    worker = None
-    try:
-        if settings.embedded_broker:
-            worker = EmbeddedWorker(configure(settings), threads=settings.worker_threads)
-            worker.start()
-        else:
-            configure(settings)
-        yield runtime
-    finally:
-        if worker is not None:
-            worker.stop()
-        runtime.close()
-        use_runtime(None)
 
 
 def ingest_bench(runtime: Runtime, bench: Bench, dataset: str, progress: Progress) -> Job:
@@ -115,6 +91,7 @@ def run_eval(
 ) -> Results:
     """Ingest (when needed) and evaluate each bench; a temporary home when `home` is None."""
     from retrieval.search import RETRIEVERS
+    from workers.embedded import open_runtime
 
     missing = [kind.value for kind in types if kind not in RETRIEVERS]
     if missing:
@@ -125,7 +102,7 @@ def run_eval(
         # No LLM: the offline extractor builds the graph and no search type answers.
         settings = Settings(home=home or Path(tmp) / "home", llm_base_url=None)
         results: Results = {}
-        with eval_runtime(settings) as runtime:
+        with open_runtime(settings) as runtime:
             for bench in loaded:
                 dataset = f"{dataset_prefix}{bench.name}"
                 ingest_bench(runtime, bench, dataset, progress)

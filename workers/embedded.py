@@ -7,6 +7,8 @@ Qdrant Edge) are owned by one process, so the CLI or API that enqueues a job als
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
@@ -14,8 +16,9 @@ from celery import Celery
 from celery.worker import WorkController
 from celery.worker import state as worker_state
 
-from workers.celery_app import INGEST_QUEUE, LLM_QUEUE
-from workers.runtime import share_cores_between_threads
+from core.settings import Settings
+from workers.celery_app import INGEST_QUEUE, LLM_QUEUE, configure
+from workers.runtime import Runtime, share_cores_between_threads, use_runtime
 
 # Longest wait of the worker's consumer loop for a message before it looks at the stop flag.
 # Celery's loop for a thread pool waits 2 s per turn, and one more full turn after it saw the
@@ -116,3 +119,24 @@ class EmbeddedWorker:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+@contextmanager
+def open_runtime(settings: Settings, *, with_worker: bool = True) -> Iterator[Runtime]:
+    """A runtime for one command, current while it runs, with embedded worker threads when
+    the broker is in-process and `with_worker` (otherwise tasks go to the configured broker)."""
+    runtime = Runtime(settings)
+    use_runtime(runtime)
+    worker = None
+    try:
+        if with_worker and settings.embedded_broker:
+            worker = EmbeddedWorker(configure(settings), threads=settings.worker_threads)
+            worker.start()
+        elif with_worker:
+            configure(settings)
+        yield runtime
+    finally:
+        if worker is not None:
+            worker.stop()
+        runtime.close()
+        use_runtime(None)
