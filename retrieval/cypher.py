@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from core.models.graph import Node
 from core.stores.cypher_neo4j import CypherError, Neo4jCypherRunner
 from retrieval.answer import CompletionMixin, ask
 from retrieval.base import RetrievalContext
@@ -104,41 +105,42 @@ class CypherRetriever:
 
     def results(self, rows: list[dict[str, Any]]) -> list[SearchResult]:
         """Rows as results (text = the row as JSON), with the chunks behind their nodes."""
-        wanted: list[list[str]] = [_chunk_ids(row) for row in rows]
-        chunk_ids = sorted({c for ids in wanted for c in ids})
-        chunks = {n.id: n for n in self.ctx.graph.get_nodes(chunk_ids)}
+        in_rows = [_node_ids(row) for row in rows]
+        graph = self.ctx.graph
+        nodes = {n.id: n for n in graph.get_nodes(sorted({i for ids in in_rows for i in ids}))}
+        # Chunks a row's nodes stand on: chunk nodes themselves, else their support.
+        wanted = [
+            list(dict.fromkeys(c for i in ids if i in nodes for c in _chunks_of(nodes[i])))
+            for ids in in_rows
+        ]
+        chunks = {n.id: n for n in graph.get_nodes(sorted({c for ids in wanted for c in ids}))}
         results = []
         for rank, (row, ids) in enumerate(zip(rows, wanted, strict=True)):
             sources: list[Source] = [chunk_source(chunks[c]) for c in ids if c in chunks]
-            text = json.dumps(_without_support(row), ensure_ascii=False, default=str)
+            text = json.dumps(row, ensure_ascii=False, default=str)
             results.append(SearchResult(text=text, score=1.0 / (rank + 1), sources=sources))
         return results
 
 
-def _chunk_ids(value: Any) -> list[str]:
-    """Chunks a row's nodes stand on: chunk nodes themselves, else their support."""
+def _node_ids(value: Any) -> list[str]:
+    """Ids of the graph nodes in a row (the runner gives each node its labels)."""
     found: list[str] = []
     if isinstance(value, dict):
-        if "DocumentChunk" in value.get("labels", ()) and value.get("id"):
-            found.append(str(value["id"]))
-        for pair in value.get("_support", ())[:MAX_SUPPORT_SOURCES]:
-            if isinstance(pair, list) and len(pair) == 2 and pair[1]:
-                found.append(str(pair[1]))
-        for key, item in value.items():
-            if key != "_support":
-                found.extend(_chunk_ids(item))
+        if "labels" in value and isinstance(value.get("id"), str):
+            found.append(value["id"])
+        for item in value.values():
+            found.extend(_node_ids(item))
     elif isinstance(value, list):
         for item in value:
-            found.extend(_chunk_ids(item))
-    return list(dict.fromkeys(found))
+            found.extend(_node_ids(item))
+    return found
 
 
-def _without_support(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _without_support(v) for k, v in value.items() if k != "_support"}
-    if isinstance(value, list):
-        return [_without_support(v) for v in value]
-    return value
+def _chunks_of(node: Node) -> list[str]:
+    """The chunk a chunk node is, or the first chunks that support any other node."""
+    if node.type == "DocumentChunk":
+        return [node.id]
+    return [s.chunk_id for s in node.support if s.chunk_id][:MAX_SUPPORT_SOURCES]
 
 
 class CypherQuery(BaseModel):
@@ -148,7 +150,9 @@ class CypherQuery(BaseModel):
 
 
 SCHEMA_QUERIES = {
-    "labels": "CALL db.labels() YIELD label RETURN collect(label) AS v",
+    # Labels starting with "_" are cogmill's own bookkeeping (graph_neo4j's _Support).
+    "labels": "CALL db.labels() YIELD label WHERE NOT label STARTS WITH '_' "
+    "RETURN collect(label) AS v",
     "properties": "CALL db.propertyKeys() YIELD propertyKey RETURN collect(propertyKey) AS v",
     "relationships": "MATCH ()-[r:REL]->() WITH r.name AS name LIMIT 20000 "
     "RETURN collect(DISTINCT name)[..80] AS v",

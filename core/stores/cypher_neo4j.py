@@ -7,7 +7,6 @@ its results come back as plain JSON-ready values, never driver records.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -28,10 +27,7 @@ def _plain(value: Any) -> Any:
     """A driver value as JSON-ready Python: nodes and relationships become dicts."""
     if isinstance(value, DriverNode):
         props = {k: v for k, v in value.items() if not k.startswith("_")}
-        node = {"labels": sorted(value.labels), **_plain(props)}
-        if "_support" in value:
-            node["_support"] = [json.loads(s) for s in value["_support"]]
-        return node
+        return {"labels": sorted(value.labels), **_plain(props)}
     if isinstance(value, DriverRelationship):
         props = {k: v for k, v in value.items() if not k.startswith("_")}
         ends = {"start": _end_id(value.start_node), "end": _end_id(value.end_node)}

@@ -5,6 +5,7 @@ The server is shared: every test writes only to datasets of its own and deletes 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -228,3 +229,55 @@ def test_a_missing_end_in_a_later_batch_writes_no_batch(uri, graph_store, datase
         assert small.count(dataset)["edges"] == 0
     finally:
         small.close()
+
+
+def _support_nodes(uri: str, dataset: str) -> set[tuple[str, str]]:
+    """(document, chunk) of every _Support node the dataset has in the database."""
+    rows = _cypher(uri, "MATCH (p:_Support {dataset: $ds}) RETURN p.pair AS pair", ds=dataset)
+    return {tuple(json.loads(r["pair"])) for r in rows}
+
+
+def test_support_lives_in_one_node_per_chunk_and_goes_with_what_it_supports(
+    uri, graph_store, dataset
+):
+    alice = make_node(dataset, "Alice", chunk="c1", also=[("d1", "c2")])
+    bob = make_node(dataset, "Bob", chunk="c2")
+    carol = make_node(dataset, "Carol", doc="d2", chunk="c9")
+    graph_store.upsert_nodes([alice, bob, carol])
+    graph_store.upsert_nodes([bob])  # the same support again adds nothing
+    assert _support_nodes(uri, dataset) == {("d1", "c1"), ("d1", "c2"), ("d2", "c9")}
+    [row] = _cypher(uri, "MATCH (:_Support {dataset: $ds})-[s:SUPPORTS]->() RETURN count(s) AS n",
+                    ds=dataset)  # fmt: skip
+    assert row == {"n": 4}
+
+    # c1 supported Alice alone; c2 also supports Bob, who stays.
+    graph_store.delete_nodes([alice.id])
+    assert _support_nodes(uri, dataset) == {("d1", "c2"), ("d2", "c9")}
+    assert graph_store.delete_document(dataset, "d1").node_ids == [bob.id]
+    assert _support_nodes(uri, dataset) == {("d2", "c9")}
+    graph_store.delete_dataset(dataset)
+    assert _support_nodes(uri, dataset) == set()
+
+
+def test_support_stored_in_node_lists_by_earlier_versions_moves_at_start(uri, dataset):
+    old = [("old-1", "Alice", ['["d1","c1"]', '["d2",""]'], ["d1", "d2"]), ("old-2", "Bob", [], [])]
+    for id_, name, pairs, docs in old:
+        _cypher(
+            uri,
+            "CREATE (:Node:Entity {id: $id, type: 'Entity', dataset: $ds, name: $name,"
+            " _support: $pairs, _docs: $docs})",
+            id=f"{id_}-{dataset}", ds=dataset, name=name, pairs=pairs, docs=docs,
+        )  # fmt: skip
+    _cypher(uri, "MATCH (s:_Schema) DELETE s")  # as a database from before the move has none
+    store = Neo4jGraphStore(uri, batch_size=1)  # one node per transaction
+    try:
+        alice, bob = store.get_nodes([f"old-1-{dataset}", f"old-2-{dataset}"])
+        assert support_pairs(alice) == {("d1", "c1"), ("d2", "")} and bob.support == []
+        left = _cypher(uri, "MATCH (n:Node) WHERE n._support IS NOT NULL RETURN count(n) AS n")
+        assert left == [{"n": 0}]
+        assert store.delete_document(dataset, "d1").node_ids == []
+        assert store.delete_document(dataset, "d2").node_ids == [alice.id]
+    finally:
+        store.delete_dataset(dataset)
+        store.close()
+    assert _cypher(uri, "MATCH (s:_Schema) RETURN count(s) AS n") == [{"n": 1}]
