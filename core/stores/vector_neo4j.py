@@ -121,7 +121,11 @@ class Neo4jVectorStore:
         auth = (user, password) if password else None
         # `timeout` bounds both connecting and retrying transient failures (a restarting server).
         self._driver = neo4j.GraphDatabase.driver(
-            uri, auth=auth, connection_timeout=timeout, max_transaction_retry_time=timeout
+            uri,
+            auth=auth,
+            connection_timeout=timeout,
+            max_transaction_retry_time=timeout,
+            notifications_min_severity="OFF",  # see graph_neo4j
         )
         self._lock = threading.Lock()  # serialises schema creation within this process
         self._ready: set[str] = set()  # collections whose schema is known to be in place
