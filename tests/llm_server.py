@@ -14,9 +14,10 @@ a run injects the same faults whatever order concurrent requests arrive in.
 from __future__ import annotations
 
 import argparse
+import base64
+import functools
 import hashlib
 import json
-import math
 import random
 import re
 import threading
@@ -25,6 +26,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import numpy as np
 
 from tests.llm_answers import retrieval_reply
 from tests.llm_multistep import multistep_reply
@@ -53,6 +56,7 @@ class Faults:
     fail_kind: str = "500"
     reject_json_schema: bool = False  # answer 400 to response_format json_schema
     embedding_dim: int = 64
+    floats_only: bool = False  # embeddings as float lists even when base64 is asked
     seed: int = 0
 
 
@@ -148,18 +152,25 @@ def _type(name: str) -> str:
     return "Person" if name.count(" ") == 1 else "Thing"
 
 
-def embedding_for_text(text: str, dim: int) -> list[float]:
+def embedding_for_text(text: str, dim: int) -> np.ndarray:
     """A unit vector from hashed words: texts sharing words point the same way."""
-    vector = [0.0] * dim
-    for token in re.findall(r"\w+", text.lower()):
-        digest = hashlib.sha256(token.encode()).digest()
-        for k in range(2):  # two slots per word soften collisions in small dims
-            slot = int.from_bytes(digest[4 * k : 4 * k + 4], "big") % dim
-            vector[slot] += 1.0 if digest[16 + k] & 1 else -1.0
-    norm = math.sqrt(sum(v * v for v in vector))
+    vector = np.zeros(dim)
+    slots = [slot for token in re.findall(r"\w+", text.lower()) for slot in _slots(token, dim)]
+    if slots:
+        where, signs = zip(*slots, strict=True)
+        np.add.at(vector, list(where), signs)
+    norm = np.linalg.norm(vector)
     if norm == 0:
-        return [1.0] + [0.0] * (dim - 1)
-    return [v / norm for v in vector]
+        vector[0] = norm = 1.0
+    return vector / norm
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _slots(token: str, dim: int) -> tuple[tuple[int, float], ...]:
+    """A word's two (slot, sign) pairs (two soften collisions in small dims)."""
+    digest = hashlib.sha256(token.encode()).digest()
+    slot = [int.from_bytes(digest[4 * k : 4 * k + 4], "big") % dim for k in range(2)]
+    return tuple((slot[k], 1.0 if digest[16 + k] & 1 else -1.0) for k in range(2))
 
 
 class _Server(ThreadingHTTPServer):
@@ -310,8 +321,14 @@ class _Handler(BaseHTTPRequestHandler):
         inputs = body.get("input", [])
         texts = [inputs] if isinstance(inputs, str) else list(inputs)
         dim = self.server.faults.embedding_dim
+        # As the OpenAI API does: base64 of little-endian float32 when asked (the SDK's default).
+        encode = (
+            (lambda v: base64.b64encode(v.astype("<f4").tobytes()).decode())
+            if body.get("encoding_format") == "base64" and not self.server.faults.floats_only
+            else (lambda v: v.tolist())
+        )
         data = [
-            {"object": "embedding", "index": i, "embedding": embedding_for_text(t, dim)}
+            {"object": "embedding", "index": i, "embedding": encode(embedding_for_text(t, dim))}
             for i, t in enumerate(texts)
         ]
         usage = _usage(sum(len(t) for t in texts) // 4, 0)

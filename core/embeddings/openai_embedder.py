@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import time
@@ -72,8 +73,9 @@ class OpenAIEmbedder:
             try:
                 # The raw body, parsed with json: the SDK's model construction costs ~1 s per
                 # thousand 384-d vectors, more than the rest of a batch's write together.
+                # base64 float32 (the SDK's default) is decoded ~4x faster than float lists.
                 raw = self._client.embeddings.with_raw_response.create(
-                    model=self.model_name, input=texts, encoding_format="float"
+                    model=self.model_name, input=texts, encoding_format="base64"
                 )
             except openai.OpenAIError as err:
                 last = self._failed(err, attempt)
@@ -106,10 +108,18 @@ class OpenAIEmbedder:
         if len(data) != count:
             raise LLMError(f"{self.endpoint}: {len(data)} embeddings for {count} inputs")
         ordered = sorted(data, key=lambda item: item["index"])
-        matrix = np.asarray([item["embedding"] for item in ordered], dtype=np.float32)
-        if matrix.shape[1] != self.dim:
+        rows = [_vector(item["embedding"]) for item in ordered]
+        if wrong := next((len(row) for row in rows if len(row) != self.dim), None):
             raise LLMError(
-                f"{self.endpoint}: model {self.model_name} returns {matrix.shape[1]}-dim "
+                f"{self.endpoint}: model {self.model_name} returns {wrong}-dim "
                 f"vectors, configured dim is {self.dim}"
             )
-        return matrix
+        return np.stack(rows)
+
+
+def _vector(value: str | list[float]) -> np.ndarray:
+    """One embedding: base64 little-endian float32 as asked, or a float list from servers that
+    answer lists whatever they are asked."""
+    if isinstance(value, str):
+        return np.frombuffer(base64.b64decode(value), dtype="<f4").astype(np.float32)
+    return np.asarray(value, dtype=np.float32)

@@ -321,6 +321,20 @@ def test_openai_embedder_returns_normalised_similar_vectors(llm_server: LLMTestS
     embedder.close()
 
 
+def test_openai_embedder_reads_base64_and_float_lists_alike(llm_server: LLMTestServer) -> None:
+    llm_server.configure(embedding_dim=96)
+    embedder = OpenAIEmbedder(llm_server.base_url, "test-embed", dim=96)
+    texts = ["Marie Curie was born in Warsaw.", "Paris is in France."]
+    as_base64 = embedder.embed(texts)
+    llm_server.configure(floats_only=True)  # as servers that ignore encoding_format answer
+    try:
+        assert np.array_equal(embedder.embed(texts), as_base64)
+        assert as_base64.dtype == np.float32 and as_base64.shape == (2, 96)
+    finally:
+        llm_server.configure(floats_only=False)
+        embedder.close()
+
+
 def test_settings_choose_the_llm_extractor_and_embeddings_endpoint(tmp_path) -> None:  # noqa: ANN001
     from core.settings import Settings
     from workers.runtime import Runtime
