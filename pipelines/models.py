@@ -115,6 +115,9 @@ class DocumentSummary(BaseModel):
     # The segment summarised (DocumentRef.segment): 0 is the document's summary, later
     # segments of a large document get summaries of their own.
     segment: int = 0
+    # The chunk summary whose text this is (a document of one chunk): that node summarises
+    # the document too, instead of a copy that searches would find twice.
+    same_as: str = ""
 
 
 class ExtractedEvent(BaseModel):

@@ -1,9 +1,11 @@
 """A summary of every document, made from the summaries of its chunks.
 
 Every chunk already has a summary (the extractor's, LLM or extractive). A document of one
-chunk reuses it; a longer one gets one structured LLM call (cached by the client) over its
-chunk summaries when an LLM is configured, else an extractive summary of them: the chunk
-summaries closest to the document's overall vocabulary, in document order, within a budget.
+chunk reuses it: that TextSummary SUMMARIZES the document as well, and no copy is stored or
+embedded (the SUMMARIES search would find the same text twice). A longer one gets one
+structured LLM call (cached by the client) over its chunk summaries when an LLM is
+configured, else an extractive summary of them: the chunk summaries closest to the
+document's overall vocabulary, in document order, within a budget.
 The summary is a TextSummary node with `scope: document` that SUMMARIZES the Document and is
 embedded in `TextSummary_text`, so the SUMMARIES search finds it beside the chunk summaries.
 
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, ClassVar
 from pydantic import BaseModel
 
 from core.llm.aio import run_sync
-from core.models.graph import Edge, Node, Support, stable_id
+from core.models.graph import Edge, Node, Support, stable_id, summary_id
 from pipelines.graph_builder import SUMMARIZES, BuiltGraph, EmbedItem
 from pipelines.models import DocumentSummary, ExtractedBatch
 
@@ -92,9 +94,12 @@ class SummarizeDocuments:
     def run(self, batch: ExtractedBatch) -> ExtractedBatch:
         failed = {e.document_id for e in batch.errors}
         parts: dict[str, list[tuple[int, str]]] = {}
+        summarised: dict[str, list[str]] = {}  # document -> chunks with a summary
         for chunk, graph in zip(batch.chunks, batch.graphs, strict=True):
             if chunk.document_id not in failed:
                 parts.setdefault(chunk.document_id, []).append((chunk.index, graph.summary))
+                if graph.summary.strip():
+                    summarised.setdefault(chunk.document_id, []).append(chunk.id)
         texts = {doc: [s for _, s in sorted(items)] for doc, items in parts.items()}
         summaries = {doc: extractive_summary(t, self.max_chars) for doc, t in texts.items()}
         long_docs = [doc for doc, t in texts.items() if sum(1 for s in t if s.strip()) > 1]
@@ -108,6 +113,7 @@ class SummarizeDocuments:
                 document_name=names.get(doc, ""),
                 text=text,
                 segment=segments.get(doc, 0),
+                same_as=_only_summary(texts[doc], summarised.get(doc, []), text),
             )
             for doc, text in summaries.items()
             if text.strip()
@@ -138,13 +144,31 @@ class SummarizeDocuments:
         return {doc: text for doc, text in results if text}
 
 
+def _only_summary(texts: list[str], chunk_ids: list[str], text: str) -> str:
+    """The id of the chunk summary the document's summary repeats word for word, else ""."""
+    if len(chunk_ids) != 1:
+        return ""
+    return summary_id(chunk_ids[0]) if next(t for t in texts if t.strip()).strip() == text else ""
+
+
 def add_document_summaries(
     built: BuiltGraph, dataset: str, summaries: list[DocumentSummary]
 ) -> None:
-    """TextSummary nodes (scope document) that SUMMARIZE their documents, to be embedded."""
+    """TextSummary nodes (scope document) that SUMMARIZE their documents, to be embedded;
+    a one-chunk document's chunk summary SUMMARIZES it instead."""
     for summary in summaries:
-        sid = document_summary_id(summary.document_id, summary.segment)
+        sid = summary.same_as or document_summary_id(summary.document_id, summary.segment)
         support = [Support(document_id=summary.document_id)]
+        summarizes = Edge(
+            source=sid,
+            target=summary.document_id,
+            name=SUMMARIZES,
+            dataset=dataset,
+            support=support,
+        )
+        built.add_edge(summarizes)
+        if summary.same_as:
+            continue
         built.add_node(
             Node(
                 id=sid,
@@ -158,15 +182,6 @@ def add_document_summaries(
                     "document_id": summary.document_id,
                     "document_name": summary.document_name,
                 },
-            )
-        )
-        built.add_edge(
-            Edge(
-                source=sid,
-                target=summary.document_id,
-                name=SUMMARIZES,
-                dataset=dataset,
-                support=support,
             )
         )
         built.embed(

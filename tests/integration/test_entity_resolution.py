@@ -11,7 +11,7 @@ import pytest
 from core.llm.cache import LLMCache
 from core.llm.client import LLMClient
 from core.models.extraction import KnowledgeGraph
-from core.models.graph import Node, entity_id
+from core.models.graph import Node, entity_id, summary_id
 from core.models.jobs import Job
 from core.settings import Settings
 from core.stores.state_sqlite import SQLiteStateStore
@@ -161,7 +161,14 @@ def test_every_document_gets_a_summary_that_goes_with_it(
     query = runtime.embedder.embed(["Dutch fur traders on the Hudson River"])[0].tolist()
     hits = runtime.vectors.search("TextSummary_text", query, datasets=[dataset], limit=50)
     assert summary.id in {h.id for h in hits}
-    assert runtime.graph.get_nodes([document_summary_id(docs["c_carlos.txt"].id)])
+    # A one-chunk document: its chunk's summary summarises it too, and has no copy.
+    [carlos_chunk] = [c for c in chunks if c.properties["document_id"] == docs["c_carlos.txt"].id]
+    assert runtime.graph.get_nodes([document_summary_id(docs["c_carlos.txt"].id)]) == []
+    [edge] = runtime.graph.edges_of([docs["c_carlos.txt"].id], names=["SUMMARIZES"])
+    assert edge.source == summary_id(carlos_chunk.id)
+    [carlos_summary] = runtime.graph.get_nodes([edge.source])
+    texts = [n.properties["text"] for n in runtime.graph.find_nodes(dataset, "TextSummary")]
+    assert texts.count(carlos_summary.properties["text"]) == 1  # a search finds it once
 
     runtime.catalog.remove_named(dataset, "d_long.txt")
     assert runtime.graph.get_nodes([summary.id]) == []
