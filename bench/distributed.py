@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,10 +59,16 @@ def peak_rss_mib(pid: int) -> float:
 
 
 def run(
-    args: argparse.Namespace, copies: int, latency_ms: int, limit: int | None = None
+    args: argparse.Namespace,
+    copies: int,
+    latency_ms: int,
+    cleanups: list[Callable[[], None]],
+    limit: int | None = None,
 ) -> dict[str, object]:
     """One ingest. With a slow LLM the workers are split by queue, as in docker-compose.yml:
-    one process for `ingest`, one whose threads only wait on the LLM (`llm`)."""
+    one process for `ingest`, one whose threads only wait on the LLM (`llm`). Its dataset is
+    removed by the callable it appends to `cleanups`, after every run has been timed: Neo4j
+    goes on merging its vector indexes for a while after a delete."""
     home = Path(tempfile.mkdtemp(prefix="cogmill-dbench-"))
     if latency_ms:
         workers = [
@@ -105,9 +112,11 @@ def run(
         procs = [
             subprocess.Popen(
                 [sys.executable, "-m", "api.cli", "worker", "--pool", "threads", *worker_args],
-                env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
-                stdout=subprocess.DEVNULL, stderr=(home / f"worker-{i}.log").open("w"),
-            )  # fmt: skip
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=(home / f"worker-{i}.log").open("w"),
+            )
             for i, worker_args in enumerate(workers)
         ]
         try:
@@ -144,9 +153,13 @@ def run(
             "rels_per_s": round(counts.get("edges_written", 0) / write_s) if write_s else None,
             "worker_peak_rss_mib": rss,
         }
-        runtime.catalog.remove_dataset(dataset)
-        runtime.close()
         use_runtime(None)
+
+        def cleanup() -> None:
+            runtime.catalog.remove_dataset(dataset)
+            runtime.close()
+
+        cleanups.append(cleanup)
         return figures
 
 
@@ -168,9 +181,14 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=4, help="copies of the corpus, second run")
     args = parser.parse_args()
     runs = [(1, 0), (args.scale, 0)] if args.mode == "throughput" else [(1, 1000)]
-    if args.warmup_passages:  # untimed: Neo4j's JIT and caches warm up as in a running service
-        run(args, 1, runs[0][1], limit=args.warmup_passages)
-    results = [run(args, copies, latency) for copies, latency in runs]
+    cleanups: list[Callable[[], None]] = []
+    try:
+        if args.warmup_passages:  # untimed: Neo4j's JIT and caches warm up as in a service
+            run(args, 1, runs[0][1], cleanups, limit=args.warmup_passages)
+        results = [run(args, copies, latency, cleanups) for copies, latency in runs]
+    finally:
+        for cleanup in cleanups:
+            cleanup()
     for figures in results:
         print(json.dumps(figures))
     if args.mode == "throughput":
