@@ -5,14 +5,16 @@
 
 Needs Redis and Neo4j (`deploy/services.sh start`; the URLs below are its defaults). The LLM
 and the embeddings come from tests/llm_server.py, so the figures measure cogmill itself: the
-Celery chains, the stores and the bookkeeping. Each run prints one JSON line: chunks/s, the
-Neo4j write rate inside the pipeline (nodes and relationships written / time spent writing
-them), and every worker's peak RSS.
+Celery chains, the stores and the bookkeeping. The same worker processes serve an untimed
+warm-up ingest and then every timed run, as a deployment's long-running workers would. Each
+run prints one JSON line: chunks/s, the Neo4j write rate inside the pipeline (nodes and
+relationships written / time spent writing them), and every worker's peak RSS so far.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -20,7 +22,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,14 +41,15 @@ from workers.runtime import Runtime, use_runtime  # noqa: E402
 DATA = ROOT.parent / "shared" / "bench" / "data"
 
 
-def write_passages(folder: Path, copies: int, limit: int | None) -> list[Path]:
-    """The MuSiQue passages as files, `copies` times (each copy tagged, so every file differs)."""
+def write_passages(folder: Path, copies: int, limit: int | None, run: str) -> list[Path]:
+    """The MuSiQue passages as files, `copies` times, each tagged with the run and its copy:
+    no text repeats, within a run or across runs, so no LLM answer comes from the cache."""
     passages = json.loads((DATA / "musique_train_corpus.json").read_text())[:limit]
     paths = []
     for copy in range(copies):
         for index, passage in enumerate(passages):
             path = folder / f"{copy}-{index:05d}.txt"
-            tag = f" (copy {copy})" if copy else ""
+            tag = f" ({run} copy {copy})"
             path.write_text(f"{passage['title']}{tag}\n{passage['text']}", encoding="utf-8")
             paths.append(path)
     return paths
@@ -58,17 +62,27 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
-def run(
-    args: argparse.Namespace,
-    copies: int,
-    latency_ms: int,
-    cleanups: list[Callable[[], None]],
-    limit: int | None = None,
-) -> dict[str, object]:
-    """One ingest. With a slow LLM the workers are split by queue, as in docker-compose.yml:
-    one process for `ingest`, one whose threads only wait on the LLM (`llm`). Its dataset is
-    removed by the callable it appends to `cleanups`, after every run has been timed: Neo4j
-    goes on merging its vector indexes for a while after a delete."""
+@dataclass
+class Service:
+    """Workers, the stand-in LLM and a runtime that enqueues jobs, up for all of a mode's runs."""
+
+    args: argparse.Namespace
+    runtime: Runtime
+    llm: LLMTestServer
+    workers: list[subprocess.Popen[bytes]]
+    home: Path
+    datasets: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def service(args: argparse.Namespace, latency_ms: int) -> Iterator[Service]:
+    """Worker processes that serve every run of the mode, as a deployment's workers would.
+
+    With a slow LLM the workers are split by queue, as in docker-compose.yml: one process for
+    `ingest`, one whose threads only wait on the LLM (`llm`). The runs' datasets are removed
+    at the end, after every run has been timed: Neo4j goes on merging its vector indexes for
+    a while after a large delete.
+    """
     home = Path(tempfile.mkdtemp(prefix="cogmill-dbench-"))
     if latency_ms:
         workers = [
@@ -101,14 +115,6 @@ def run(
         configure(settings)
         runtime = Runtime(settings)
         use_runtime(runtime)
-        dataset = f"bench-{uuid.uuid4().hex[:8]}"
-        folder = home / "corpus"
-        folder.mkdir()
-        paths = write_passages(folder, copies, limit or args.limit)
-        runtime.catalog.ensure_dataset(dataset)
-        report = AddReport()
-        for path in paths:
-            runtime.catalog.add_file(dataset, path, path.name, report, check_supported)
         procs = [
             subprocess.Popen(
                 [sys.executable, "-m", "api.cli", "worker", "--pool", "threads", *worker_args],
@@ -119,48 +125,61 @@ def run(
             )
             for i, worker_args in enumerate(workers)
         ]
+        running = Service(args, runtime, llm, procs, home)
         try:
-            time.sleep(args.warmup)  # workers load their code and connect before the clock runs
-            started = time.perf_counter()
-            job = cognify(runtime, dataset)
-            tracker = JobTracker(runtime.state)
-            while not job.status.finished:
-                time.sleep(0.2)
-                job = tracker.get(job.id)
-            elapsed = time.perf_counter() - started
-            rss = [round(peak_rss_mib(p.pid)) for p in procs]
+            time.sleep(args.warmup)  # workers load their code and connect
+            yield running
         finally:
             for proc in procs:
                 proc.terminate()
             for proc in procs:
                 proc.wait(60)
-        counts = job.counts
-        write_s = counts.get("graph_write_ms", 0) / 1000
-        figures = {
-            "documents": len(paths),
-            "llm_latency_ms": latency_ms,
-            "in_flight": args.in_flight,
-            "status": job.status.value,
-            "errors": len(job.errors),
-            "seconds": round(elapsed, 1),
-            "chunks": counts.get("chunks", 0),
-            "chunks_per_s": round(counts.get("chunks", 0) / elapsed, 1),
-            "llm_calls": llm.calls(),
-            "nodes_written": counts.get("nodes_written", 0),
-            "edges_written": counts.get("edges_written", 0),
-            "graph_write_s": round(write_s, 1),
-            "nodes_per_s": round(counts.get("nodes_written", 0) / write_s) if write_s else None,
-            "rels_per_s": round(counts.get("edges_written", 0) / write_s) if write_s else None,
-            "worker_peak_rss_mib": rss,
-        }
-        use_runtime(None)
-
-        def cleanup() -> None:
-            runtime.catalog.remove_dataset(dataset)
+            for dataset in running.datasets:
+                runtime.catalog.remove_dataset(dataset)
             runtime.close()
+            use_runtime(None)
 
-        cleanups.append(cleanup)
-        return figures
+
+def ingest(svc: Service, copies: int, limit: int | None = None) -> dict[str, object]:
+    """One timed cognify job over `copies` of the passages, in a dataset of its own."""
+    dataset = f"bench-{uuid.uuid4().hex[:8]}"
+    svc.datasets.append(dataset)
+    folder = svc.home / dataset
+    folder.mkdir()
+    paths = write_passages(folder, copies, limit or svc.args.limit, dataset)
+    runtime = svc.runtime
+    runtime.catalog.ensure_dataset(dataset)
+    report = AddReport()
+    for path in paths:
+        runtime.catalog.add_file(dataset, path, path.name, report, check_supported)
+    calls = svc.llm.calls()
+    started = time.perf_counter()
+    job = cognify(runtime, dataset)
+    tracker = JobTracker(runtime.state)
+    while not job.status.finished:
+        time.sleep(0.2)
+        job = tracker.get(job.id)
+    elapsed = time.perf_counter() - started
+    counts = job.counts
+    write_s = counts.get("graph_write_ms", 0) / 1000
+    return {
+        "documents": len(paths),
+        "llm_latency_ms": svc.llm.stats()["config"]["latency_ms"],
+        "in_flight": svc.args.in_flight,
+        "status": job.status.value,
+        "errors": len(job.errors),
+        "seconds": round(elapsed, 1),
+        "chunks": counts.get("chunks", 0),
+        "chunks_per_s": round(counts.get("chunks", 0) / elapsed, 1),
+        "llm_calls": svc.llm.calls() - calls,
+        "nodes_written": counts.get("nodes_written", 0),
+        "edges_written": counts.get("edges_written", 0),
+        "graph_write_s": round(write_s, 1),
+        "nodes_per_s": round(counts.get("nodes_written", 0) / write_s) if write_s else None,
+        "rels_per_s": round(counts.get("edges_written", 0) / write_s) if write_s else None,
+        # Peak so far: flat from the 1x run to the 4x run means no growth with the corpus.
+        "worker_peak_rss_mib": [round(peak_rss_mib(p.pid)) for p in svc.workers],
+    }
 
 
 def main() -> None:
@@ -180,15 +199,12 @@ def main() -> None:
     )
     parser.add_argument("--scale", type=int, default=4, help="copies of the corpus, second run")
     args = parser.parse_args()
-    runs = [(1, 0), (args.scale, 0)] if args.mode == "throughput" else [(1, 1000)]
-    cleanups: list[Callable[[], None]] = []
-    try:
+    latency_ms = 0 if args.mode == "throughput" else 1000
+    copies = [1, args.scale] if args.mode == "throughput" else [1]
+    with service(args, latency_ms) as svc:
         if args.warmup_passages:  # untimed: Neo4j's JIT and caches warm up as in a service
-            run(args, 1, runs[0][1], cleanups, limit=args.warmup_passages)
-        results = [run(args, copies, latency, cleanups) for copies, latency in runs]
-    finally:
-        for cleanup in cleanups:
-            cleanup()
+            ingest(svc, 1, limit=args.warmup_passages)
+        results = [ingest(svc, n) for n in copies]
     for figures in results:
         print(json.dumps(figures))
     if args.mode == "throughput":
