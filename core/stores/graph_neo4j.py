@@ -63,7 +63,7 @@ _UPSERT_NODES = """UNWIND $rows AS row MERGE (n:Node {id: row.id})
 ON CREATE SET n.type = row.type, n.dataset = row.dataset, n:$(row.labels), n.name = row.name
 SET n.name = CASE row.name WHEN '' THEN n.name ELSE row.name END, n += row.props"""
 # Runs after _UPSERT_NODES in its transaction, which holds the nodes' locks by then; the
-# _Support nodes are locked in key order, so writers of the same chunks cannot deadlock.
+# _Support nodes are locked in key order, so writers of the same chunks take them alike.
 _LINK_SUPPORT = """UNWIND $links AS link MERGE (p:_Support {key: link.key})
 ON CREATE SET p.dataset = link.dataset, p.doc = link.doc, p.pair = link.pair
 WITH p, link MATCH (n:Node {id: link.node}) MERGE (p)-[:SUPPORTS]->(n)"""
