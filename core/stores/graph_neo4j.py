@@ -97,20 +97,25 @@ _DOC_EDGES = """MATCH ()-[r:REL {dataset: $dataset}]->() WHERE $doc IN r._docs
 SET r._support = [s IN r._support WHERE NOT s STARTS WITH $prefix],
     r._docs = [d IN r._docs WHERE d <> $doc]
 WITH r, r.id AS id WHERE r._support = [] DELETE r RETURN collect(id)"""
+# A node is locked before "is any support left?" is asked, so support another writer is
+# adding at that moment is either seen or waited for, never deleted with the node.
 _DOC_NODES = f"""MATCH (p:_Support {{dataset: $dataset, doc: $doc}})
 OPTIONAL MATCH (p)-[:SUPPORTS]->(n:Node)
 WITH collect(DISTINCT p) AS chunks, collect(DISTINCT n) AS nodes
 FOREACH (p IN chunks | DETACH DELETE p)
-WITH nodes UNWIND nodes AS n WITH n, n.id AS id WHERE NOT EXISTS {{ (n)<-[:SUPPORTS]-() }}
+WITH nodes UNWIND nodes AS n WITH n ORDER BY n.id SET n._lock = true REMOVE n._lock
+WITH n, n.id AS id WHERE NOT EXISTS {{ (n)<-[:SUPPORTS]-() }}
 {_DETACH}"""
 _DATASET_SUPPORT = """MATCH (p:_Support {dataset: $dataset}) WHERE p.doc IS NOT NULL
 WITH p LIMIT $batch DETACH DELETE p RETURN count(*)"""
 _DATASET_EDGES = """MATCH ()-[r:REL {dataset: $dataset}]->() WITH r, r.id AS id LIMIT $batch
 DELETE r RETURN collect(id)"""
 _DATASET_NODES = f"{_IN_DATASET} WITH n, n.id AS id LIMIT $batch {_DETACH}"
-# The _Support nodes that supported only the deleted nodes go with them.
+# The _Support nodes that supported only the deleted nodes go with them (locked first, as in
+# _DOC_NODES, so a link another writer is adding is never deleted with them).
 _DELETE_NODES = f"""CALL () {{ UNWIND $ids AS id MATCH (:Node {{id: id}})<-[:SUPPORTS]-(p:_Support)
-    WITH DISTINCT p WHERE NOT EXISTS {{ (p)-[:SUPPORTS]->(m) WHERE NOT m.id IN $ids }}
+    WITH DISTINCT p ORDER BY p.key SET p._lock = true REMOVE p._lock
+    WITH p WHERE NOT EXISTS {{ (p)-[:SUPPORTS]->(m) WHERE NOT m.id IN $ids }}
     DETACH DELETE p }}
 UNWIND $ids AS id MATCH (n:Node {{id: id}}) {_DETACH}"""
 _STORED = "UNWIND $ids AS id MATCH (n:Node {id: id}) RETURN collect(n.id)"
