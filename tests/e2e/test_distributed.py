@@ -64,8 +64,24 @@ def env(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> dict[st
     base = redis_url().rsplit("/", 1)[0]
     broker = f"{base}/5"
     redis.Redis.from_url(broker).flushdb()  # this module's own Redis database: no stale queues
+    return worker_env(
+        tmp_path_factory.mktemp("shared-home"),
+        broker,
+        llm,
+        llm_max_attempts="8",
+        # Short, so a killed worker's task is redelivered within seconds (tasks here take < 5 s).
+        task_soft_time_limit_seconds="12",
+        task_time_limit_seconds="15",
+        visibility_timeout_seconds="20",
+    )
+
+
+def worker_env(home: Path, broker: str, llm: LLMTestServer, **settings: str) -> dict[str, str]:
+    """Settings the test process and its worker processes share through the environment:
+    Redis for the broker, results and state, Neo4j for the graph and the vectors, the test LLM
+    server, batches of two; `settings` adds COGMILL_* variables (lower case, no prefix)."""
     return {
-        "COGMILL_HOME": str(tmp_path_factory.mktemp("shared-home")),
+        "COGMILL_HOME": str(home),
         "COGMILL_BROKER_URL": broker,
         "COGMILL_RESULT_BACKEND": broker,
         "COGMILL_REDIS_URL": broker,
@@ -73,13 +89,27 @@ def env(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> dict[st
         "COGMILL_NEO4J_URI": neo4j_uri(),
         "COGMILL_VECTOR_STORE": "neo4j",
         "COGMILL_LLM_BASE_URL": llm.base_url,
-        "COGMILL_LLM_MAX_ATTEMPTS": "8",
         "COGMILL_BATCH_SIZE": "2",
-        # Short, so a killed worker's task is redelivered within seconds (tasks here take < 5 s).
-        "COGMILL_TASK_SOFT_TIME_LIMIT_SECONDS": "12",
-        "COGMILL_TASK_TIME_LIMIT_SECONDS": "15",
-        "COGMILL_VISIBILITY_TIMEOUT_SECONDS": "20",
+        **{f"COGMILL_{name.upper()}": value for name, value in settings.items()},
     }
+
+
+def open_runtime(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Runtime:
+    """This process's runtime on `env`, installed for tasks, with Celery on its broker."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    settings = Settings()
+    configure(settings)
+    runtime = Runtime(settings)
+    use_runtime(runtime)
+    return runtime
+
+
+def close_runtime(runtime: Runtime) -> None:
+    """Undo `open_runtime`: close the stores, back to the in-memory broker."""
+    runtime.close()
+    use_runtime(None)
+    configure(Settings(broker_url="memory://", result_backend="cache+memory://"))
 
 
 class Workers:
@@ -133,16 +163,9 @@ def workers(env: dict[str, str], tmp_path: Path) -> Iterator[Workers]:
 
 @pytest.fixture
 def runtime(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    settings = Settings()
-    configure(settings)
-    rt = Runtime(settings)
-    use_runtime(rt)
+    rt = open_runtime(env, monkeypatch)
     yield rt
-    rt.close()
-    use_runtime(None)
-    configure(Settings(broker_url="memory://", result_backend="cache+memory://"))
+    close_runtime(rt)
 
 
 @pytest.fixture

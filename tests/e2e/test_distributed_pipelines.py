@@ -22,18 +22,16 @@ import redis
 from core.catalog import AddReport
 from core.models.graph import entity_id
 from core.models.jobs import JobStatus
-from core.settings import Settings
 from pipelines.classify import check_supported
 from pipelines.graph_builder import INDEX_FIELDS
 from pipelines.resolve_entities import ALIAS, aliases_of
 from pipelines.temporal_builder import AT, INVOLVES
 from tests.backends import EMBEDDED, LOCAL_DIM, Backend
-from tests.e2e.test_distributed import Workers, wait
+from tests.e2e.test_distributed import Workers, close_runtime, open_runtime, wait, worker_env
 from tests.llm_server import LLMTestServer
-from tests.services import neo4j_uri, redis_url
-from workers.celery_app import configure
+from tests.services import redis_url
 from workers.orchestration import cognify
-from workers.runtime import Runtime, use_runtime
+from workers.runtime import Runtime
 
 pytestmark = [pytest.mark.e2e, pytest.mark.services]
 
@@ -191,18 +189,9 @@ def env(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> dict[st
     """Settings shared by the test process and the worker processes (through the environment)."""
     broker = f"{redis_url().rsplit('/', 1)[0]}/7"  # this module's own Redis database
     redis.Redis.from_url(broker).flushdb()  # no stale queues from an interrupted run
-    return {
-        "COGMILL_HOME": str(tmp_path_factory.mktemp("shared-home")),
-        "COGMILL_BROKER_URL": broker,
-        "COGMILL_RESULT_BACKEND": broker,
-        "COGMILL_REDIS_URL": broker,
-        "COGMILL_REDIS_PREFIX": f"test-{uuid.uuid4().hex[:8]}:",
-        "COGMILL_NEO4J_URI": neo4j_uri(),
-        "COGMILL_VECTOR_STORE": "neo4j",
-        "COGMILL_EMBEDDING_DIM": str(LOCAL_DIM),
-        "COGMILL_LLM_BASE_URL": llm.base_url,
-        "COGMILL_BATCH_SIZE": "2",
-    }
+    return worker_env(
+        tmp_path_factory.mktemp("shared-home"), broker, llm, embedding_dim=str(LOCAL_DIM)
+    )
 
 
 def test_mixed_pipelines_on_worker_processes_match_the_embedded_run(
@@ -214,12 +203,7 @@ def test_mixed_pipelines_on_worker_processes_match_the_embedded_run(
 ) -> None:
     dataset, expected = embedded_stages
     check_empty(expected[-1])
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    settings = Settings()
-    configure(settings)
-    rt = Runtime(settings)
-    use_runtime(rt)
+    rt = open_runtime(env, monkeypatch)
     workers = Workers(env, tmp_path)
     workers.start()
     workers.start()
@@ -232,9 +216,7 @@ def test_mixed_pipelines_on_worker_processes_match_the_embedded_run(
     finally:
         workers.stop_all()
         rt.catalog.remove_dataset(dataset)
-        rt.close()
-        use_runtime(None)
-        configure(Settings(broker_url="memory://", result_backend="cache+memory://"))
+        close_runtime(rt)
         redis.Redis.from_url(env["COGMILL_BROKER_URL"]).flushdb()  # jobs, cache, queues
     for stage, (got, want) in enumerate(zip(stages, expected, strict=True)):
         assert got == want, f"stage {stage}: Neo4j differs from the embedded run"

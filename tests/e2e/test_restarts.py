@@ -21,14 +21,20 @@ import redis
 
 from core.models.jobs import Job, JobStatus
 from core.ports import StoreError
-from core.settings import Settings
-from tests.e2e.test_distributed import ROOT, Workers, add, write_corpus
+from tests.e2e.test_distributed import (
+    ROOT,
+    Workers,
+    add,
+    close_runtime,
+    open_runtime,
+    worker_env,
+    write_corpus,
+)
 from tests.llm_server import LLMTestServer
-from tests.services import neo4j_uri, redis_url
-from workers.celery_app import configure
+from tests.services import redis_url
 from workers.jobs import JobTracker
 from workers.orchestration import cognify
-from workers.runtime import Runtime, use_runtime
+from workers.runtime import Runtime
 
 pytestmark = [pytest.mark.e2e, pytest.mark.services]
 
@@ -99,23 +105,17 @@ def llm() -> Iterator[LLMTestServer]:
 
 
 def settings_env(tmp_path: Path, redis: str, llm: LLMTestServer) -> dict[str, str]:
-    return {
-        "COGMILL_HOME": str(tmp_path / "home"),
-        "COGMILL_BROKER_URL": redis,
-        "COGMILL_RESULT_BACKEND": redis,
-        "COGMILL_REDIS_URL": redis,
-        "COGMILL_REDIS_PREFIX": f"test-{uuid.uuid4().hex[:8]}:",
-        "COGMILL_NEO4J_URI": neo4j_uri(),
-        "COGMILL_VECTOR_STORE": "neo4j",
-        "COGMILL_LLM_BASE_URL": llm.base_url,
-        "COGMILL_BATCH_SIZE": "2",
-        "COGMILL_TASK_SOFT_TIME_LIMIT_SECONDS": "40",
-        "COGMILL_TASK_TIME_LIMIT_SECONDS": "50",
-        "COGMILL_VISIBILITY_TIMEOUT_SECONDS": "60",
+    return worker_env(
+        tmp_path / "home",
+        redis,
+        llm,
+        task_soft_time_limit_seconds="40",
+        task_time_limit_seconds="50",
+        visibility_timeout_seconds="60",
         # A chain that still loses a message in the restart is resumed within ~75 s.
-        "COGMILL_SWEEP_INTERVAL_SECONDS": "5",
-        "COGMILL_SWEEP_STALL_SECONDS": "65",
-    }
+        sweep_interval_seconds="5",
+        sweep_stall_seconds="65",
+    )
 
 
 @pytest.fixture
@@ -125,12 +125,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
 
     def start(redis: str, llm: LLMTestServer) -> tuple[Runtime, Workers]:
         env = settings_env(tmp_path, redis, llm)
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
-        settings = Settings()
-        configure(settings)
-        runtime = Runtime(settings)
-        use_runtime(runtime)
+        runtime = open_runtime(env, monkeypatch)
         workers = Workers(env, tmp_path)
         workers.start()
         workers.start()
@@ -140,9 +135,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     yield start
     for runtime, workers in started:
         workers.stop_all()
-        runtime.close()
-    use_runtime(None)
-    configure(Settings(broker_url="memory://", result_backend="cache+memory://"))
+        close_runtime(runtime)
 
 
 def wait_through_outages(runtime: Runtime, job: Job, on_tick, timeout: float = 300) -> Job:  # noqa: ANN001
