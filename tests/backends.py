@@ -131,6 +131,13 @@ def embedder_fixture(tmp_path_factory: pytest.TempPathFactory) -> object:
     return Runtime(Settings(home=tmp_path_factory.mktemp("models"))).embedder
 
 
+@pytest.fixture(scope="module", name="models")
+def models_fixture(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """The local embedder and extractor, loaded once for the module."""
+    runtime = Runtime(Settings(home=tmp_path_factory.mktemp("models")))
+    return {"embedder": runtime.embedder, "extractor": runtime.extractor}
+
+
 @pytest.fixture(scope="module", name="llm_server")
 def llm_server_fixture() -> Iterator[LLMTestServer]:
     with LLMTestServer() as server:

@@ -20,6 +20,7 @@ from core.models.jobs import Job
 from core.settings import Settings
 from pipelines.classify import check_supported
 from tests import sample_files as sf
+from tests.backends import models_fixture  # noqa: F401 - fixture used by name
 from workers.celery_app import configure
 from workers.embedded import EmbeddedWorker
 from workers.jobs import JobTracker
@@ -80,12 +81,6 @@ BAD: dict[str, tuple[bytes, str | None, str]] = {
     "tool.exe": (b"MZ\x90\x00" + NOISE, "unsupported file type '.exe'", "unsupported file"),
     "huge.txt": (b"word " * 50_000, "above the limit of 200000", ""),  # never stored
 }
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    runtime = Runtime(Settings(home=tmp_path_factory.mktemp("models")))
-    return {"embedder": runtime.embedder, "extractor": runtime.extractor}
 
 
 @pytest.fixture

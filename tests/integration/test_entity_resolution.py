@@ -13,14 +13,19 @@ from core.llm.client import LLMClient
 from core.models.extraction import KnowledgeGraph
 from core.models.graph import Node, entity_id, summary_id
 from core.models.jobs import Job
-from core.settings import Settings
 from core.stores.state_sqlite import SQLiteStateStore
 from pipelines.classify import check_supported
 from pipelines.models import Chunk, DocumentRef, ExtractedBatch
 from pipelines.reconcile_entities import merge_entities
 from pipelines.resolve_entities import ALIAS, aliases_of
 from pipelines.summarize_documents import SummarizeDocuments, document_summary_id
-from tests.backends import Backend, backend_fixture, embedded_only, succeeded  # noqa: F401 - the fixture `backend`
+from tests.backends import (  # noqa: F401 - the fixtures `backend`, `models`
+    Backend,
+    backend_fixture,
+    embedded_only,
+    models_fixture,
+    succeeded,
+)
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
 from workers.runtime import Runtime
@@ -37,12 +42,6 @@ DOCUMENTS = {
         for i in range(8)
     ),
 }
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    runtime = Runtime(Settings(home=tmp_path_factory.mktemp("models")))
-    return {"embedder": runtime.embedder, "extractor": runtime.extractor}
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from core.models.jobs import Job, JobStatus
 from core.settings import Settings
 from pipelines.classify import check_supported
 from pipelines.graph_builder import INDEX_FIELDS
+from tests.backends import models_fixture  # noqa: F401 - fixture used by name
 from workers.celery_app import configure
 from workers.embedded import EmbeddedWorker
 from workers.jobs import JobTracker
@@ -21,13 +22,6 @@ from workers.orchestration import cognify
 from workers.runtime import Runtime, use_runtime
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    """The embedder and extractor, loaded once for the module."""
-    runtime = Runtime(Settings(home=tmp_path_factory.mktemp("models")))
-    return {"embedder": runtime.embedder, "extractor": runtime.extractor}
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from core.settings import Settings
 from pipelines.classify import check_supported
 from pipelines.formats.segments import segment_count
 from pipelines.graph_builder import INDEX_FIELDS
-from tests.backends import finished
+from tests.backends import finished, models_fixture  # noqa: F401 - fixtures used by name
 from workers.celery_app import configure
 from workers.embedded import EmbeddedWorker
 from workers.orchestration import cognify
@@ -58,13 +58,6 @@ def prose(seed: int, size: int) -> str:
         out.append(paragraph)
         used += len(paragraph) + 2
     return "\n\n".join(out) + "\n"
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    """The embedder and extractor, loaded once for the module."""
-    runtime = Runtime(Settings(home=tmp_path_factory.mktemp("models")))
-    return {"embedder": runtime.embedder, "extractor": runtime.extractor}
 
 
 @pytest.fixture

@@ -16,13 +16,18 @@ import pytest
 from core.catalog import AddReport
 from core.models.graph import Node
 from core.models.jobs import Job
-from core.settings import Settings
 from pipelines.classify import check_supported
 from pipelines.temporal_builder import AT, DURING, INVOLVES
 from retrieval.models import SearchType
 from retrieval.search import search
 from retrieval.temporal import TemporalRetriever
-from tests.backends import Backend, backend_fixture, embedded_only, succeeded  # noqa: F401 - the fixture `backend`
+from tests.backends import (  # noqa: F401 - the fixtures `backend`, `models`
+    Backend,
+    backend_fixture,
+    embedded_only,
+    models_fixture,
+    succeeded,
+)
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
 from workers.runtime import Runtime
@@ -43,13 +48,6 @@ CORPUS = {
     ),
     "tokyo.txt": "2019年3月、Acme Corpは東京に事務所を開いた。",
 }
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    """The embedder and extractor, loaded once for the module."""
-    runtime = Runtime(Settings(home=tmp_path_factory.mktemp("models")))
-    return {"embedder": runtime.embedder, "extractor": runtime.extractor}
 
 
 @pytest.fixture
