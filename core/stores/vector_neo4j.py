@@ -45,6 +45,11 @@ _MIN_K_MANY = 24  # wider HNSW searches cost more than an exact scan of a mid-si
 # small are scanned at once instead of widening the HNSW search.
 _EXACT_SCAN_MAX = 2000
 _INDEX_TIMEOUT_S = 300
+# HNSW build effort (`ef_construction`; Neo4j's default is 100). Measured on 8,059 MiniLM
+# sentence vectors with 300 held-out queries: 50 costs Neo4j a third less CPU to insert and
+# merge them, and recall moves from 0.9993 to 0.9987 (top 10 of k=100) and from 0.987 to 0.982
+# (top 5 of k=24). Ingestion writes several vectors per chunk: this is much of Neo4j's work.
+_EF_CONSTRUCTION = 50
 
 # Cross-collection indexes (deletes) first, then the collection's own rules.
 _SCHEMA = (
@@ -54,7 +59,7 @@ _SCHEMA = (
     "CREATE INDEX {index}_dataset IF NOT EXISTS FOR (n:`{label}`) ON (n.dataset)",
     "CREATE VECTOR INDEX {index} IF NOT EXISTS FOR (n:`{label}`) ON n.embedding OPTIONS "
     "{{indexConfig: {{`vector.dimensions`: {dim}, `vector.similarity_function`: 'cosine', "
-    "`vector.quantization.enabled`: false}}}}",
+    "`vector.quantization.enabled`: false, `vector.hnsw.ef_construction`: {ef}}}}}",
 )
 _SHOW_INDEX = "SHOW VECTOR INDEXES YIELD name, options, state WHERE name = $name"
 _UPSERT = """
@@ -155,7 +160,10 @@ class Neo4jVectorStore:
     def _ddl(self, template: str, **names: str) -> None:
         """Create a schema rule; losing a creation race to another process is no error."""
         try:
-            self._run(template.format(ns=self.namespace, base=self._base, dim=self.dim, **names))
+            query = template.format(
+                ns=self.namespace, base=self._base, dim=self.dim, ef=_EF_CONSTRUCTION, **names
+            )
+            self._run(query)
         except Neo4jError as err:
             if err.code != "Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists":
                 raise
