@@ -147,6 +147,10 @@ class StateStore(Protocol):
         """The value, or None when missing or expired."""
         ...
 
+    def get_many(self, keys: Sequence[str]) -> list[str | None]:
+        """Each key's value in order (None where missing or expired), in one round trip."""
+        ...
+
     def delete(self, key: str) -> None:
         """Remove a key (no error when missing)."""
         ...

@@ -12,12 +12,13 @@ import time
 from collections.abc import Iterator
 
 from core.models.jobs import DocumentError, Job, JobStatus, utcnow
-from core.ports import StateStore
+from core.ports import StateStore, batched
 from pipelines.models import WriteReport
 
 COUNTED = ("documents", "chunks", "entities", "relationships", "vectors")
 # Summed over the batches as they are, e.g. the graph write rate inside the pipeline.
 SUMMED = ("nodes_written", "edges_written", "graph_write_ms")
+_REPORTS_PER_READ = 1000
 
 
 class JobNotFoundError(LookupError):
@@ -74,7 +75,9 @@ class JobTracker:
 
     def finish_batch(self, job_id: str, batch: int, report: WriteReport) -> bool:
         """Record a batch's report; True when this call completed the job's last batch."""
-        self.state.put(_key(job_id, "report", str(batch)), report.model_dump_json())
+        # Without the entity names (for reconcile_entities only): every progress poll reads this.
+        stored = report.model_dump_json(exclude={"entity_names"})
+        self.state.put(_key(job_id, "report", str(batch)), stored)
         if self.state.add_member(_key(job_id, "done"), str(batch)):
             self.event(
                 job_id,
@@ -149,20 +152,17 @@ class JobTracker:
         # Distinct ids: a large document's segments are reported by several batches.
         documents: set[str] = set()
         # By batch number, not by a key scan: a scan walks the whole keyspace (LLM cache and
-        # all), and jobs are read on every progress poll.
-        for batch in range(job.total_batches):
-            raw = self.state.get(_key(job.id, "report", str(batch)))
-            if raw is None:
-                continue
-            report = WriteReport.model_validate_json(raw)
-            documents.update(report.documents)
-            counts["chunks"] += report.chunks
-            counts["entities"] += report.entities
-            counts["relationships"] += report.relationships
-            counts["vectors"] += report.vectors
-            for name in SUMMED:
-                counts[name] += getattr(report, name)
-            errors.extend(report.errors)
+        # all), and jobs are read on every progress poll; many reports per round trip.
+        keys = [_key(job.id, "report", str(batch)) for batch in range(job.total_batches)]
+        for part in batched(keys, _REPORTS_PER_READ):
+            for raw in self.state.get_many(part):
+                if raw is None:
+                    continue
+                report = WriteReport.model_validate_json(raw)
+                documents.update(report.documents)
+                for name in COUNTED[1:] + SUMMED:
+                    counts[name] += getattr(report, name)
+                errors.extend(report.errors)
         counts["documents"] = len(documents - {e.document_id for e in errors})
         counts["batches_done"] = self.batches_done(job.id)
         return counts, errors

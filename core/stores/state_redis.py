@@ -53,6 +53,13 @@ class RedisStateStore:
         with self._errors():
             return self._redis.get(self._key(key))
 
+    def get_many(self, keys: Sequence[str]) -> list[str | None]:
+        """Each key's value in order (None where missing or expired), in one round trip."""
+        if not keys:
+            return []
+        with self._errors():
+            return self._redis.mget([self._key(key) for key in keys])
+
     def delete(self, key: str) -> None:
         """Remove a key of any kind (no error when missing)."""
         with self._errors():

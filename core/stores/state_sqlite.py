@@ -6,8 +6,10 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from core.ports import batched
 from core.stores.sqlite_file import SQLiteFile
 
+_KEYS_PER_QUERY = 500  # bound parameters per SELECT, well below SQLite's limit
 # Counters live in kv as decimal strings, so `get` reads a counter like Redis GET does.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_at REAL);
@@ -55,6 +57,18 @@ class SQLiteStateStore(SQLiteFile):
                 db.execute("DELETE FROM kv WHERE key = ? AND expires_at <= ?", (key, now))
                 return None
             return value
+
+    def get_many(self, keys: Sequence[str]) -> list[str | None]:
+        """Each key's value in order (None where missing or expired), in one transaction."""
+        now, found = time.time(), {}
+        with self._db() as db:
+            for part in batched(list(dict.fromkeys(keys)), _KEYS_PER_QUERY):
+                marks = ",".join("?" * len(part))
+                query = f"SELECT key, value, expires_at FROM kv WHERE key IN ({marks})"
+                for key, value, expires_at in db.execute(query, part):
+                    if expires_at is None or expires_at > now:
+                        found[key] = value
+        return [found.get(key) for key in keys]
 
     def delete(self, key: str) -> None:
         """Remove a key from kv, sets and events (no error when missing)."""

@@ -47,6 +47,21 @@ class StateStoreContract:
         state_store.put("doc", value)
         assert state_store.get("doc") == value
 
+    def test_get_many_reads_each_key_in_order(self, state_store: StateStore) -> None:
+        assert state_store.get_many([]) == []
+        state_store.put("r:1", "one")
+        state_store.put("r:2", "two")
+        state_store.put("r:gone", "soon", ttl=0.2)
+        time.sleep(0.4)
+        keys = ["r:2", "r:missing", "r:1", "r:gone", "r:2"]
+        assert state_store.get_many(keys) == ["two", None, "one", None, "two"]
+        many = [f"many:{i}" for i in range(1200)]  # more than one query's worth of keys
+        for key in many[::7]:
+            state_store.put(key, key.upper())
+        assert state_store.get_many(many) == [
+            k.upper() if i % 7 == 0 else None for i, k in enumerate(many)
+        ]
+
     def test_ttl_expires(self, state_store: StateStore) -> None:
         state_store.put("artifact", "chunks", ttl=0.2)
         state_store.put("artifact-kept", "chunks")
