@@ -156,9 +156,9 @@ def ingest(svc: Service, copies: int, limit: int | None = None) -> dict[str, obj
     started = time.perf_counter()
     job = cognify(runtime, dataset)
     tracker = JobTracker(runtime.state)
-    while not job.status.finished:
+    while not job.status.finished:  # the status alone: the finished job holds the counts
         time.sleep(0.2)
-        job = tracker.get(job.id)
+        job = tracker.get(job.id, live=False)
     elapsed = time.perf_counter() - started
     counts = job.counts
     write_s = counts.get("graph_write_ms", 0) / 1000
