@@ -22,6 +22,7 @@ import functools
 import re
 import unicodedata
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from core.models.graph import normalise_name
 
@@ -155,24 +156,43 @@ def same_entity(a: str, b: str) -> bool:
     return _initials_match(parts_a, parts_b)
 
 
-def match_keys(name: str) -> set[str]:
-    """Keys such that two names `same_entity` accepts always share at least one.
+class MatchKeys(NamedTuple):
+    """Where a name is filed, and where to look for the names an alias rule could join it to."""
+
+    filed: frozenset[str]
+    sought: frozenset[str]
+
+
+def match_keys(name: str) -> MatchKeys:
+    """Keys such that for two names `same_entity` accepts, each seeks a key the other is filed
+    under: looking names up by them finds every candidate a rule could accept.
 
     One key per rule of `same_entity`: the sorted words (equal names, "Lopez, Maria"), the
-    acronym letters or capitalised-word initials ("NYC" ~ "New York City"), and the surname with
-    the word count (initials: "M. Lopez" ~ "Maria Lopez"). Looking names up by these keys finds
-    every candidate an alias rule could accept, without comparing all pairs.
+    letters of an acronym and the initials of capitalised words ("NYC" ~ "New York City"), and
+    the surname with the word count ("M. Lopez" ~ "Maria Lopez"). Only an abbreviated form can
+    join a name of another form, so full names seek only the abbreviated ones: "Maria Lopez"
+    never fetches every other "... Lopez", nor "New York City" every other "N... Y... C...".
     """
     parts = name_parts(name)
     if not parts:
-        return set()
-    keys = {"words:" + " ".join(sorted(parts))}
-    for letters in (acronym_letters(name), initials_of(name)):
-        if letters:
-            keys.add("letters:" + letters)
+        return MatchKeys(frozenset(), frozenset())
+    words = "words:" + " ".join(sorted(parts))
+    filed, sought = {words}, {words}
+    if acronym := acronym_letters(name):  # another acronym, or the words it stands for
+        filed.add(f"acronym:{acronym}")
+        sought.update((f"acronym:{acronym}", f"initials:{acronym}"))
+    elif initials := initials_of(name):
+        filed.add(f"initials:{initials}")
+        sought.add(f"acronym:{initials}")
     if len(parts) >= 2 and len(parts[-1]) >= 2:
-        keys.add(f"surname:{parts[-1]}:{len(parts)}")
-    return keys
+        full, short = f"surname:{parts[-1]}:{len(parts)}", f"initial:{parts[-1]}:{len(parts)}"
+        if any(len(p) == 1 for p in parts[:-1]):  # "M. Lopez": a full name or another initial
+            filed.add(short)
+            sought.update((short, full))
+        else:
+            filed.add(full)
+            sought.add(short)
+    return MatchKeys(frozenset(filed), frozenset(sought))
 
 
 def name_rank(name: str) -> tuple:

@@ -172,7 +172,8 @@ class StateStore(Protocol):
         ...
 
     def add_members(self, members: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
-        """Add members to several sets at once, then return each of those sets whole.
+        """Add members to several sets at once, then return each of those sets whole (a set
+        given no members is only read).
 
         Atomic: of two callers adding to one set at the same time, the later sees both members.
         """

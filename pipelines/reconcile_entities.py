@@ -95,6 +95,13 @@ class ReconcileEntities:
             and types_compatible(types.get(a, set()), types.get(b, set()))
         ]
         seen = names | {i: n for found in candidates.values() for i, n in found.items()}
+        # A full name looks up only abbreviated ones: a stored abbreviation's own lookup finds
+        # the other full names it fits, which decide whether it is ambiguous.
+        short = {i: seen[i] for link in links for i in link if i not in names}
+        short = {i: name for i, name in short.items() if is_abbreviated(name)}
+        if short:
+            found = self.keys.find(dataset, short).values()
+            seen |= {i: name for others in found for i, name in others.items()}
         for group in _groups(_unambiguous(links, seen)):
             members = [known[i] for i in sorted(group)]
             target = merge_entities(self.graph, self.vectors, self.embedder, dataset, members)
@@ -124,7 +131,7 @@ class ReconcileEntities:
 def _unambiguous(links: list[tuple[str, str]], names: dict[str, str]) -> list[tuple[str, str]]:
     """Links without an abbreviated name that fits several different full names ("M. Lopez"
     beside "Maria Lopez" and "Miguel Lopez"), judged among all the names looked up (id -> name):
-    any full name an abbreviation fits shares a match key with it, so it is among them."""
+    every full name an abbreviation fits is found by the abbreviation's own lookup."""
     abbreviated = {i for link in links for i in link if is_abbreviated(names[i])}
     ambiguous = set()
     for short in abbreviated:

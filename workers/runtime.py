@@ -71,6 +71,14 @@ class Runtime:
             return factory.state_store(self.settings)
 
     @cached_property
+    def entity_keys(self) -> EntityKeyIndex:
+        """Which stored entities an alias rule could join a name to (see core/entity_keys)."""
+        with self._lock:
+            keys = EntityKeyIndex(self.state)
+            keys.upgrade()
+            return keys
+
+    @cached_property
     def lexical(self) -> LexicalIndex:
         """BM25 postings of chunks (CHUNKS_LEXICAL), kept up to date on writes and deletes."""
         with self._lock:
@@ -112,7 +120,7 @@ class Runtime:
             self.blobs,
             self.settings.max_file_bytes,
             self.lexical,
-            EntityKeyIndex(self.state),
+            self.entity_keys,
         )
 
     def step(self, pipeline: Pipeline, name: str, options: dict[str, Any] | None = None) -> Step:
@@ -140,7 +148,7 @@ class Runtime:
                 self.graph,
                 self.vectors,
                 self.embedder,
-                EntityKeyIndex(self.state),
+                self.entity_keys,
                 threshold=s.entity_match_threshold,
                 enabled=s.entity_reconcile,
             ),

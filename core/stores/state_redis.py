@@ -95,19 +95,17 @@ class RedisStateStore:
 
     def add_members(self, members: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
         """Add members to several sets, then return each of those sets whole (one round trip)."""
-        keys = [key for key, items in members.items() if items]
-        if not keys:
-            return {key: set() for key in members}
+        if not members:
+            return {}
+        added = [key for key, items in members.items() if items]
         with self._errors():
             pipe = self._redis.pipeline(transaction=True)  # MULTI: the reads follow every add
-            for key in keys:
+            for key in added:
                 pipe.sadd(self._key(key), *members[key])
-            for key in keys:
+            for key in members:
                 pipe.smembers(self._key(key))
-            replies = pipe.execute()[len(keys) :]
-        found = {key: set() for key in members}
-        found.update(zip(keys, replies, strict=True))
-        return found
+            replies = pipe.execute()[len(added) :]
+        return dict(zip(members, replies, strict=True))
 
     def append_event(self, stream: str, event: str) -> int:
         """Append to an ordered stream and return the event's sequence number (from 1)."""

@@ -148,6 +148,11 @@ class StateStoreContract:
         assert found == {"k:a": {"x", "y"}, "k:b": {"z"}, "k:c": set()}
         assert state_store.count_members("k:a") == 2
         assert state_store.keys("k:") == ["k:a", "k:b"]
+        # A set given no members is only read.
+        assert state_store.add_members({"k:a": [], "k:b": ["w"]}) == {
+            "k:a": {"x", "y"},
+            "k:b": {"w", "z"},
+        }
 
     def test_of_two_concurrent_add_members_the_later_sees_both(
         self, state_store: StateStore
