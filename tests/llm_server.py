@@ -36,6 +36,7 @@ FAULTS = ("429", "500", "timeout", "malformed")
 _NAME = re.compile(r"[A-Z][A-Za-z0-9]+(?: [A-Z][A-Za-z0-9]+)*")
 _VERB = re.compile(r"^ ((?:[a-z]+ ){1,3})$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_WORD = re.compile(r"\w+")
 _LEADING = {"The", "A", "An", "In", "On", "At", "It", "He", "She", "They", "This", "That"}
 _ORG_SUFFIX = {"Inc", "Corp", "Labs", "Ltd", "University", "Company", "Institute"}
 
@@ -152,17 +153,21 @@ def _type(name: str) -> str:
     return "Person" if name.count(" ") == 1 else "Thing"
 
 
-def embedding_for_text(text: str, dim: int) -> np.ndarray:
-    """A unit vector from hashed words: texts sharing words point the same way."""
-    vector = np.zeros(dim)
-    slots = [slot for token in re.findall(r"\w+", text.lower()) for slot in _slots(token, dim)]
-    if slots:
-        where, signs = zip(*slots, strict=True)
-        np.add.at(vector, list(where), signs)
-    norm = np.linalg.norm(vector)
-    if norm == 0:
-        vector[0] = norm = 1.0
-    return vector / norm
+def embeddings_for_texts(texts: list[str], dim: int) -> np.ndarray:
+    """Unit vectors from hashed words, a row per text: texts sharing words point the same way."""
+    rows, where, signs = [], [], []
+    for row, text in enumerate(texts):
+        for token in _WORD.findall(text.lower()):
+            for slot, sign in _slots(token, dim):
+                rows.append(row)
+                where.append(slot)
+                signs.append(sign)
+    vectors = np.zeros((len(texts), dim))
+    np.add.at(vectors, (rows, where), signs)
+    norms = np.linalg.norm(vectors, axis=1)
+    empty = norms == 0
+    vectors[empty, 0] = norms[empty] = 1.0
+    return vectors / norms[:, None]
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -328,8 +333,8 @@ class _Handler(BaseHTTPRequestHandler):
             else (lambda v: v.tolist())
         )
         data = [
-            {"object": "embedding", "index": i, "embedding": encode(embedding_for_text(t, dim))}
-            for i, t in enumerate(texts)
+            {"object": "embedding", "index": i, "embedding": encode(vector)}
+            for i, vector in enumerate(embeddings_for_texts(texts, dim))
         ]
         usage = _usage(sum(len(t) for t in texts) // 4, 0)
         self._json(200, {"object": "list", "data": data, "model": "test", "usage": usage})
