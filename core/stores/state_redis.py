@@ -14,22 +14,6 @@ import redis
 from core.ports import StoreError
 
 _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
-# add_members in one atomic script: KEYS are the sets, ARGV[i] how many members KEYS[i] gets,
-# then all the members in KEYS order; returns each set's members. One command per call: a
-# MULTI of an SADD and an SMEMBERS per set cost the client most of the time (reconcile files
-# and looks up ~1,500 sets per batch).
-_ADD_MEMBERS = """
-local n, at, out = #KEYS, #KEYS + 1, {}
-for i = 1, n do
-  local last = at + tonumber(ARGV[i]) - 1
-  for first = at, last, 1000 do
-    redis.call('SADD', KEYS[i], unpack(ARGV, first, math.min(first + 999, last)))
-  end
-  at = last + 1
-end
-for i = 1, n do out[i] = redis.call('SMEMBERS', KEYS[i]) end
-return out
-"""
 
 
 class RedisStateStore:
@@ -43,7 +27,6 @@ class RedisStateStore:
         self._redis: Any = redis.Redis.from_url(
             url, decode_responses=True, socket_connect_timeout=5, socket_timeout=30
         )
-        self._add_members = self._redis.register_script(_ADD_MEMBERS)  # EVALSHA, EVAL if new
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -114,12 +97,15 @@ class RedisStateStore:
         """Add members to several sets, then return each of those sets whole (one round trip)."""
         if not members:
             return {}
-        keys = [self._key(key) for key in members]
-        args = [len(items) for items in members.values()]
-        args += [item for items in members.values() for item in items]
+        added = [key for key, items in members.items() if items]
         with self._errors():
-            replies = self._add_members(keys=keys, args=args)
-        return {key: set(reply) for key, reply in zip(members, replies, strict=True)}
+            pipe = self._redis.pipeline(transaction=True)  # MULTI: the reads follow every add
+            for key in added:
+                pipe.sadd(self._key(key), *members[key])
+            for key in members:
+                pipe.smembers(self._key(key))
+            replies = pipe.execute()[len(added) :]
+        return dict(zip(members, replies, strict=True))
 
     def append_event(self, stream: str, event: str) -> int:
         """Append to an ordered stream and return the event's sequence number (from 1)."""
