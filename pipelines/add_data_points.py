@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Set
 from typing import ClassVar
 
 from core.lexical import LexicalDoc, LexicalIndex
@@ -142,7 +143,7 @@ class AddDataPoints:
         ]
         self.lexical.add(dataset, docs)
 
-    def _write_vectors(self, dataset: str, built: BuiltGraph, skip: set[str] = frozenset()) -> int:
+    def _write_vectors(self, dataset: str, built: BuiltGraph, skip: Set[str] = frozenset()) -> int:
         """Embed and upsert the built graph's index fields, except the nodes in `skip`."""
         total = 0
         for collection, items in built.to_embed.items():

@@ -182,7 +182,7 @@ class GraphCompletionRetriever:
         ids = {i for s in best for i in (s.edge.source, s.edge.target)}
         ids |= {sup.chunk_id for s in best for sup in s.edge.support if sup.chunk_id}
         nodes = {node.id: node for node in self.graph.get_nodes(sorted(ids))}
-        results = []
+        results: list[SearchResult] = []
         # (result index, edge key): what each result was read from, for session traces.
         self.trace: list[tuple[int, dict[str, str]]] = []
         for item in best:

@@ -126,7 +126,8 @@ def _type_of(schema: dict[str, Any], defs: dict[str, Any], depth: int, name: str
         return type(None)
     if kind == "array":
         items = schema.get("items")
-        return list[_type_of(items, defs, depth + 1, name) if isinstance(items, dict) else Any]
+        item = _type_of(items, defs, depth + 1, name) if isinstance(items, dict) else Any
+        return list[item]  # type: ignore[valid-type]  # built at run time from the schema
     if kind == "object" or kind is None:
         if isinstance(schema.get("properties"), dict):
             return _object_model(name, schema, defs, depth)

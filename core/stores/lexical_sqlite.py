@@ -33,13 +33,14 @@ class SQLiteLexicalIndex(SQLiteFile):
 
     def add(self, dataset: str, docs: Sequence[LexicalDoc]) -> None:
         """Index chunks; a chunk id already indexed is left as it is. Raises StoreError."""
-        rows, postings = [], []
+        rows: list[tuple[str, str, str, int]] = []
+        postings: list[tuple[str, str, str, int]] = []
         for doc in {d.chunk_id: d for d in docs}.values():
             counts, length = term_counts(doc.text)
             rows.append((dataset, doc.chunk_id, doc.document_id, length))
             postings.extend((dataset, term, doc.chunk_id, tf) for term, tf in counts.items())
         with self._db(write=True) as db:
-            known = set()
+            known: set[str] = set()
             for part in batched([r[1] for r in rows], _IN_BATCH):
                 where = f"dataset = ? AND chunk_id IN ({_marks(part)})"
                 found = db.execute(f"SELECT chunk_id FROM chunks WHERE {where}", (dataset, *part))
@@ -94,7 +95,7 @@ class SQLiteLexicalIndex(SQLiteFile):
 
     def postings(self, datasets: Sequence[str], terms: Sequence[str]) -> list[Posting]:
         """Every posting of `terms` in the datasets."""
-        ds, found = list(datasets), []
+        ds, found = list(datasets), list[Posting]()
         with self._db() as db:
             for part in batched(list(terms), _IN_BATCH):
                 rows = db.execute(
