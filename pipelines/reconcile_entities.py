@@ -97,8 +97,9 @@ class ReconcileEntities:
         seen = names | {i: n for found in candidates.values() for i, n in found.items()}
         # A full name looks up only abbreviated ones: a stored abbreviation's own lookup finds
         # the other full names it fits, which decide whether it is ambiguous.
-        short = {i: seen[i] for link in links for i in link if i not in names}
-        short = {i: name for i, name in short.items() if is_abbreviated(name)}
+        short = {
+            i: seen[i] for link in links for i in link if i not in names and is_abbreviated(seen[i])
+        }
         if short:
             found = self.keys.find(dataset, short).values()
             seen |= {i: name for others in found for i, name in others.items()}
