@@ -10,6 +10,10 @@ The servers are shared by everyone's tests, so each test names its datasets thro
 A module uses the fixture `backend` by importing it: `from tests.backends import backend_fixture`
 (and likewise `embedder_fixture`, the local embedder loaded once per module, and
 `llm_server_fixture`, a test LLM server per module).
+
+`redis_backend` runs a Redis adapter's test once on fakeredis (no server, so `make test-fast`
+runs it) and once on the shared test Redis (marked `services`, as CI runs it): a test that
+fakeredis cannot pass names the difference with `RedisBackend.xfail_on_fakeredis`.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import fakeredis
 import pytest
 import redis
 
@@ -35,6 +40,7 @@ from workers.jobs import JobTracker
 from workers.runtime import Runtime, use_runtime
 
 EMBEDDED, NEO4J = "embedded", "neo4j"
+FAKEREDIS, REDIS = "fakeredis", "redis"
 # The dimension of the local embedder, which the shared `Cogmill` vector indexes hold; other
 # dimensions (the test LLM server's embeddings) get a namespace of their own per dimension,
 # since a Neo4j vector index has one dimension.
@@ -151,6 +157,60 @@ def backend_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if request.param == NEO4J:
         return Backend(NEO4J, tmp_path, neo4j=neo4j_uri(), redis=redis_url())
     return Backend(EMBEDDED, tmp_path)
+
+
+@dataclass
+class RedisBackend:
+    """A Redis for one test: fakeredis in this process, or the shared test server.
+
+    Adapters are built with `client=backend.adapter_client(...)`: None on the real server, so
+    they connect by URL exactly as in production; a fakeredis client otherwise.
+    """
+
+    kind: str
+    url: str
+    server: fakeredis.FakeServer | None = None
+    prefix: str = field(default_factory=lambda: f"cogmill-test:{uuid.uuid4().hex}:")
+
+    @property
+    def fake(self) -> bool:
+        return self.server is not None
+
+    def client(self, *, decode_responses: bool = False) -> redis.Redis:
+        """A client of this Redis for setting up and inspecting keys (the caller closes it)."""
+        if self.server is not None:
+            return fakeredis.FakeRedis(server=self.server, decode_responses=decode_responses)
+        return redis.Redis.from_url(self.url, decode_responses=decode_responses)
+
+    def adapter_client(self, *, decode_responses: bool) -> redis.Redis | None:
+        """What an adapter's `client` argument gets: None on the real server (connect by URL)."""
+        return self.client(decode_responses=decode_responses) if self.fake else None
+
+    def xfail_on_fakeredis(self, reason: str) -> None:
+        """Mark the running test as an expected failure on fakeredis, saying why."""
+        if self.fake:
+            pytest.xfail(f"fakeredis differs from Redis here: {reason}")
+
+    def clean(self) -> None:
+        """Remove every key under this test's prefix (the shared server keeps no leftovers)."""
+        with self.client() as client:
+            keys = list(client.scan_iter(match=f"{self.prefix}*", count=1000))
+            if keys:
+                client.delete(*keys)
+
+
+@pytest.fixture(
+    name="redis_backend", params=[FAKEREDIS, pytest.param(REDIS, marks=pytest.mark.services)]
+)
+def redis_backend_fixture(request: pytest.FixtureRequest) -> Iterator[RedisBackend]:
+    """The test once on fakeredis and once on the shared test Redis (skipped when it does not
+    answer, a failure under COGMILL_REQUIRE_SERVICES=1); its keys are removed afterwards."""
+    if request.param == REDIS:
+        backend = RedisBackend(REDIS, redis_url())
+    else:
+        backend = RedisBackend(FAKEREDIS, "redis://fakeredis:6379/0", fakeredis.FakeServer())
+    yield backend
+    backend.clean()
 
 
 def finished(rt: Runtime, job: Job, timeout: float = 120) -> Job:

@@ -46,11 +46,17 @@ _PIPELINE_BATCH = 500
 class RedisLexicalIndex:
     """LexicalIndex on Redis; keys live under `prefix` like the state store's."""
 
-    def __init__(self, url: str, *, prefix: str = "cogmill:") -> None:
+    def __init__(self, url: str, *, prefix: str = "cogmill:", client: Any = None) -> None:
+        """`client`: an open client (decode_responses=True) to use instead of connecting to
+        `url`, e.g. a fakeredis one in tests; the index closes it."""
         self.url = redact_url(url)
         self.prefix = prefix
-        self._redis: Any = redis.Redis.from_url(
-            url, decode_responses=True, socket_connect_timeout=5, socket_timeout=30
+        self._redis: Any = (
+            client
+            if client is not None
+            else redis.Redis.from_url(
+                url, decode_responses=True, socket_connect_timeout=5, socket_timeout=30
+            )
         )
         self._add = self._redis.register_script(_ADD)
         self._remove = self._redis.register_script(_REMOVE)
