@@ -167,6 +167,10 @@ class StateStore(Protocol):
         """Add to a set; True when the member was new (idempotent completion counting)."""
         ...
 
+    def remove_member(self, key: str, member: str) -> bool:
+        """Remove from a set; True when the member was there."""
+        ...
+
     def count_members(self, key: str) -> int:
         """Size of a set (0 when missing)."""
         ...

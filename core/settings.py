@@ -34,11 +34,13 @@ class Settings(BaseSettings):
     task_time_limit_seconds: int = Field(default=1900, ge=1)
     # A batch step delivered this many times (its worker died each time) is parked as failed.
     max_deliveries: int = Field(default=8, ge=1)
-    # Workers resume the batches of a job that made no progress for `sweep_stall_seconds`
-    # (default: the visibility timeout + 60 s, after which no message of it can be in flight)
-    # while the queues are empty; checked every `sweep_interval_seconds` by one worker.
-    sweep_interval_seconds: float = Field(default=30.0, gt=0)
-    sweep_stall_seconds: float | None = Field(default=None, gt=0)
+    # Every `sweep_interval_seconds` one worker re-publishes the batch step of a worker whose
+    # heartbeat (renewed every third of `worker_heartbeat_seconds`) stopped for two periods
+    # and the unfinished batches of a job that made no progress for `sweep_stall_seconds` with
+    # no step running and nothing queued (workers/sweeper.py).
+    worker_heartbeat_seconds: float = Field(default=10.0, gt=0)
+    sweep_interval_seconds: float = Field(default=5.0, gt=0)
+    sweep_stall_seconds: float = Field(default=120.0, gt=0)
 
     # Stores
     neo4j_uri: str | None = None
@@ -150,14 +152,6 @@ class Settings(BaseSettings):
             )
         if self.task_soft_time_limit_seconds >= self.task_time_limit_seconds:
             raise ValueError("task_soft_time_limit_seconds must be below task_time_limit_seconds")
-        if self.sweep_stall_seconds is None:
-            self.sweep_stall_seconds = self.visibility_timeout_seconds + 60.0
-        elif self.sweep_stall_seconds <= self.visibility_timeout_seconds:
-            raise ValueError(
-                f"sweep_stall_seconds ({self.sweep_stall_seconds}) must be above "
-                f"visibility_timeout_seconds ({self.visibility_timeout_seconds}): a message "
-                "being redelivered is not a stalled batch"
-            )
         return self
 
     @property

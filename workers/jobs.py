@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import Iterator
 
-from core.models.jobs import DocumentError, Job, JobStatus, utcnow
+from core.models.jobs import Claim, DocumentError, Job, JobStatus, utcnow
 from core.ports import StateStore, batched
 from pipelines.models import WriteReport
 
@@ -19,6 +19,7 @@ COUNTED = ("documents", "chunks", "entities", "relationships", "vectors")
 # Summed over the batches as they are, e.g. the graph write rate inside the pipeline.
 SUMMED = ("nodes_written", "edges_written", "graph_write_ms")
 _REPORTS_PER_READ = 1000
+RUNNING = "jobs:running"  # the ids of unfinished jobs, which the sweeper watches
 
 
 class JobNotFoundError(LookupError):
@@ -38,6 +39,24 @@ class JobTracker:
 
     def save(self, job: Job) -> None:
         self.state.put(_key(job.id), job.model_dump_json())
+        if job.status.finished:
+            self.state.remove_member(RUNNING, job.id)
+        else:
+            self.state.add_member(RUNNING, job.id)
+
+    def running(self) -> list[Job]:
+        """Unfinished jobs, without reading every job ever run."""
+        jobs = []
+        for job_id in sorted(self.state.add_members({RUNNING: []})[RUNNING]):
+            try:
+                job = self.get(job_id, live=False)
+            except JobNotFoundError:
+                job = None
+            if job is None or job.status.finished:
+                self.state.remove_member(RUNNING, job_id)  # a finalise the store lost
+            else:
+                jobs.append(job)
+        return jobs
 
     def get(self, job_id: str, *, live: bool = True) -> Job:
         """The job with live counts and errors (`live=False`: as planned, without reading every
@@ -73,6 +92,43 @@ class JobTracker:
         key = _key(job_id, "artifact", str(batch), step, "deliveries")
         return self.state.incr(key)
 
+    def claim(self, job_id: str, batch: int, claim: Claim) -> None:
+        """Record who runs (state running) or ran (state done) the batch's current step."""
+        self.state.put(_key(job_id, "artifact", str(batch), "claim"), claim.model_dump_json())
+
+    def claims(self, job: Job) -> dict[int, Claim]:
+        """The last claim of every batch of the job that has one."""
+        keys = [_key(job.id, "artifact", str(batch), "claim") for batch in range(job.total_batches)]
+        found: dict[int, Claim] = {}
+        for start, part in enumerate(batched(keys, _REPORTS_PER_READ)):
+            for offset, raw in enumerate(self.state.get_many(part)):
+                if raw is not None:
+                    found[start * _REPORTS_PER_READ + offset] = Claim.model_validate_json(raw)
+        return found
+
+    def generation(self, job_id: str, batch: int) -> int:
+        """How often the batch was re-published by the sweeper (0: never)."""
+        return int(self.state.get(_key(job_id, "artifact", str(batch), "gen")) or 0)
+
+    def next_generation(self, job_id: str, batch: int) -> int:
+        """Start a new generation of the batch: deliveries of older ones become no-ops."""
+        return self.state.incr(_key(job_id, "artifact", str(batch), "gen"))
+
+    def position(self, job_id: str, batch: int) -> tuple[bool, int, Claim | None]:
+        """Whether the batch is recorded, its generation and its last claim (one round trip)."""
+        recorded, gen, claim = self.state.get_many(
+            [
+                _key(job_id, "recorded", str(batch)),
+                _key(job_id, "artifact", str(batch), "gen"),
+                _key(job_id, "artifact", str(batch), "claim"),
+            ]
+        )
+        return (
+            recorded is not None,
+            int(gen or 0),
+            Claim.model_validate_json(claim) if claim is not None else None,
+        )
+
     def finish_batch(self, job_id: str, batch: int, report: WriteReport) -> bool:
         """Record a batch's report; True when this call completed the job's last batch."""
         # Without the entity names (for reconcile_entities only): every progress poll reads this.
@@ -86,6 +142,9 @@ class JobTracker:
                 documents=len(report.documents),
                 errors=len(report.errors),
             )
+        # Last: a batch counts as recorded (for redeliveries and the sweeper) only once it is
+        # in the "done" set; a crash before this line lets the batch be recorded again.
+        self.state.put(_key(job_id, "recorded", str(batch)), "1")
         job = Job.model_validate_json(self.state.get(_key(job_id)) or "{}")
         return self.state.count_members(_key(job_id, "done")) >= job.total_batches
 
@@ -118,7 +177,7 @@ class JobTracker:
         return self.state.incr(_key(job_id, "released", str(batch))) == 1
 
     def batch_recorded(self, job_id: str, batch: int) -> bool:
-        return self.state.get(_key(job_id, "report", str(batch))) is not None
+        return self.state.get(_key(job_id, "recorded", str(batch))) is not None
 
     def batches_done(self, job_id: str) -> int:
         return self.state.count_members(_key(job_id, "done"))

@@ -242,6 +242,8 @@ def record_batch(runtime: Runtime, job_id: str, batch: int, report: WriteReport 
     """
     jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
     job = jobs.get(job_id, live=False)
+    if job.status.finished:
+        return  # a late redelivery: the job's artifacts are gone with it
     from workers.tasks import batch_input_key
 
     source = DocumentBatch.model_validate_json(jobs.artifact(batch_input_key(job_id, batch)))

@@ -1,12 +1,21 @@
-"""Resume batches whose chain was lost, e.g. a continuation published while the broker was down.
+"""Re-publish the batches nothing is working on any more: a dead worker's, or a lost chain's.
 
-A chain lives only in its messages: when a task finishes and the broker cannot take the next
-step's message, the batch stops with nothing left to redeliver. Every worker process runs a
-sweeper thread; one process per interval (a lease in the state store) looks for running jobs
-that made no progress for longer than any task can run plus its redelivery delay
-(`sweep_stall_seconds`, above the visibility timeout) while the queues are empty. Nothing can
-then still be working on their unfinished batches, so each is resumed from its last stored
-step output. Steps are idempotent, so a resume that races a late message repeats work only.
+Every worker process runs a sweeper thread; one process per interval (a lease in the state
+store) sweeps the running jobs:
+- **Dead workers.** A step claims its batch (`JobTracker.claim`) under its process's worker id,
+  and the process keeps a heartbeat (workers/heartbeat.py). A running claim whose worker's
+  heartbeat expired and stayed missing for one more period (so a Redis restart that dropped
+  live workers' keys does not count) is re-published at once from the batch's last stored
+  step output, in a new generation of the batch. The broker redelivers the dead worker's message
+  only after its visibility timeout (an hour by default); that delivery then finds its
+  generation outdated and does nothing.
+- **Lost chains.** When a task finishes and the broker cannot take the next step's message (or
+  a Redis crash loses it), the batch stops with nothing to redeliver. A job that made no
+  progress for `sweep_stall_seconds`, has no step running on a live worker, and no message
+  waiting in the queues, has its unfinished batches re-published the same way (or is finalised,
+  when every batch is recorded and only the finalisation was lost).
+Steps are idempotent upserts, so a re-published batch that races a late message repeats work
+at most, and the generation check stops the older chain at its next step.
 """
 
 from __future__ import annotations
@@ -16,15 +25,16 @@ import threading
 import time
 
 from celery import Celery
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_process_init, worker_ready, worker_shutdown
 
-from core.models.jobs import Job
+from core.models.jobs import Claim, Job
 from core.ports import StoreError
 from pipelines.definitions import get_pipeline
 from pipelines.models import DocumentBatch
 from workers.celery_app import INGEST_QUEUE, LLM_QUEUE
+from workers.heartbeat import alive, worker_id
 from workers.jobs import JobTracker
-from workers.runtime import Runtime, current_runtime
+from workers.runtime import Runtime, current_runtime, use_runtime
 
 log = logging.getLogger("cogmill.sweeper")
 
@@ -52,32 +62,96 @@ def resume_point(jobs: JobTracker, job_id: str, batch: int) -> tuple[str, list[s
     return source.pipeline, steps, batch_input_key(job_id, batch)
 
 
-def stalled(jobs: JobTracker, job: Job, stall_seconds: float, now: float) -> bool:
-    return not job.status.finished and now - jobs.last_progress(job) > stall_seconds
+def republish(jobs: JobTracker, job_id: str, batch: int, event: str, **fields: object) -> int:
+    """Publish the rest of a batch in a new generation, from its last stored step output;
+    returns the generation."""
+    from workers.tasks import batch_chain
+
+    pipeline, steps, in_key = resume_point(jobs, job_id, batch)
+    gen = jobs.next_generation(job_id, batch)
+    batch_chain(job_id, pipeline, steps, batch, in_key=in_key, gen=gen).apply_async()
+    jobs.event(job_id, event, batch=batch, steps=steps, gen=gen, **fields)
+    return gen
+
+
+class Sweep:
+    """One sweep over the running jobs at time `now` (see the module docstring)."""
+
+    def __init__(self, runtime: Runtime, app: Celery, now: float) -> None:
+        self.settings, self.app, self.now = runtime.settings, app, now
+        self.jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
+        self.state = runtime.state
+
+    def run(self, stall_seconds: float) -> int:
+        """Re-publish what needs it; returns how many batches were re-published."""
+        republished = 0
+        stalled: list[Job] = []
+        for job in self.jobs.running():
+            if self.jobs.cancelled(job.id):
+                continue  # finish_batch of the live tasks (or a later cancel) ends it
+            claims = self._unfinished_claims(job)
+            abandoned = self._abandoned(claims)
+            republished += self._recover(job, abandoned)
+            working = any(c.state == "running" and b not in abandoned for b, c in claims.items())
+            if not working and self.now - self.jobs.last_progress(job) > stall_seconds:
+                stalled.append(job)
+        if stalled and not queued_messages(self.app):  # queued work may be theirs
+            for job in stalled:
+                republished += self._resume_stalled(job)
+        return republished
+
+    def _unfinished_claims(self, job: Job) -> dict[int, Claim]:
+        unfinished = set(self.jobs.unfinished_batches(job))
+        return {b: c for b, c in self.jobs.claims(job).items() if b in unfinished}
+
+    def _abandoned(self, claims: dict[int, Claim]) -> dict[int, Claim]:
+        """Running claims nothing works on any more: their worker is confirmed dead, or they are
+        older than any task may run (lost with a message, e.g. a retry the broker did not take)."""
+        running = {b: c for b, c in claims.items() if c.state == "running"}
+        workers = {c.worker for c in running.values()}
+        dead = {w for w in workers - alive(self.state, workers) if self._confirmed_dead(w)}
+        limit = self.settings.task_time_limit_seconds + self.settings.worker_heartbeat_seconds
+        return {b: c for b, c in running.items() if c.worker in dead or self.now - c.at > limit}
+
+    def _confirmed_dead(self, worker: str) -> bool:
+        """Whether the worker's heartbeat has been missing for a heartbeat period: a Redis
+        restart may drop live workers' keys, which they renew within a third of a period."""
+        key = f"worker:{worker}:missed"
+        first = self.state.get(key)
+        if first is None:  # expires soon after: a later miss of a worker seen alive starts anew
+            ttl = 3 * self.settings.worker_heartbeat_seconds
+            self.state.put(key, str(self.now), ttl=ttl)
+            return False
+        return self.now - float(first) >= self.settings.worker_heartbeat_seconds
+
+    def _recover(self, job: Job, abandoned: dict[int, Claim]) -> int:
+        for batch, claim in sorted(abandoned.items()):
+            gen = republish(self.jobs, job.id, batch, "batch_recovered", step=claim.step,
+                            worker=claim.worker, claimed_at=claim.at)  # fmt: skip
+            # Handed back to the queue: the next sweep must not publish it again.
+            queued = Claim(
+                step=claim.step, worker=worker_id(), gen=gen, state="queued", at=self.now
+            )
+            self.jobs.claim(job.id, batch, queued)
+            log.warning("recovered batch=%s job=%s step=%s from dead worker %s",
+                        batch, job.id, claim.step, claim.worker)  # fmt: skip
+        return len(abandoned)
+
+    def _resume_stalled(self, job: Job) -> int:
+        """Re-publish a stalled job's unfinished batches, or finalise it if none is left."""
+        unfinished = self.jobs.unfinished_batches(job)
+        if not unfinished and self.jobs.batches_done(job.id) >= job.total_batches:
+            self.jobs.finalise(job.id)  # the last batch was recorded, its finalisation lost
+            return 0
+        for batch in unfinished:
+            republish(self.jobs, job.id, batch, "batch_resumed")
+        self.jobs.touch(job.id)
+        return len(unfinished)
 
 
 def sweep(runtime: Runtime, app: Celery, stall_seconds: float, now: float | None = None) -> int:
-    """Resume the unfinished batches of stalled jobs; returns how many were resumed."""
-    from workers.tasks import batch_chain
-
-    now = time.time() if now is None else now
-    jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
-    candidates = [job for job in jobs.list(live=False) if stalled(jobs, job, stall_seconds, now)]
-    if not candidates or queued_messages(app):
-        return 0  # queued work may belong to these jobs: waiting is not stalling
-    resumed = 0
-    for job in candidates:
-        if jobs.cancelled(job.id):
-            continue  # finish_batch of the live tasks (or a later cancel) ends it
-        for batch in jobs.unfinished_batches(job):
-            pipeline, steps, in_key = resume_point(jobs, job.id, batch)
-            batch_chain(job.id, pipeline, steps, batch, in_key=in_key).apply_async()
-            jobs.event(job.id, "batch_resumed", batch=batch, steps=steps)
-            resumed += 1
-        jobs.touch(job.id)
-    if resumed:
-        log.warning("resumed %d stalled batches", resumed)
-    return resumed
+    """One sweep (see the module docstring); returns how many batches were re-published."""
+    return Sweep(runtime, app, time.time() if now is None else now).run(stall_seconds)
 
 
 class Sweeper:
@@ -120,6 +194,12 @@ def _start_sweeper(sender: object = None, **_: object) -> None:
     settings = current_runtime().settings
     _sweeper = Sweeper(app, settings.sweep_interval_seconds, settings.sweep_stall_seconds)
     _sweeper.start()
+
+
+@worker_process_init.connect
+def _own_runtime(**_: object) -> None:
+    """A prefork child opens its own stores: driver connections do not survive a fork."""
+    use_runtime(None)
 
 
 @worker_shutdown.connect

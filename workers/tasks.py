@@ -11,25 +11,29 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Literal, TypeVar
 
-from celery import Signature, chain
+from celery import Signature, Task, chain
 
-from core.models.jobs import DocumentError
+from core.models.jobs import Claim, DocumentError
 from core.ports import StoreError
 from pipelines.base import step_types
 from pipelines.definitions import get_pipeline
 from pipelines.models import DocumentBatch, WriteReport
 from workers.celery_app import INGEST_QUEUE, LLM_QUEUE, PRIORITY_LEVELS, app
+from workers.heartbeat import ensure_heartbeat, worker_id
 from workers.jobs import JobTracker
 from workers.orchestration import record_batch
-from workers.runtime import current_runtime
+from workers.runtime import Runtime, current_runtime
 
 log = logging.getLogger("cogmill.tasks")
 
 LLM_STEPS = frozenset({"extract_graph", "extract_events", "summarize_documents"})
 STORE_RETRY_PAUSES = (0.5, 1, 2, 4, 8, 15, 30)  # ~1 minute in all
 T = TypeVar("T")
+STALE = "stale"  # what _run_step returns for a delivery that must do nothing
+FINISH = "finish_batch"  # the step name finish_batch claims under
 
 
 def tracker() -> JobTracker:
@@ -47,18 +51,34 @@ def step_output_key(job_id: str, batch: int, step: str) -> str:
 
 @app.task(
     name="cogmill.run_step",
+    bind=True,
     autoretry_for=(StoreError,),
     retry_backoff=2,
     retry_backoff_max=60,
     retry_jitter=True,
     max_retries=5,
 )
-def run_step(in_key: str | None, job_id: str, pipeline: str, step: str, batch: int) -> str | None:
-    """Run one pipeline step on one batch; returns the key of its output (None once stopped)."""
+def run_step(
+    self: Task,
+    in_key: str | None,
+    job_id: str,
+    pipeline: str,
+    step: str,
+    batch: int,
+    gen: int = 0,
+) -> str | None:
+    """Run one pipeline step on one batch; returns the key of its output (None once stopped).
+
+    `gen` is the batch's generation: a delivery of an older one (a dead worker's message,
+    redelivered after the sweeper re-published its batch) ends the chain without running.
+    """
     deliveries: list[int] = []  # counted once per delivery, however often the body is retried
-    return ride_out_store_outages(
-        lambda: _run_step(in_key, job_id, pipeline, step, batch, deliveries)
-    )
+    work = Step(in_key, job_id, pipeline, step, batch, gen)
+    output = ride_out_store_outages(lambda: _run_step(work, deliveries))
+    if output is STALE:
+        self.request.chain = None  # the batch's live generation runs the rest
+        return None
+    return output
 
 
 def ride_out_store_outages(work: Callable[[], T]) -> T:
@@ -77,37 +97,83 @@ def ride_out_store_outages(work: Callable[[], T]) -> T:
     return work()
 
 
-def _run_step(
-    in_key: str | None, job_id: str, pipeline: str, step: str, batch: int, counted: list[int]
-) -> str | None:
-    jobs = tracker()
-    if in_key is None or jobs.cancelled(job_id):
+@dataclass(frozen=True)
+class Step:
+    """One delivery's work: a step of a batch of a job, in one generation of the batch."""
+
+    in_key: str | None
+    job_id: str
+    pipeline: str
+    name: str
+    batch: int
+    gen: int
+
+    def claim(self, worker: str, state: Literal["running", "done"]) -> Claim:
+        return Claim(step=self.name, worker=worker, gen=self.gen, state=state, at=time.time())
+
+    def stale(self, jobs: JobTracker) -> bool:
+        """Whether this delivery must do nothing: the batch is recorded, re-published in a
+        later generation, or already past this step (a message redelivered after its step
+        ended and the chain moved on, e.g. its worker died before acknowledging it)."""
+        recorded, gen, claim = jobs.position(self.job_id, self.batch)
+        if recorded or gen > self.gen:
+            return True
+        if claim is None or claim.gen != self.gen or self.name == FINISH:
+            return False
+        order = [*get_pipeline(self.pipeline).step_names, FINISH]
+        if claim.step not in order:
+            return False
+        passed = order.index(claim.step) - order.index(self.name)
+        return passed > 0 or (passed == 0 and claim.state == "done")
+
+
+def _run_step(work: Step, counted: list[int]) -> str | None:
+    jobs, job_id, batch = tracker(), work.job_id, work.batch
+    if work.in_key is None or jobs.cancelled(job_id):
         return None
+    if work.stale(jobs):
+        log.info(
+            "stale_delivery step=%s job=%s batch=%s gen=%s", work.name, job_id, batch, work.gen
+        )
+        return STALE
     runtime = current_runtime()
+    worker = _worker(runtime)
     if not counted:
-        counted.append(jobs.count_delivery(job_id, batch, step))
+        counted.append(jobs.count_delivery(job_id, batch, work.name))
+    jobs.claim(job_id, batch, work.claim(worker, "running"))
     jobs.touch(job_id)
     deliveries = counted[0]
     if deliveries > runtime.settings.max_deliveries:
         # Every earlier delivery died with its worker (acks_late redelivers it): park the batch
         # with an error instead of killing workers forever.
         error = RuntimeError(f"started {deliveries - 1} times without finishing; parked")
-        record_batch(runtime, job_id, batch, _failed_report(jobs, job_id, batch, step, error))
+        record_batch(runtime, job_id, batch, _failed_report(jobs, job_id, batch, work.name, error))
         return None
-    instance = runtime.step(get_pipeline(pipeline), step, jobs.get(job_id, live=False).options)
+    job = jobs.get(job_id, live=False)
+    instance = runtime.step(get_pipeline(work.pipeline), work.name, job.options)
     input_type = step_types(type(instance))[0]
-    data = input_type.model_validate_json(jobs.artifact(in_key))
+    data = input_type.model_validate_json(jobs.artifact(work.in_key))
     try:
         output = instance.run(data)
     except StoreError:
         raise
     except Exception as err:  # noqa: BLE001 - a failed step becomes per-document errors
-        log.exception("step_failed step=%s job=%s batch=%s", step, job_id, batch)
-        record_batch(runtime, job_id, batch, _failed_report(jobs, job_id, batch, step, err))
+        log.exception("step_failed step=%s job=%s batch=%s", work.name, job_id, batch)
+        report = _failed_report(jobs, job_id, batch, work.name, err)
+        record_batch(runtime, job_id, batch, report)
         return None  # the rest of the chain passes the None through
-    key = jobs.put_artifact(job_id, f"{batch}:{step}", output.model_dump_json())
+    key = jobs.put_artifact(job_id, f"{batch}:{work.name}", output.model_dump_json())
+    jobs.claim(job_id, batch, work.claim(worker, "done"))
     jobs.touch(job_id)
     return key
+
+
+def _worker(runtime: Runtime) -> str:
+    """This process's worker id, with its heartbeat running when workers are separate
+    processes (embedded mode has one process, which cannot outlive its own threads)."""
+    if runtime.settings.embedded_broker:
+        return worker_id()
+    return ensure_heartbeat(runtime.state, runtime.settings.worker_heartbeat_seconds)
 
 
 def _failed_report(
@@ -131,14 +197,19 @@ def _failed_report(
     retry_jitter=True,
     max_retries=10,
 )
-def finish_batch(report_key: str | None, job_id: str, batch: int) -> None:
+def finish_batch(report_key: str | None, job_id: str, batch: int, gen: int = 0) -> None:
     """Record a batch's outcome on its documents and the job; the last batch finalises."""
+    work_ = Step(report_key, job_id, "", FINISH, batch, gen)
 
     def work() -> None:
         report = None
-        tracker().touch(job_id)
+        jobs = tracker()
+        if work_.stale(jobs):
+            return
+        jobs.claim(job_id, batch, work_.claim(_worker(current_runtime()), "running"))
+        jobs.touch(job_id)
         if report_key is not None:
-            report = WriteReport.model_validate_json(tracker().artifact(report_key))
+            report = WriteReport.model_validate_json(jobs.artifact(report_key))
         record_batch(current_runtime(), job_id, batch, report)
 
     ride_out_store_outages(work)
@@ -152,17 +223,28 @@ def step_priority(position: int) -> int:
 
 
 def batch_chain(
-    job_id: str, pipeline: str, steps: list[str], batch: int, in_key: str | None = None
+    job_id: str,
+    pipeline: str,
+    steps: list[str],
+    batch: int,
+    in_key: str | None = None,
+    gen: int = 0,
 ) -> Signature:
     """The chain of one batch: each of `steps` on its queue, then `finish_batch`.
 
     `in_key` is the first step's input (default: the batch's planned input); the sweeper
-    resumes a batch with the steps left after its last stored output.
+    resumes a batch with the steps left after its last stored output, in a new generation.
     """
     order = get_pipeline(pipeline).step_names
     signatures = [
         run_step.signature(
-            kwargs={"job_id": job_id, "pipeline": pipeline, "step": step, "batch": batch},
+            kwargs={
+                "job_id": job_id,
+                "pipeline": pipeline,
+                "step": step,
+                "batch": batch,
+                "gen": gen,
+            },
             queue=LLM_QUEUE if step in LLM_STEPS else INGEST_QUEUE,
             priority=step_priority(order.index(step)),
         )
@@ -170,7 +252,7 @@ def batch_chain(
     ]
     first_input = in_key or batch_input_key(job_id, batch)
     finish = finish_batch.signature(
-        kwargs={"job_id": job_id, "batch": batch},
+        kwargs={"job_id": job_id, "batch": batch, "gen": gen},
         queue=INGEST_QUEUE,
         priority=step_priority(len(order)),
     )

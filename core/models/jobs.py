@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -52,3 +52,19 @@ class Job(BaseModel):
     created_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
     message: str = ""
+
+
+class Claim(BaseModel):
+    """Which worker process runs (or last ran) a batch's step, in which generation of the batch.
+
+    A batch's generation grows each time the sweeper re-publishes it; a delivery of an older
+    generation (a late redelivery of a dead worker's message) then does nothing.
+    """
+
+    step: str
+    worker: str
+    gen: int = 0
+    # running: a worker runs `step`; done: `step` is stored and the next one queued;
+    # queued: the sweeper re-published the batch from `step`.
+    state: Literal["running", "done", "queued"] = "running"
+    at: float  # time.time() when the state was set

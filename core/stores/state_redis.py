@@ -88,6 +88,11 @@ class RedisStateStore:
         with self._errors():
             return self._redis.sadd(self._key(key), member) == 1
 
+    def remove_member(self, key: str, member: str) -> bool:
+        """Remove from a set; True when the member was there."""
+        with self._errors():
+            return self._redis.srem(self._key(key), member) == 1
+
     def count_members(self, key: str) -> int:
         """Size of a set (0 when missing)."""
         with self._errors():

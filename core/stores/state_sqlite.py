@@ -109,6 +109,12 @@ class SQLiteStateStore(SQLiteFile):
             )
             return cursor.rowcount == 1
 
+    def remove_member(self, key: str, member: str) -> bool:
+        """Remove from a set; True when the member was there."""
+        with self._db() as db:
+            cursor = db.execute("DELETE FROM sets WHERE key = ? AND member = ?", (key, member))
+            return cursor.rowcount == 1
+
     def count_members(self, key: str) -> int:
         """Size of a set (0 when missing)."""
         with self._db() as db:

@@ -129,6 +129,14 @@ class StateStoreContract:
         assert state_store.count_members("batches") == 2
         assert state_store.count_members("other") == 0
 
+    def test_remove_member_reports_whether_it_was_there(self, state_store: StateStore) -> None:
+        state_store.add_member("running", "a")
+        state_store.add_member("running", "b")
+        assert state_store.remove_member("running", "a") is True
+        assert state_store.remove_member("running", "a") is False
+        assert state_store.remove_member("missing", "a") is False
+        assert state_store.add_members({"running": []}) == {"running": {"b"}}
+
     def test_add_member_counts_each_member_once_across_threads(
         self, state_store: StateStore
     ) -> None:
