@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.models.jobs import JobStatus
+from core.models.jobs import Claim, JobStatus
 from core.settings import Settings
 from tests.integration.test_jobs import add_sample, snapshot
 from workers.celery_app import configure
@@ -72,3 +72,62 @@ def test_a_job_whose_messages_were_lost_is_resumed_from_its_last_step(runtime: R
         while not (job := tracker.get(job.id)).status.finished:
             time.sleep(0.05)
     assert snapshot(runtime) == lost
+
+
+def test_a_dead_workers_batch_is_republished_once_and_its_old_delivery_does_nothing(
+    runtime: Runtime,
+) -> None:
+    app = configure(runtime.settings)
+    app.control.purge()
+    add_sample(runtime)
+    job = cognify(runtime, "sample")
+    app.control.purge()  # the planned chains: batch 0 is now held by the "dead" worker only
+    tracker = JobTracker(runtime.state)
+    dead = Claim(step="classify", worker="gone-host:1", gen=0, state="running", at=time.time())
+    tracker.claim(job.id, 0, dead)
+    period = runtime.settings.worker_heartbeat_seconds
+    now = time.time()
+    # Missing once is not dead yet (a restarted Redis drops live workers' keys too).
+    assert sweep(runtime, app, stall_seconds=3600, now=now) == 0
+    assert sweep(runtime, app, stall_seconds=3600, now=now + period) == 1
+    assert queued_messages(app) == 1
+    recovered = [e for _, e in tracker.events(job.id) if e["event"] == "batch_recovered"]
+    assert [(e["batch"], e["step"], e["worker"], e["gen"]) for e in recovered] == [
+        (0, "classify", "gone-host:1", 1)
+    ]
+    # Handed back to the queue: later sweeps leave it alone.
+    assert tracker.claims(tracker.get(job.id))[0].state == "queued"
+    assert sweep(runtime, app, stall_seconds=3600, now=now + 3 * period) == 0
+
+    # The dead worker's message, redelivered after the visibility timeout, is of generation 0:
+    # it runs nothing, stores nothing and ends its chain.
+    assert run_step.run(batch_input_key(job.id, 0), job.id, "default", "classify", 0) is None
+    assert runtime.state.get(step_output_key(job.id, 0, "classify")) is None
+    out = run_step.run(batch_input_key(job.id, 0), job.id, "default", "classify", 0, gen=1)
+    assert out == step_output_key(job.id, 0, "classify")
+    # A step redelivered after it ended (its worker died before acknowledging) is not re-run.
+    done = tracker.claims(tracker.get(job.id))[0]
+    assert (done.step, done.state, done.gen) == ("classify", "done", 1)
+    runtime.state.delete(out)
+    assert run_step.run(batch_input_key(job.id, 0), job.id, "default", "classify", 0, gen=1) is None
+    assert runtime.state.get(out) is None
+
+
+def test_a_job_whose_last_recording_lost_its_finalisation_is_finalised(runtime: Runtime) -> None:
+    app = configure(runtime.settings)
+    app.control.purge()
+    add_sample(runtime)
+    with EmbeddedWorker(app, threads=2):
+        job = cognify(runtime, "sample")
+        tracker = JobTracker(runtime.state)
+        deadline = time.monotonic() + 120
+        while not (job := tracker.get(job.id)).status.finished:
+            assert time.monotonic() < deadline, job
+            time.sleep(0.05)
+    # As if the process died after counting the last batch and before finalising the job.
+    job.status, job.finished_at = JobStatus.RUNNING, None
+    tracker.save(job)
+    assert [j.id for j in tracker.running()] == [job.id]
+    assert sweep(runtime, app, stall_seconds=60, now=time.time() + 61) == 0
+    assert tracker.get(job.id).status is JobStatus.SUCCEEDED
+    assert tracker.running() == []
