@@ -141,14 +141,19 @@ class RedisRateLimiter:
         tokens_per_minute: float | None = None,
         *,
         burst_seconds: float = 1.0,
+        client: Any = None,
     ) -> None:
+        """`client`: an open client to use instead of connecting to `redis_url`, e.g. a
+        fakeredis one in tests; the limiter closes it."""
         if not key:
             raise ValueError("key must name the shared bucket, e.g. 'cogmill:ratelimit:gpt-4o'")
         self._limits = _Limits(requests_per_minute, tokens_per_minute, burst_seconds)
         self.key = key
         self.url = redact_url(redis_url)
-        self._redis: Any = redis.Redis.from_url(
-            redis_url, socket_connect_timeout=5, socket_timeout=10
+        self._redis: Any = (
+            client
+            if client is not None
+            else redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=10)
         )
         # register_script runs EVALSHA and loads the script again after a server restart.
         self._script = self._redis.register_script(_RESERVE_LUA)
