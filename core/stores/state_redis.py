@@ -19,13 +19,19 @@ _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
 class RedisStateStore:
     """StateStore on Redis; keys live under `prefix` so several users can share one server."""
 
-    def __init__(self, url: str, *, prefix: str = "cogmill:") -> None:
+    def __init__(self, url: str, *, prefix: str = "cogmill:", client: Any = None) -> None:
+        """`client`: an open client (decode_responses=True) to use instead of connecting to
+        `url`, e.g. a fakeredis one in tests; the store closes it."""
         self.url = redact_url(url)
         self.prefix = prefix
         # from_url gives the client its own thread-safe connection pool (closed by close()).
         # Typed Any: redis-py annotates sync results as `Awaitable | value`, which no caller wants.
-        self._redis: Any = redis.Redis.from_url(
-            url, decode_responses=True, socket_connect_timeout=5, socket_timeout=30
+        self._redis: Any = (
+            client
+            if client is not None
+            else redis.Redis.from_url(
+                url, decode_responses=True, socket_connect_timeout=5, socket_timeout=30
+            )
         )
 
     @contextmanager
