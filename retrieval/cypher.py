@@ -149,13 +149,24 @@ class CypherQuery(BaseModel):
     cypher: str = Field(description="One read-only Cypher query (MATCH ... RETURN ... LIMIT)")
 
 
+# The schema shown to the LLM is read from the searched datasets only ($datasets): another
+# dataset's relationship names, types and fields are its content (extracted from its text).
+# A node's type label is its `type` (graph_neo4j); labels starting with "_" are cogmill's own
+# bookkeeping (its _Support nodes). Each read goes through the (dataset, type, id) index or the
+# relationships' dataset index.
 SCHEMA_QUERIES = {
-    # Labels starting with "_" are cogmill's own bookkeeping (graph_neo4j's _Support).
-    "labels": "CALL db.labels() YIELD label WHERE NOT label STARTS WITH '_' "
-    "RETURN collect(label) AS v",
-    "properties": "CALL db.propertyKeys() YIELD propertyKey RETURN collect(propertyKey) AS v",
-    "relationships": "MATCH ()-[r:REL]->() WITH r.name AS name LIMIT 20000 "
-    "RETURN collect(DISTINCT name)[..80] AS v",
+    "labels": "CALL db.labels() YIELD label WITH label "
+    "WHERE NOT label STARTS WITH '_' AND label <> 'Node' "
+    "CALL (label) { UNWIND $datasets AS d MATCH (n:Node {dataset: d, type: label}) "
+    "WHERE n.id IS NOT NULL RETURN n.id AS hit LIMIT 1 } "
+    "RETURN ['Node'] + collect(label) AS v",
+    # Fields of a sample of each type's nodes (a hint for the LLM, not a census).
+    "properties": "UNWIND $datasets AS d UNWIND $types AS t "
+    "CALL (d, t) { MATCH (n:Node {dataset: d, type: t}) WHERE n.id IS NOT NULL "
+    "RETURN n LIMIT 50 } UNWIND keys(n) AS key WITH DISTINCT key "
+    "WHERE NOT key STARTS WITH '_' RETURN collect(key) AS v",
+    "relationships": "MATCH ()-[r:REL]->() WHERE r.dataset IN $datasets "
+    "WITH r.name AS name LIMIT 20000 RETURN collect(DISTINCT name)[..80] AS v",
 }
 NL_PROMPT = """You write one read-only Cypher query for Neo4j 5 that answers the question.
 The graph: every node has the label Node plus a label for its type, and properties id, type,
@@ -170,6 +181,16 @@ Property keys in use: {properties}
 Relationship names in use: {relationships}
 Rules: only MATCH/OPTIONAL MATCH/WITH/WHERE/RETURN/ORDER BY/LIMIT; never write; restrict
 nodes to the searched datasets with `n.dataset IN $datasets`; end with LIMIT {limit}."""
+
+
+def read_schema(runner: Neo4jCypherRunner, datasets: Sequence[str]) -> dict[str, list[str]]:
+    """The labels, property keys and relationship names in use in the datasets."""
+    scope: dict[str, Any] = {"datasets": list(datasets)}
+    schema = {"labels": runner.run_read(SCHEMA_QUERIES["labels"], scope, 1)[0]["v"]}
+    scope["types"] = [label for label in schema["labels"] if label != "Node"]
+    for key in ("properties", "relationships"):
+        schema[key] = runner.run_read(SCHEMA_QUERIES[key], scope, 1)[0]["v"]
+    return schema
 
 
 class NaturalLanguageRetriever(CompletionMixin, CypherRetriever):
@@ -189,7 +210,7 @@ class NaturalLanguageRetriever(CompletionMixin, CypherRetriever):
                 "or write the query yourself with the CYPHER search type"
             )
         with open_runner(self.ctx, self.kind) as runner:
-            schema = {k: runner.run_read(q, {}, 1)[0]["v"] for k, q in SCHEMA_QUERIES.items()}
+            schema = read_schema(runner, datasets)
             system = NL_PROMPT.format(limit=top_k, **{k: ", ".join(v) for k, v in schema.items()})
             messages: list[dict[str, str]] = [
                 {"role": "system", "content": system},
