@@ -8,7 +8,10 @@ recall's scope decides the lanes:
   `threshold` answers without reading the graph at all, and a weaker one falls back to the
   graph over the datasets this session searched before (if any).
 Every result says which lane and kind it came from (`source`). A recall with a session id is
-recorded in that session like a search, so it can be improved and recalled later.
+recorded in that session like a search (with the datasets its results came from), so it can be
+improved and recalled later. With datasets, the session lane holds only the notes and the
+earlier answers drawn from those datasets: a session that also searched another dataset never
+brings that dataset's text into a recall over these.
 
 improve turns feedback on an answer into a `feedback_weight` on the graph edges the answer's
 results were read from (its trace); GRAPH_COMPLETION multiplies triplet scores by it.
@@ -74,6 +77,7 @@ class _Hit:
     result: RecallResult
     elements: list[TraceElement] = field(default_factory=list)
     answer: str | None = None
+    datasets: list[str] = field(default_factory=list)  # where the result was read
 
 
 def recall(
@@ -92,7 +96,7 @@ def recall(
     store = SessionStore(ctx.state, ctx.settings.session_ttl_seconds) if session else None
     hits: list[_Hit] = []
     if store is not None and session is not None and scope != "graph":
-        hits = session_hits(ctx, store, session, query)
+        hits = session_hits(ctx, store, session, query, datasets)
     best = hits[0].result.score if hits else 0.0
     graph_datasets = list(datasets)
     notes: list[str] = []
@@ -144,9 +148,14 @@ def _check(
 
 
 def session_hits(
-    ctx: RetrievalContext, store: SessionStore, session: str, query: str
+    ctx: RetrievalContext,
+    store: SessionStore,
+    session: str,
+    query: str,
+    datasets: Sequence[str] = (),
 ) -> list[_Hit]:
-    """The session's notes, questions and their results, by cosine similarity to the query."""
+    """The session's notes, questions and their results, by cosine similarity to the query;
+    with `datasets`, only the questions answered from those datasets (and every note)."""
     q = np.asarray(ctx.embedder.embed([query])[0], dtype=np.float32)
 
     def sims(item: str, created: float, texts: list[str]) -> list[float]:
@@ -158,14 +167,17 @@ def session_hits(
         [score] = sims(note.id, note.created, [note.text])
         hits.append(_Hit(RecallResult(text=note.text, score=score, source="session_note")))
     seen: dict[str, _Hit] = {}
+    within = set(datasets)
     for qa in store.qas(session):
+        if within and not set(qa.datasets) <= within:
+            continue  # answered from another dataset: not part of a recall over these
         scores = sims(qa.id, qa.created, [qa.question] + [r.text for r in qa.results])
         text = f"Q: {qa.question}" + (f"\nA: {qa.answer}" if qa.answer else "")
         cited = list({s.chunk_id: s for r in qa.results[:3] for s in r.sources}.values())
         result = RecallResult(
             text=text, score=scores[0], source="session_qa", sources=cited, qa_id=qa.id
         )
-        hits.append(_Hit(result, [e for e in qa.elements if e.result < 3], qa.answer))
+        hits.append(_Hit(result, [e for e in qa.elements if e.result < 3], qa.answer, qa.datasets))
         for index, traced in enumerate(qa.results):
             score = max(scores[index + 1], scores[0] * TRACE_DECAY)
             if traced.text in seen and seen[traced.text].result.score >= score:
@@ -179,6 +191,7 @@ def session_hits(
                     qa_id=qa.id,
                 ),
                 [e.model_copy(update={"result": 0}) for e in qa.elements if e.result == index],
+                datasets=qa.datasets,
             )
     return sorted(hits + list(seen.values()), key=lambda h: -h.result.score)
 
@@ -194,6 +207,7 @@ def _graph_hits(
         _Hit(
             RecallResult(text=r.text, score=r.score, source="graph", sources=r.sources),
             [e.model_copy(update={"result": 0}) for e in elements if e.result == i],
+            datasets=list(datasets),
         )
         for i, r in enumerate(results)
     ]
@@ -233,7 +247,10 @@ def _record(
     searched = SearchResponse(
         query=response.query, search_type=search_type, results=results, answer=response.answer
     )
-    return store.record(session, searched, datasets, elements)
+    # The datasets searched and those the session's results came from: a later recall over
+    # other datasets must not find these results through this record.
+    read = list(dict.fromkeys([*datasets, *(d for h in hits for d in h.datasets)]))
+    return store.record(session, searched, read, elements)
 
 
 # -- improve -----------------------------------------------------------------------------------
