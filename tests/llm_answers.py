@@ -3,8 +3,9 @@
 `Answer` (retrieval/answer.py): the context line sharing the most words with the question.
 `StructuredAnswer` (a `response_model`): the caller's schema filled from that line.
 `CypherQuery` (NATURAL_LANGUAGE): a fixed read-only query; a question containing "broken"
-first gets a query with a syntax error and the fixed one once the error is sent back, and a
-question containing "sneaky" gets a write query (which must be refused).
+first gets a query with a syntax error and the fixed one once the error is sent back, a
+question containing "sneaky" gets a write query (which must be refused), and a question that
+quotes a query in backticks gets that query (as a model told to use it would write it).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 _LINE = re.compile(r"^\[(\d+)\] (.*?)(?: \(from [^)]*\))?$")
 _WORD = re.compile(r"\w+")
 _INT = re.compile(r"-?\d+")
+_QUOTED = re.compile(r"`([^`]+)`")
 SAFE_CYPHER = "MATCH (c:DocumentChunk) RETURN c ORDER BY c.id LIMIT 3"
 BROKEN_CYPHER = "MATCH (c:DocumentChunk RETURN c"
 WRITE_CYPHER = "MATCH (c:DocumentChunk) DETACH DELETE c"
@@ -32,6 +34,8 @@ def retrieval_reply(body: dict[str, Any], text: str) -> dict[str, Any] | None:
     if name == "CypherQuery":
         retried = any("failed" in str(m.get("content", "")) for m in body["messages"][2:])
         question = text.lower()
+        if quoted := _QUOTED.search(text):
+            return {"cypher": quoted.group(1)}
         if "sneaky" in question:
             return {"cypher": WRITE_CYPHER}
         if "broken" in question and not retried:
