@@ -13,7 +13,7 @@ from typing import BinaryIO, Protocol, runtime_checkable
 import numpy as np
 
 from core.models.extraction import KnowledgeGraph
-from core.models.graph import Edge, Node, Removed, Subgraph
+from core.models.graph import Edge, Merged, Node, Removed, Subgraph
 from core.models.vectors import VectorHit, VectorPoint
 
 
@@ -85,7 +85,8 @@ class GraphWriter(Protocol):
         ...
 
     def upsert_edges(self, edges: Sequence[Edge]) -> None:
-        """Insert or merge edges by (source, name, target). Raises ValueError on a missing end."""
+        """Insert or merge edges by (source, name, target); an end merged away by `merge_nodes`
+        stands for the node it went into. Raises ValueError on an end that is not stored."""
         ...
 
     def delete_document(self, dataset: str, document_id: str) -> Removed:
@@ -98,6 +99,11 @@ class GraphWriter(Protocol):
 
     def delete_nodes(self, ids: Sequence[str]) -> Removed:
         """Remove nodes by id, whatever their support, with their edges. Raises StoreError."""
+        ...
+
+    def merge_nodes(self, ids: Sequence[str], into: str) -> Merged:
+        """Atomically move the nodes' support and edges onto `into`, remove them and redirect
+        their ids to it (until the dataset is deleted). ValueError when `into` is not stored."""
         ...
 
 

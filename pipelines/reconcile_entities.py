@@ -11,12 +11,14 @@ by `canonical_name`, a choice independent of arrival order.
 Why after writing: two batches that write "NYC" and "New York City" at the same time cannot
 see each other before they write. Each batch files its entities and looks up in one atomic
 call, so the later of the two finds the other and merges them; both merging the same pair is
-harmless, because a merge is a set of upserts on deterministic ids followed by deletes.
+harmless, because the merge itself is one store transaction (`GraphStore.merge_nodes`) and
+the second finds its members gone. Merges and other batches' writes commute: a support link
+or edge written to a member before the merge's transaction moves with it, one written after
+follows the member's redirect (a re-created member is merged again by its batch's reconcile).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -31,9 +33,6 @@ from pipelines.models import WriteReport
 from pipelines.resolve_entities import ALIAS, alias_id, types_compatible
 
 ENTITY_COLLECTION = "Entity_name"
-# A merge moves at most this many edges of one entity (a larger hub keeps the rest and stays
-# beside its canonical entity until the next reconcile).
-MAX_MERGE_EDGES = 50_000
 RECONCILE_BATCH = 256
 # Type node names by id, kept per process: a type's id is derived from its name, so the pair
 # never changes, while reading a type node loads its support (every entity of that type).
@@ -170,78 +169,52 @@ def merge_entities(
 ) -> str:
     """Merge entities into the one named by `canonical_name`; returns its id.
 
-    The canonical entity takes the members' support and edges (with their support), each other
-    name becomes an Alias node (ALIAS_OF the entity, supported like the entity it replaces),
-    then the others are deleted with their vectors. Every write is an upsert on deterministic
-    ids, so a merge run twice, or by two workers at once, ends the same.
+    The canonical entity takes the members' support and edges (with their support) in one
+    store transaction (`GraphStore.merge_nodes`), which also redirects the members' ids to it:
+    a batch that wrote a member before the merge and writes its edges after lands them on the
+    canonical entity. Each other name becomes an Alias node (ALIAS_OF the entity), supported
+    by the support its entity had when merged; the members' vectors go. Every write is an
+    upsert on deterministic ids, so a merge run twice, or by two workers at once, ends the same.
     """
     name = canonical_name([m.name for m in members])
     target = entity_id(dataset, name)
     sources = [m for m in members if m.id != target]
     if not sources:
         return target
-    source_ids = {m.id for m in sources}
-    renamed = [m for m in sources if normalise_name(m.name) != normalise_name(name)]
     stored = graph.get_nodes([target])
     described = [d for m in members if (d := m.properties.get("description"))]
     properties = {} if stored or not described else {"description": described[0]}
-    entity = Node(
-        id=target,
-        type="Entity",
-        dataset=dataset,
-        name=name,
-        properties=properties,
-        support=_union_support(m.support for m in members),
-    )
-    graph.upsert_nodes([entity, *(_alias_node(dataset, m) for m in renamed)])
-    edges = _moved_edges(
-        graph.edges_of(sorted(source_ids), limit=MAX_MERGE_EDGES), source_ids, target
-    )
-    edges += [
-        Edge(source=alias_id(dataset, m.name), target=target, name=ALIAS_OF, dataset=dataset,
-             support=m.support)
-        for m in renamed
-    ]  # fmt: skip
-    unique = {(e.source, e.name, e.target): e for e in edges}
-    for part in batched([unique[k] for k in sorted(unique)], 2000):
-        graph.upsert_edges(part)
+    # No support of its own: what it gets comes from the members, read inside merge_nodes.
+    entity = Node(id=target, type="Entity", dataset=dataset, name=name, properties=properties)
+    graph.upsert_nodes([entity])
     if not stored:
         vector = embedder.embed([name])[0].tolist()
         point = VectorPoint(id=target, vector=vector, dataset=dataset, payload={"type": "Entity"})
         vectors.upsert(ENTITY_COLLECTION, [point])
-    removed = graph.delete_nodes(sorted(source_ids))
-    vectors.delete(removed.node_ids + removed.edge_ids)
+    merged = graph.merge_nodes(sorted(m.id for m in sources), target)
+    renamed = [
+        (m, support)
+        for m in sources
+        if (support := merged.support.get(m.id)) and normalise_name(m.name) != normalise_name(name)
+    ]  # a member merged by another worker meanwhile has its alias written by that worker
+    if renamed:
+        graph.upsert_nodes([_alias_node(dataset, m, support) for m, support in renamed])
+        graph.upsert_edges(
+            [
+                Edge(source=alias_id(dataset, m.name), target=target, name=ALIAS_OF,
+                     dataset=dataset, support=support)
+                for m, support in renamed
+            ]
+        )  # fmt: skip
+    vectors.delete(merged.node_ids + merged.edge_ids)
     return target
 
 
-def _alias_node(dataset: str, member: Node) -> Node:
+def _alias_node(dataset: str, member: Node, support: list[Support]) -> Node:
     return Node(
         id=alias_id(dataset, member.name),
         type=ALIAS,
         dataset=dataset,
         name=member.name,
-        support=member.support,
+        support=support,
     )
-
-
-def _moved_edges(edges: Sequence[Edge], source_ids: set[str], target: str) -> list[Edge]:
-    """The edges re-attached to the target; edges between merged entities are dropped."""
-    moved = []
-    for edge in edges:
-        start = target if edge.source in source_ids else edge.source
-        end = target if edge.target in source_ids else edge.target
-        if start != end:  # new records: an Edge caches its id, which is derived from its ends
-            moved.append(
-                Edge(source=start, target=end, name=edge.name, dataset=edge.dataset,
-                     properties=edge.properties, support=edge.support)
-            )  # fmt: skip
-    return moved
-
-
-def _union_support(groups: Iterable[list[Support]]) -> list[Support]:
-    """The distinct (document, chunk) pairs of several support lists."""
-    seen: dict[tuple[str, str], Support] = {}
-    for group in groups:
-        for item in group:
-            seen.setdefault((item.document_id, item.chunk_id), item)
-    return list(seen.values())

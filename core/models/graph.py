@@ -113,3 +113,9 @@ class Removed(BaseModel):
 
     node_ids: list[str] = Field(default_factory=list)
     edge_ids: list[str] = Field(default_factory=list)
+
+
+class Merged(Removed):
+    """What a merge took away, and the support each merged-away node handed to its target."""
+
+    support: dict[str, list[Support]] = Field(default_factory=dict)

@@ -34,99 +34,16 @@ from urllib.parse import urlsplit, urlunsplit
 from neo4j import GraphDatabase, ManagedTransaction
 from neo4j.exceptions import ClientError, DriverError, Neo4jError
 
-from core.models.graph import Edge, Node, Removed, Subgraph, Support
+from core.models.graph import Edge, Merged, Node, Removed, Subgraph, Support
 from core.ports import StoreError, batched
-from core.stores import timeline
+from core.stores import graph_merge, timeline
+from core.stores import graph_neo4j_queries as q
 
 T = TypeVar("T")
 
-_SCHEMA = (
-    "CREATE CONSTRAINT cogmill_node_id IF NOT EXISTS FOR (n:Node) REQUIRE n.id IS UNIQUE",
-    # (dataset, type, id): per-dataset scans, and find_nodes pages in index order (no sort).
-    "CREATE INDEX cogmill_node_type IF NOT EXISTS FOR (n:Node) ON (n.dataset, n.type, n.id)",
-    "CREATE INDEX cogmill_node_name IF NOT EXISTS FOR (n:Node) ON (n.dataset, n.name)",
-    "CREATE INDEX cogmill_rel_dataset IF NOT EXISTS FOR ()-[r:REL]-() ON (r.dataset)",
-    # find_in_time: one seek per (dataset, type, bin), in position order (core/stores/timeline.py).
-    "CREATE INDEX cogmill_node_time IF NOT EXISTS"
-    " FOR (n:Node) ON (n.dataset, n.type, n._tb, n._tp)",
-    "CREATE CONSTRAINT cogmill_support_key IF NOT EXISTS FOR (p:_Support) REQUIRE p.key IS UNIQUE",
-    "CREATE INDEX cogmill_support_doc IF NOT EXISTS FOR (p:_Support) ON (p.dataset, p.doc)",
-)
 _RESERVED = frozenset({"id", "type", "dataset", "name"})
 _LABEL = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _INT64 = range(-(2**63), 2**63)
-# The existence predicates are always true; they let the planner seek the (dataset, type, id)
-# index with the dataset alone, where it would otherwise scan every :Node.
-_IN_DATASET = "MATCH (n:Node {dataset: $dataset}) WHERE n.type IS NOT NULL AND n.id IS NOT NULL"
-
-_UPSERT_NODES = """UNWIND $rows AS row MERGE (n:Node {id: row.id})
-ON CREATE SET n.type = row.type, n.dataset = row.dataset, n:$(row.labels), n.name = row.name
-SET n.name = CASE row.name WHEN '' THEN n.name ELSE row.name END, n += row.props"""
-# Runs after _UPSERT_NODES in its transaction, which holds the nodes' locks by then; the
-# _Support nodes are locked in key order, so writers of the same chunks take them alike.
-_LINK_SUPPORT = """UNWIND $links AS link MERGE (p:_Support {key: link.key})
-ON CREATE SET p.dataset = link.dataset, p.doc = link.doc, p.pair = link.pair
-WITH p, link MATCH (n:Node {id: link.node}) MERGE (p)-[:SUPPORTS]->(n)"""
-_SUPPORT_MOVED = "MATCH (s:_Schema {support: 'nodes'}) RETURN count(s) > 0"
-_OLD_SUPPORT = """MATCH (n:Node) WHERE n._support IS NOT NULL WITH n LIMIT $batch
-RETURN collect([n.id, n.dataset, n._support])"""
-# A node map as `_node` reads it: the properties plus the support pairs.
-_NODE = "n{.*, _support: COLLECT { MATCH (n)<-[:SUPPORTS]-(p:_Support) RETURN p.pair }}"
-# The time bin `_tb` and position `_tp` of a node from its merged start_epoch / end_epoch.
-_NUMBER = "CASE WHEN n.{0} IS :: INTEGER NOT NULL | FLOAT NOT NULL THEN n.{0} END"
-_TIME_BIN = f"""WITH n, {_NUMBER.format(timeline.START)} AS lo, {_NUMBER.format(timeline.END)} AS hi
-SET n._tp = coalesce(lo, hi), n._tb = CASE WHEN lo IS NULL AND hi IS NULL THEN null
-    WHEN lo IS NULL THEN {timeline.OPEN_START} WHEN hi IS NULL THEN {timeline.OPEN_END}
-    ELSE {timeline.FIRST_BIN} + size([b IN {list(timeline.BOUNDS)} WHERE b <= hi - lo]) END"""
-_MISSING = "UNWIND $ids AS id WITH id WHERE NOT EXISTS { (:Node {id: id}) } RETURN collect(id)"
-# Write-locks a batch's endpoints in id order before any edge is merged: MERGE would lock
-# each edge's two ends as it goes, in an order that deadlocks against other writers.
-_LOCK_ENDS = """UNWIND $ids AS id MATCH (n:Node {id: id})
-SET n._lock = true REMOVE n._lock RETURN collect(id)"""
-_UPSERT_EDGES = """UNWIND $rows AS row
-MATCH (a:Node {id: row.source}) MATCH (b:Node {id: row.target})
-MERGE (a)-[r:REL {name: row.name}]->(b)
-ON CREATE SET r.id = row.id, r.dataset = row.dataset, r._support = [], r._docs = []
-SET r += row.props, r._support = r._support + [s IN row.support WHERE NOT s IN r._support],
-    r._docs = r._docs + [d IN row.docs WHERE NOT d IN r._docs]"""
-_EDGE = "{s: startNode(r).id, t: endNode(r).id, p: properties(r)}"
-# Deleting nodes: the ids of the edges they take with them come back with theirs.
-_DETACH = """OPTIONAL MATCH (n)-[r:REL]-() WITH n, id, collect(r.id) AS rels
-DETACH DELETE n RETURN id, rels"""
-_DOC_EDGES = """MATCH ()-[r:REL {dataset: $dataset}]->() WHERE $doc IN r._docs
-SET r._support = [s IN r._support WHERE NOT s STARTS WITH $prefix],
-    r._docs = [d IN r._docs WHERE d <> $doc]
-WITH r, r.id AS id WHERE r._support = [] DELETE r RETURN collect(id)"""
-# A node is locked before "is any support left?" is asked, so support another writer is
-# adding at that moment is either seen or waited for, never deleted with the node.
-_DOC_NODES = f"""MATCH (p:_Support {{dataset: $dataset, doc: $doc}})
-OPTIONAL MATCH (p)-[:SUPPORTS]->(n:Node)
-WITH collect(DISTINCT p) AS chunks, collect(DISTINCT n) AS nodes
-FOREACH (p IN chunks | DETACH DELETE p)
-WITH nodes UNWIND nodes AS n WITH n ORDER BY n.id SET n._lock = true REMOVE n._lock
-WITH n, n.id AS id WHERE NOT EXISTS {{ (n)<-[:SUPPORTS]-() }}
-{_DETACH}"""
-_DATASET_SUPPORT = """MATCH (p:_Support {dataset: $dataset}) WHERE p.doc IS NOT NULL
-WITH p LIMIT $batch DETACH DELETE p RETURN count(*)"""
-_DATASET_EDGES = """MATCH ()-[r:REL {dataset: $dataset}]->() WITH r, r.id AS id LIMIT $batch
-DELETE r RETURN collect(id)"""
-_DATASET_NODES = f"{_IN_DATASET} WITH n, n.id AS id LIMIT $batch {_DETACH}"
-# The _Support nodes that supported only the deleted nodes go with them (locked first, as in
-# _DOC_NODES, so a link another writer is adding is never deleted with them).
-_DELETE_NODES = f"""CALL () {{ UNWIND $ids AS id MATCH (:Node {{id: id}})<-[:SUPPORTS]-(p:_Support)
-    WITH DISTINCT p ORDER BY p.key SET p._lock = true REMOVE p._lock
-    WITH p WHERE NOT EXISTS {{ (p)-[:SUPPORTS]->(m) WHERE NOT m.id IN $ids }}
-    DETACH DELETE p }}
-UNWIND $ids AS id MATCH (n:Node {{id: id}}) {_DETACH}"""
-_STORED = "UNWIND $ids AS id MATCH (n:Node {id: id}) RETURN collect(n.id)"
-# LIMIT stops the expansion after `room` new nodes instead of reading all of a hub's edges.
-_NEIGHBOURS = """UNWIND $ids AS id MATCH (:Node {id: id})-[:REL]-(m:Node)
-WHERE NOT m.id IN $reached WITH DISTINCT m.id AS id LIMIT $room RETURN collect(id)"""
-_AMONG = f"""UNWIND $ids AS id MATCH (a:Node {{id: id}})-[r:REL]->(b:Node)
-WHERE b.id IN $ids RETURN collect({_EDGE})"""
-_EDGES_OF = f"""UNWIND $ids AS id MATCH (:Node {{id: id}})-[r:REL]-()
-WHERE ($names IS NULL OR r.name IN $names) AND NOT r.name IN $exclude
-WITH DISTINCT r LIMIT $limit RETURN collect({_EDGE})"""
 
 
 def _json(value: Any) -> str:
@@ -174,7 +91,7 @@ def _pair(support: Support) -> str:
 
 
 def _links(nodes: Iterable[tuple[str, str, Iterable[Support]]]) -> list[dict[str, str]]:
-    """`_LINK_SUPPORT` rows for (id, dataset, support) triples, in lock order."""
+    """`q.LINK_SUPPORT` rows for (id, dataset, support) triples, in lock order."""
     links = [
         {
             "key": _json([dataset, s.document_id, s.chunk_id]),
@@ -190,13 +107,13 @@ def _links(nodes: Iterable[tuple[str, str, Iterable[Support]]]) -> list[dict[str
 
 
 def _support(stored: dict[str, Any]) -> list[Support]:
-    """Support records from a stored (or `_NODE`-projected) `_support` list."""
+    """Support records from a stored (or `q.NODE`-projected) `_support` list."""
     pairs = (json.loads(item) for item in stored.get("_support", ()))
     return [Support(document_id=doc, chunk_id=chunk) for doc, chunk in pairs]
 
 
 def _node(p: dict[str, Any]) -> Node:
-    """A Node from a `_NODE` map."""
+    """A Node from a `q.NODE` map."""
     return Node(
         id=p["id"], type=p["type"], dataset=p["dataset"], name=p.get("name", ""),
         properties=_decode(p), support=_support(p),
@@ -204,7 +121,7 @@ def _node(p: dict[str, Any]) -> Node:
 
 
 def _edge(record: dict[str, Any]) -> Edge:
-    """An Edge from an `_EDGE` map."""
+    """An Edge from an `q.EDGE` map."""
     p = record["p"]
     return Edge(
         source=record["s"], target=record["t"], name=p["name"], dataset=p["dataset"],
@@ -213,7 +130,7 @@ def _edge(record: dict[str, Any]) -> Edge:
 
 
 def _node_row(node: Node) -> dict[str, Any]:
-    """A write row for `_UPSERT_NODES`."""
+    """A write row for `q.UPSERT_NODES`."""
     labels = [node.type] if _LABEL.fullmatch(node.type) and node.type != "Node" else []
     return {
         "id": node.id, "type": node.type, "dataset": node.dataset, "name": node.name,
@@ -222,7 +139,7 @@ def _node_row(node: Node) -> dict[str, Any]:
 
 
 def _edge_row(edge: Edge) -> dict[str, Any]:
-    """A write row for `_UPSERT_EDGES`."""
+    """A write row for `q.UPSERT_EDGES`."""
     return {
         "id": edge.id, "source": edge.source, "target": edge.target, "name": edge.name,
         "dataset": edge.dataset, "props": _encode(edge.properties),
@@ -317,7 +234,7 @@ class Neo4jGraphStore:
         show = "SHOW INDEXES YIELD name WHERE name = 'cogmill_node_time' RETURN count(*)"
         run = self._driver.execute_query
         had_times = self._call(lambda: run(show, database_=self._database)).records[0][0]
-        for statement in _SCHEMA:
+        for statement in q.SCHEMA:
             try:
                 self._execute(statement)
             except StoreError as err:
@@ -328,8 +245,8 @@ class Neo4jGraphStore:
         self._execute("CALL db.awaitIndexes()")
         if not had_times:  # nodes written before find_in_time existed get their time bins
             timed = f"n.{timeline.START} IS NOT NULL OR n.{timeline.END} IS NOT NULL"
-            self._execute(f"MATCH (n:Node) WHERE {timed} {_TIME_BIN}")
-        if not self._read(_value, query=_SUPPORT_MOVED):
+            self._execute(f"MATCH (n:Node) WHERE {timed} {q.TIME_BIN}")
+        if not self._read(_value, query=q.SUPPORT_MOVED):
             # Nodes written before _Support existed held their support in lists. A batch per
             # transaction, and the marker only at the end: a crash here resumes at next start.
             while self._write(_move_support, batch=self._batch_size):
@@ -350,29 +267,32 @@ class Neo4jGraphStore:
             self._write(_write_nodes, rows=[_node_row(n) for n in batch], links=links)
 
     def upsert_edges(self, edges: Sequence[Edge]) -> None:
-        """Insert or merge edges by (source, name, target). Raises ValueError on a missing end."""
+        """Insert or merge edges by (source, name, target); an end merged away by `merge_nodes`
+        stands for the node it went into. Raises ValueError on an end that is not stored."""
         if not edges:
             return
         endpoints = sorted({e.source for e in edges} | {e.target for e in edges})
-        _raise_if_missing(self._read(_value, query=_MISSING, ids=endpoints))
-        rows = sorted((_edge_row(e) for e in edges), key=lambda r: (r["source"], r["target"]))
-        for batch in batched(rows, self._batch_size):
-            self._write(_write_edges, rows=batch)
+        _raise_if_missing(self._read(_unresolved, ids=endpoints))  # before any batch is written
+        ordered = sorted(edges, key=lambda e: (e.source, e.target))
+        for batch in batched(ordered, self._batch_size):
+            self._write(_write_edges, edges=batch)
 
     def delete_document(self, dataset: str, document_id: str) -> Removed:
         """Drop one document's support; remove what has no support left. Raises StoreError."""
         # Every stored pair of this document starts with this prefix, and no other pair does.
         prefix = _json([document_id])[:-1] + ","
         params = {"dataset": dataset, "doc": document_id, "prefix": prefix}
-        return self._write(_delete, edge_query=_DOC_EDGES, node_query=_DOC_NODES, params=params)
+        return self._write(_delete, edge_query=q.DOC_EDGES, node_query=q.DOC_NODES, params=params)
 
     def delete_dataset(self, dataset: str) -> Removed:
-        """Remove every node and edge of a dataset, a batch per transaction. Raises StoreError."""
+        """Remove every node and edge of a dataset (and its redirects), a batch per transaction.
+        Raises StoreError."""
         removed = Removed()
         params = {"dataset": dataset, "batch": self._batch_size}
-        while self._write(_value, query=_DATASET_SUPPORT, **params):
-            pass
-        for queries in ({"edge_query": _DATASET_EDGES}, {"node_query": _DATASET_NODES}):
+        for query in (q.DATASET_SUPPORT, q.DATASET_REDIRECTS):
+            while self._write(_value, query=query, **params):
+                pass
+        for queries in ({"edge_query": q.DATASET_EDGES}, {"node_query": q.DATASET_NODES}):
             while (step := self._write(_delete, params=params, **queries)) != Removed():
                 removed = _union(removed, step)
         return removed
@@ -381,16 +301,21 @@ class Neo4jGraphStore:
         """Remove nodes by id, whatever their support, with their edges. Raises StoreError."""
         removed = Removed()
         for batch in batched(list(dict.fromkeys(ids)), self._batch_size):
-            step = self._write(_delete, node_query=_DELETE_NODES, params={"ids": list(batch)})
+            step = self._write(_delete, node_query=q.DELETE_NODES, params={"ids": list(batch)})
             removed = _union(removed, step)
         return removed
+
+    def merge_nodes(self, ids: Sequence[str], into: str) -> Merged:
+        """Atomically move the nodes' support and edges onto `into`, remove them and redirect
+        their ids to it (until the dataset is deleted). ValueError when `into` is not stored."""
+        return self._write(_merge, ids=sorted(set(ids) - {into}), into=into)
 
     # -- reads -------------------------------------------------------------------------------
 
     def existing(self, ids: Sequence[str]) -> set[str]:
         """Which of these node ids are stored (without loading the nodes). Raises StoreError."""
         unique = list(dict.fromkeys(ids))
-        return set(self._read(_value, query=_STORED, ids=unique)) if unique else set()
+        return set(self._read(_value, query=q.STORED, ids=unique)) if unique else set()
 
     def get_nodes(self, ids: Sequence[str]) -> list[Node]:
         """Nodes with these ids, in the order asked (missing ids are skipped). Raises StoreError."""
@@ -416,7 +341,7 @@ class Neo4jGraphStore:
         # Ordered like the (dataset, type, id) index, so pages come from it without a sort.
         query = f"""MATCH (n:Node {{dataset: $dataset, type: $type}}) WHERE n.id IS NOT NULL {named}
             WITH n ORDER BY n.dataset, n.type, n.id SKIP $offset LIMIT $limit
-            RETURN collect({_NODE})"""
+            RETURN collect({q.NODE})"""
         params = {"dataset": dataset, "type": type, "name": name, "offset": offset, "limit": limit}
         return [_node(p) for p in self._read(_value, query=query, **params)]
 
@@ -454,7 +379,7 @@ class Neo4jGraphStore:
             "exclude": list(exclude),
             "limit": limit,
         }
-        return [_edge(e) for e in self._read(_value, query=_EDGES_OF, **params)]
+        return [_edge(e) for e in self._read(_value, query=q.EDGES_OF, **params)]
 
     def neighbourhood(
         self, node_ids: Sequence[str], *, hops: int = 1, limit: int = 500
@@ -478,22 +403,83 @@ def _write_nodes(
 ) -> None:
     """Merge one batch of nodes (binning their times when any has one), then their support."""
     timed = any(timeline.START in r["props"] or timeline.END in r["props"] for r in rows)
-    tx.run(f"{_UPSERT_NODES} {_TIME_BIN}" if timed else _UPSERT_NODES, rows=rows).consume()
+    tx.run(f"{q.UPSERT_NODES} {q.TIME_BIN}" if timed else q.UPSERT_NODES, rows=rows).consume()
     if links:
-        tx.run(_LINK_SUPPORT, links=links).consume()
+        tx.run(q.LINK_SUPPORT, links=links).consume()
 
 
-def _write_edges(tx: ManagedTransaction, rows: Sequence[dict[str, Any]]) -> None:
-    """Merge one batch of edges; an endpoint deleted since the check rolls the batch back."""
-    ends = sorted({r["source"] for r in rows} | {r["target"] for r in rows})
-    _raise_if_missing(sorted(set(ends).difference(_value(tx, _LOCK_ENDS, ids=ends))))
-    tx.run(_UPSERT_EDGES, rows=rows).consume()
+def _write_edges(tx: ManagedTransaction, edges: Sequence[Edge]) -> None:
+    """Merge one batch of edges, their ends locked first. An end merged away stands for the
+    node its redirects lead to; one deleted since the check rolls the batch back."""
+    ends = sorted({e.source for e in edges} | {e.target for e in edges})
+    missing = set(ends).difference(_lock(tx, ends))
+    if missing:
+        moves = _resolve(tx, missing, lock=True)
+        _raise_if_missing(sorted(missing - moves.keys()))
+        edges = graph_merge.repoint(edges, moves)
+    rows = sorted((_edge_row(e) for e in edges), key=lambda r: (r["source"], r["target"]))
+    tx.run(q.UPSERT_EDGES, rows=rows).consume()
+
+
+def _lock(tx: ManagedTransaction, ids: list[str]) -> set[str]:
+    """Write-lock these nodes in the order given; which of them are stored once locked.
+
+    Read again after the locks are held: a node that another transaction deleted while this
+    one waited for its lock was matched before the wait, and MATCH would now skip it silently.
+    """
+    _value(tx, q.LOCK_ENDS, ids=ids)
+    return set(_value(tx, q.STORED, ids=ids))
+
+
+def _resolve(tx: ManagedTransaction, missing: Iterable[str], *, lock: bool) -> dict[str, str]:
+    """Missing node ids that redirects lead to a stored node (locked if `lock`): id -> node."""
+    return graph_merge.resolve(
+        missing,
+        lambda ids: dict(_value(tx, q.REDIRECTS, ids=ids)),
+        (lambda ids: _lock(tx, ids)) if lock else (lambda ids: set(_value(tx, q.STORED, ids=ids))),
+    )
+
+
+def _unresolved(tx: ManagedTransaction, ids: list[str]) -> list[str]:
+    """The ids that are neither stored nodes nor redirected to one."""
+    missing = _value(tx, q.MISSING, ids=ids)
+    return sorted(set(missing) - _resolve(tx, missing, lock=False).keys()) if missing else []
+
+
+def _merge(tx: ManagedTransaction, ids: list[str], into: str) -> Merged:
+    """`merge_nodes` in one transaction: lock the members and the target in id order (as
+    upserts do), read the members' support and edges under those locks, link the support to
+    the target, delete the members (DELETE_NODES keeps the _Support nodes, which now support
+    the target too), write the re-pointed edges and record the redirects."""
+    stored = _lock(tx, sorted({*ids, into}))
+    if into not in stored:
+        raise ValueError(f"cannot merge into {into!r}: it is not a stored node")
+    members = sorted(stored - {into})
+    if not members:
+        return Merged()
+    links = _value(tx, q.MEMBER_SUPPORT, ids=members)
+    pairs: dict[str, list[str]] = {m: [] for m in members}
+    for member, _, pair in links:
+        pairs[member].append(pair)
+    if links:
+        tx.run(q.MOVE_SUPPORT, into=into, keys=sorted({k for _, k, _ in links})).consume()
+    touching = [_edge(e) for e in _value(tx, q.MEMBER_EDGES, ids=members)]
+    moved = graph_merge.repoint(
+        sorted(touching, key=lambda e: (e.source, e.name, e.target)), dict.fromkeys(members, into)
+    )
+    removed = _delete(tx, node_query=q.DELETE_NODES, params={"ids": members})
+    if moved:
+        _write_edges(tx, moved)
+    dataset = _value(tx, "MATCH (n:Node {id: $id}) RETURN n.dataset", id=into)
+    tx.run(q.REDIRECT, ids=members, dataset=dataset, into=into).consume()
+    support = {m: _support({"_support": p}) for m, p in pairs.items()}
+    return Merged(node_ids=removed.node_ids, edge_ids=removed.edge_ids, support=support)
 
 
 def _move_support(tx: ManagedTransaction, batch: int) -> int:
     """Move one batch of nodes' support from their old `_support` lists to `_Support` nodes."""
-    rows = _value(tx, _OLD_SUPPORT, batch=batch)
-    tx.run(_LINK_SUPPORT, links=_links((i, ds, _support({"_support": p})) for i, ds, p in rows))
+    rows = _value(tx, q.OLD_SUPPORT, batch=batch)
+    tx.run(q.LINK_SUPPORT, links=_links((i, ds, _support({"_support": p})) for i, ds, p in rows))
     ids = [i for i, _, _ in rows]
     tx.run("UNWIND $ids AS id MATCH (n:Node {id: id}) REMOVE n._support, n._docs", ids=ids)
     return len(rows)
@@ -530,24 +516,24 @@ def _union(a: Removed, b: Removed) -> Removed:
 
 def _load_nodes(tx: ManagedTransaction, ids: list[str]) -> list[Node]:
     """Nodes with these ids, in any order."""
-    query = f"UNWIND $ids AS id MATCH (n:Node {{id: id}}) RETURN collect({_NODE})"
+    query = f"UNWIND $ids AS id MATCH (n:Node {{id: id}}) RETURN collect({q.NODE})"
     return [_node(p) for p in _value(tx, query, ids=ids)]
 
 
 def _neighbourhood(tx: ManagedTransaction, seeds: list[str], hops: int, limit: int) -> Subgraph:
     """Breadth-first from the stored seeds, one query per hop, stopping at `limit` nodes."""
-    stored = set(_value(tx, _STORED, ids=seeds))
+    stored = set(_value(tx, q.STORED, ids=seeds))
     reached = [i for i in seeds if i in stored][:limit]
     frontier = reached
     for _ in range(hops):
         room = limit - len(reached)
         if not frontier or room <= 0:
             break
-        frontier = _value(tx, _NEIGHBOURS, ids=frontier, reached=reached, room=room)
+        frontier = _value(tx, q.NEIGHBOURS, ids=frontier, reached=reached, room=room)
         reached = reached + frontier
     if not reached:
         return Subgraph()
-    edges = [_edge(e) for e in _value(tx, _AMONG, ids=reached)]
+    edges = [_edge(e) for e in _value(tx, q.AMONG, ids=reached)]
     nodes = {n.id: n for n in _load_nodes(tx, reached)}
     return Subgraph(nodes=[nodes[i] for i in reached if i in nodes], edges=edges)
 
@@ -584,12 +570,12 @@ def _time_branch(low: bool, high: bool, closed_from_start: bool) -> str:
     # In the index's own order: no sort, and the seek stops after `limit` rows.
     return f"""MATCH (n:Node) WHERE {" AND ".join(where)}
         WITH n ORDER BY n.dataset, n.type, n._tb, n._tp LIMIT $limit
-        RETURN collect({_NODE})"""
+        RETURN collect({q.NODE})"""
 
 
 def _count(tx: ManagedTransaction, dataset: str) -> dict[str, int]:
     """Node counts per type and the edge count of a dataset."""
-    by_type = f"{_IN_DATASET} RETURN n.type AS type, count(*) AS n"
+    by_type = f"{q.IN_DATASET} RETURN n.type AS type, count(*) AS n"
     counts = {r["type"]: r["n"] for r in tx.run(by_type, dataset=dataset)}
     edges = "MATCH ()-[r:REL {dataset: $dataset}]->() RETURN count(r)"
     counts["edges"] = _value(tx, edges, dataset=dataset)

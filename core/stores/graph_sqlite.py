@@ -12,7 +12,9 @@ Semantics the port leaves to the adapter:
 - `delete_document` only considers items the document supported, so items written without
   support survive it (except edges whose endpoint it removes); `delete_dataset` removes them.
 - every call is one transaction; writers take the write lock up front (`BEGIN IMMEDIATE`)
-  and wait up to `busy_timeout` seconds for other threads or processes.
+  and wait up to `busy_timeout` seconds for other threads or processes. So `merge_nodes`
+  reads the members' support and edges under the same lock that moves them, and an edge
+  write that names a merged-away node finds its redirect (core/stores/graph_merge.py).
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from core.models.graph import Edge, Node, Removed, Subgraph, Support
+from core.models.graph import Edge, Merged, Node, Removed, Subgraph, Support
 from core.ports import StoreError
-from core.stores import timeline
+from core.stores import graph_merge, timeline
 
 # nodes and edges are rowid tables on purpose: rows are appended in write order and only
 # their thin key indexes take random uuid keys; as WITHOUT ROWID tables (wide rows on
@@ -54,6 +56,11 @@ _SCHEMA = (
         PRIMARY KEY (item_id, document_id, chunk_id)
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS support_by_document ON support (document_id)",
+    # merge_nodes: each merged-away node id -> the node it went into (core/stores/graph_merge).
+    """CREATE TABLE IF NOT EXISTS redirects (
+        id TEXT NOT NULL PRIMARY KEY, dataset TEXT NOT NULL, target TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS redirects_by_dataset ON redirects (dataset)",
 )
 # The time of each timed node, binned for `find_in_time` (core/stores/timeline.py): a side
 # table kept by upsert_nodes and _remove, as properties are JSON text that no index can order.
@@ -88,10 +95,12 @@ _UPSERT_EDGE = """INSERT INTO edges (id, source, name, target, dataset, properti
 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source, name, target) DO UPDATE SET
     properties = merge_properties(edges.properties, excluded.properties)"""
 _ADD_SUPPORT = "INSERT OR IGNORE INTO support (item_id, document_id, chunk_id) VALUES (?, ?, ?)"
-_STORED_NODES = f"SELECT id FROM nodes WHERE id IN {_SET1}"
 _MISSING_NODES = "SELECT value FROM json_each(?1) WHERE value NOT IN (SELECT id FROM nodes)"
 _STORED_NODES = "SELECT value FROM json_each(?1) WHERE value IN (SELECT id FROM nodes)"
 _TOUCHING = f"source IN {_SET1} OR target IN {_SET1}"
+_REDIRECTS = f"SELECT id, target FROM redirects WHERE id IN {_SET1}"
+_ADD_REDIRECTS = """INSERT OR REPLACE INTO redirects (id, dataset, target)
+SELECT value, ?2, ?3 FROM json_each(?1)"""
 # CROSS JOIN pins the join order: start from the document's support rows, not the dataset.
 _SUPPORTED_BY = """SELECT DISTINCT s.item_id FROM support AS s CROSS JOIN {table} AS t
 ON t.id = s.item_id WHERE s.document_id = ?1 AND t.dataset = ?2"""
@@ -243,25 +252,18 @@ class SQLiteGraphStore:
                 conn.execute(_INDEX_TIMES.format(where=f"id IN {_SET1}"), (_ids(timed),))
 
     def upsert_edges(self, edges: Sequence[Edge]) -> None:
-        """Insert or merge edges by (source, name, target). Raises ValueError on a missing end."""
+        """Insert or merge edges by (source, name, target); an end merged away by `merge_nodes`
+        stands for the node it went into. Raises ValueError on an end that is not stored."""
         if not edges:
             return
-        rows = [(e.id, e.source, e.name, e.target, e.dataset, _dumps(e.properties)) for e in edges]
-        support = [
-            (row[0], s.document_id, s.chunk_id)
-            for row, edge in zip(rows, edges, strict=True)
-            for s in edge.support
-        ]
         endpoints = {e.source for e in edges} | {e.target for e in edges}
         with self._transaction(write=True) as conn:
             missing = _column(conn, _MISSING_NODES, (_ids(endpoints),))
             if missing:
-                raise ValueError(
-                    f"{len(missing)} edge endpoint(s) are not stored nodes, e.g. "
-                    f"{sorted(missing)[:3]}; upsert the nodes before their edges"
-                )
-            conn.executemany(_UPSERT_EDGE, rows)
-            conn.executemany(_ADD_SUPPORT, support)
+                moves = _resolve(conn, missing)
+                _raise_if_missing(sorted(set(missing) - moves.keys()))
+                edges = graph_merge.repoint(edges, moves)
+            _write_edges(conn, edges)
 
     def delete_document(self, dataset: str, document_id: str) -> Removed:
         """Drop one document's support; remove what has no support left. Raises StoreError."""
@@ -281,16 +283,47 @@ class SQLiteGraphStore:
             )
 
     def delete_dataset(self, dataset: str) -> Removed:
-        """Remove every node and edge of a dataset. Raises StoreError."""
+        """Remove every node and edge of a dataset (and its redirects). Raises StoreError."""
         with self._transaction(write=True) as conn:
             nodes = _column(conn, "SELECT id FROM nodes WHERE dataset = ?", (dataset,))
             edges = _column(conn, "SELECT id FROM edges WHERE dataset = ?", (dataset,))
+            conn.execute("DELETE FROM redirects WHERE dataset = ?", (dataset,))
             return self._remove(conn, nodes, edges)
 
     def delete_nodes(self, ids: Sequence[str]) -> Removed:
         """Remove nodes by id, whatever their support, with their edges. Raises StoreError."""
         with self._transaction(write=True) as conn:
             return self._remove(conn, _column(conn, _STORED_NODES, (_ids(ids),)), [])
+
+    def merge_nodes(self, ids: Sequence[str], into: str) -> Merged:
+        """Atomically move the nodes' support and edges onto `into`, remove them and redirect
+        their ids to it (until the dataset is deleted). ValueError when `into` is not stored."""
+        with self._transaction(write=True) as conn:
+            rows = conn.execute(
+                f"SELECT id, dataset FROM nodes WHERE id IN {_SET1}", (_ids([into]),)
+            )
+            [dataset] = [d for _, d in rows] or [None]
+            if dataset is None:
+                raise ValueError(f"cannot merge into {into!r}: it is not a stored node")
+            members = sorted(set(_column(conn, _STORED_NODES, (_ids(ids),))) - {into})
+            if not members:
+                return Merged()
+            support = _support_of(conn, members)
+            conn.executemany(
+                _ADD_SUPPORT,
+                [(into, s.document_id, s.chunk_id) for m in members for s in support[m]],
+            )
+            touching = _edges(
+                conn, conn.execute(f"{_EDGE_COLUMNS} WHERE {_TOUCHING}", (_ids(members),))
+            )
+            moved = graph_merge.repoint(
+                sorted(touching, key=lambda e: (e.source, e.name, e.target)),
+                dict.fromkeys(members, into),
+            )
+            removed = self._remove(conn, members, [])
+            _write_edges(conn, moved)
+            conn.execute(_ADD_REDIRECTS, (_ids(members), dataset, into))
+            return Merged(node_ids=removed.node_ids, edge_ids=removed.edge_ids, support=support)
 
     @staticmethod
     def _remove(conn: sqlite3.Connection, node_ids: list[str], edge_ids: list[str]) -> Removed:
@@ -411,6 +444,32 @@ class SQLiteGraphStore:
             edges = conn.execute("SELECT count(*) FROM edges WHERE dataset = ?", (dataset,))
             counts["edges"] = edges.fetchone()[0]
         return counts
+
+
+def _write_edges(conn: sqlite3.Connection, edges: Sequence[Edge]) -> None:
+    """Upsert edges whose ends are stored, with their support."""
+    rows = [(e.id, e.source, e.name, e.target, e.dataset, _dumps(e.properties)) for e in edges]
+    support = [(e.id, s.document_id, s.chunk_id) for e in edges for s in e.support]
+    conn.executemany(_UPSERT_EDGE, rows)
+    conn.executemany(_ADD_SUPPORT, support)
+
+
+def _resolve(conn: sqlite3.Connection, missing: Iterable[str]) -> dict[str, str]:
+    """Missing node ids that redirects lead to a stored node: id -> that node."""
+    return graph_merge.resolve(
+        missing,
+        lambda ids: dict(conn.execute(_REDIRECTS, (_ids(ids),)).fetchall()),
+        lambda ids: set(_column(conn, _STORED_NODES, (_ids(ids),))),
+    )
+
+
+def _raise_if_missing(missing: Sequence[str]) -> None:
+    """ValueError naming a few edge endpoints that are not stored nodes."""
+    if missing:
+        raise ValueError(
+            f"{len(missing)} edge endpoint(s) are not stored nodes, e.g. "
+            f"{sorted(missing)[:3]}; upsert the nodes before their edges"
+        )
 
 
 def _load_nodes(

@@ -7,11 +7,12 @@ shared between tests (a Neo4j server) does not make them interfere.
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import pytest
 
-from core.models.graph import Edge, Node
+from core.models.graph import Edge, Merged, Node
 from core.ports import GraphStore
 from core.temporal import days_from_civil
 from tests.factories import ids, make_edge, make_graph, make_node, support_pairs
@@ -305,6 +306,155 @@ class GraphStoreContract:
         assert ids(graph_store.get_nodes([alice.id, bob.id, carol.id])) == {bob.id, carol.id}
         assert graph_store.count(dataset) == {"Entity": 2, "edges": 1}
         assert graph_store.delete_nodes([alice.id]).node_ids == []
+
+    # -- merging (entity resolution) ---------------------------------------------------------
+
+    @pytest.fixture
+    def namesakes(self, graph_store: GraphStore, dataset: str) -> tuple[Node, ...]:
+        """Al (d2) to be merged into Alice (d1); Bob and Carol around them, all linked."""
+        alice, al = (
+            make_node(dataset, "Alice", also=[("d1", "c2")]),
+            make_node(dataset, "Al", doc="d2"),
+        )
+        bob, carol = make_node(dataset, "Bob"), make_node(dataset, "Carol", doc="d3")
+        graph_store.upsert_nodes([alice, al, bob, carol])
+        graph_store.upsert_edges(
+            [
+                make_edge(alice, bob, "KNOWS", weight=1, note="alice's"),
+                make_edge(al, bob, "KNOWS", doc="d2", weight=2),
+                make_edge(carol, al, "LIKES", doc="d3"),
+                make_edge(al, alice, "SAME_AS", doc="d2"),
+            ]
+        )
+        return alice, al, bob, carol
+
+    def test_merge_nodes_moves_support_and_edges_and_removes_the_members(
+        self, graph_store, dataset, namesakes
+    ):
+        alice, al, bob, carol = namesakes
+        al_edges = ids(graph_store.edges_of([al.id]))
+        merged = graph_store.merge_nodes([al.id, alice.id], alice.id)
+        assert merged.node_ids == [al.id] and set(merged.edge_ids) == al_edges
+        assert {
+            m: {(s.document_id, s.chunk_id) for s in ss} for m, ss in merged.support.items()
+        } == {al.id: {("d2", "c1")}}
+        [stored] = graph_store.get_nodes([alice.id])
+        assert support_pairs(stored) == {("d1", "c1"), ("d1", "c2"), ("d2", "c1")}
+        assert graph_store.get_nodes([al.id]) == []
+        edges = {(e.source, e.name, e.target): e for e in graph_store.edges_of([alice.id])}
+        # Al -SAME_AS-> Alice joined Alice to herself: dropped, not a self-loop.
+        assert set(edges) == {(alice.id, "KNOWS", bob.id), (carol.id, "LIKES", alice.id)}
+        knows = edges[(alice.id, "KNOWS", bob.id)]
+        assert support_pairs(knows) == {("d1", "c1"), ("d2", "c1")}
+        assert knows.properties == {"weight": 2, "note": "alice's"}
+        assert support_pairs(edges[(carol.id, "LIKES", alice.id)]) == {("d3", "c1")}
+        assert graph_store.count(dataset) == {"Entity": 3, "edges": 2}
+        # Deleting a merged-away node's document removes only that support from the target.
+        graph_store.delete_document(dataset, "d2")
+        assert support_pairs(graph_store.get_nodes([alice.id])[0]) == {("d1", "c1"), ("d1", "c2")}
+        assert _triples(graph_store.edges_of([alice.id])) == set(edges)
+
+    def test_merging_again_or_merging_missing_nodes_changes_nothing(
+        self, graph_store, dataset, namesakes
+    ):
+        alice, al, _, _ = namesakes
+        graph_store.merge_nodes([al.id], alice.id)
+        before = _snapshot(graph_store, dataset, ids(namesakes))
+        assert graph_store.merge_nodes([al.id, "no-such-id"], alice.id) == Merged()
+        assert graph_store.merge_nodes([], alice.id) == Merged()
+        assert _snapshot(graph_store, dataset, ids(namesakes)) == before
+
+    def test_merge_into_a_node_not_stored_raises_and_changes_nothing(
+        self, graph_store, dataset, namesakes
+    ):
+        before = _snapshot(graph_store, dataset, ids(namesakes))
+        with pytest.raises(ValueError, match="not a stored node"):
+            graph_store.merge_nodes([namesakes[1].id], make_node(dataset, "Ghost").id)
+        assert _snapshot(graph_store, dataset, ids(namesakes)) == before
+
+    def test_an_edge_naming_a_merged_away_node_lands_on_the_node_it_went_into(
+        self, graph_store, dataset, namesakes
+    ):
+        alice, al, bob, carol = namesakes
+        alicia = make_node(dataset, "Alicia", doc="d4")
+        graph_store.upsert_nodes([alicia])
+        graph_store.merge_nodes([al.id], alice.id)
+        graph_store.merge_nodes([alice.id], alicia.id)  # a chain: Al -> Alice -> Alicia
+        late = [
+            make_edge(al, carol, "WROTE_TO", doc="d5", since=2020),
+            make_edge(carol, al, "LIKES", doc="d5"),  # joins an edge Al's merge moved
+            make_edge(al, alicia, "SAME_AS", doc="d5"),  # Alicia to herself: dropped
+        ]
+        graph_store.upsert_edges(late)
+        edges = {(e.source, e.name, e.target): e for e in graph_store.edges_of([alicia.id])}
+        assert set(edges) == {
+            (alicia.id, "KNOWS", bob.id),
+            (alicia.id, "WROTE_TO", carol.id),
+            (carol.id, "LIKES", alicia.id),
+        }
+        wrote = edges[(alicia.id, "WROTE_TO", carol.id)]
+        assert wrote.properties == {"since": 2020} and support_pairs(wrote) == {("d5", "c1")}
+        assert support_pairs(edges[(carol.id, "LIKES", alicia.id)]) == {("d3", "c1"), ("d5", "c1")}
+        assert graph_store.get_nodes([al.id, alice.id]) == []
+        with pytest.raises(ValueError, match="not stored nodes"):  # a redirect is no licence
+            graph_store.upsert_edges([make_edge(al, make_node(dataset, "Ghost"))])
+
+    def test_a_node_written_again_after_its_merge_keeps_its_own_edges(
+        self, graph_store, dataset, namesakes
+    ):
+        alice, al, _, carol = namesakes
+        graph_store.merge_nodes([al.id], alice.id)
+        graph_store.upsert_nodes([al])
+        graph_store.upsert_edges([make_edge(al, carol, "WROTE_TO")])
+        assert _triples(graph_store.edges_of([al.id])) == {(al.id, "WROTE_TO", carol.id)}
+
+    def test_redirects_go_with_their_dataset(self, graph_store, dataset, namesakes):
+        alice, al, bob, _ = namesakes
+        graph_store.merge_nodes([al.id], alice.id)
+        graph_store.delete_dataset(dataset)
+        graph_store.upsert_nodes([alice, bob])
+        with pytest.raises(ValueError, match="not stored nodes"):
+            graph_store.upsert_edges([make_edge(al, bob)])
+
+    def test_edges_written_while_their_ends_are_merged_all_land(self, graph_store, dataset):
+        # Writers name entities another thread is merging away: none fails, none is lost.
+        people = [make_node(dataset, f"person {i}") for i in range(40)]
+        twins = [make_node(dataset, f"twin {i}", doc="d2") for i in range(40)]
+        places = [make_node(dataset, f"place {j}", doc="d3") for j in range(4)]
+        graph_store.upsert_nodes(people + twins + places)
+        errors: list[BaseException] = []
+        start = threading.Barrier(3)
+
+        def write(doc: str) -> None:
+            try:
+                start.wait()
+                for i, person in enumerate(people):
+                    edges = [make_edge(person, place, "VISITED", doc=doc) for place in places]
+                    graph_store.upsert_edges(edges + [make_edge(places[i % 4], person, doc=doc)])
+            except BaseException as err:  # re-raised by the assert below
+                errors.append(err)
+
+        def merge() -> None:
+            try:
+                start.wait()
+                for person, twin in zip(people, twins, strict=True):
+                    graph_store.merge_nodes([person.id], twin.id)
+            except BaseException as err:
+                errors.append(err)
+
+        threads = [
+            threading.Thread(target=f, args=a)
+            for f, a in ((write, ("w1",)), (write, ("w2",)), (merge, ()))
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert graph_store.get_nodes(list(ids(people))) == []
+        edges = graph_store.edges_of(list(ids(twins)), limit=10_000)
+        assert len(edges) == 40 * 5
+        assert all({doc for doc, _ in support_pairs(e)} == {"w1", "w2"} for e in edges)
 
     # -- volume ------------------------------------------------------------------------------
 

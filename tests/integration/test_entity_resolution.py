@@ -11,13 +11,13 @@ import pytest
 from core.llm.cache import LLMCache
 from core.llm.client import LLMClient
 from core.models.extraction import KnowledgeGraph
-from core.models.graph import Node, entity_id, summary_id
+from core.models.graph import Edge, Node, Support, entity_id, summary_id
 from core.models.jobs import Job
 from core.stores.state_sqlite import SQLiteStateStore
 from pipelines.classify import check_supported
 from pipelines.models import Chunk, DocumentRef, ExtractedBatch
 from pipelines.reconcile_entities import merge_entities
-from pipelines.resolve_entities import ALIAS, aliases_of
+from pipelines.resolve_entities import ALIAS, alias_id, aliases_of
 from pipelines.summarize_documents import SummarizeDocuments, document_summary_id
 from tests.backends import (  # noqa: F401 - the fixtures `backend`, `models`
     Backend,
@@ -197,3 +197,80 @@ def test_llm_document_summaries_are_one_cached_call_per_document(tmp_path: Path)
     assert by_doc == {"d1": "Alpha Corp makes robots.", "d2": "Short one."}
     assert calls == 1  # one document of two chunks; the one-chunk document reuses its summary
     assert again.document_summaries == out.document_summaries
+
+
+class _WriteBeforeRemoval:
+    """The graph store, except that another batch's write runs just before a merge removes
+    the merged-away entities (after the merge has read them): the window where a write used
+    to be dropped with them."""
+
+    def __init__(self, store: object, write: object) -> None:
+        self._store, self._write = store, write
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def _fire(self) -> None:
+        write, self._write = self._write, None
+        if write is not None:
+            write()
+
+    def delete_nodes(self, ids: list[str]) -> object:
+        self._fire()
+        return self._store.delete_nodes(ids)  # type: ignore[attr-defined]
+
+    def merge_nodes(self, ids: list[str], into: str) -> object:
+        self._fire()
+        return self._store.merge_nodes(ids, into)  # type: ignore[attr-defined]
+
+
+def _stored_pair(rt: Runtime, dataset: str) -> tuple[Node, Node, Node]:
+    """Entities "NYC" (document d1), "New York City" (d2) and "Boston" (d3)."""
+    nyc, city, boston = (
+        Node(id=entity_id(dataset, name), type="Entity", dataset=dataset, name=name,
+             support=[Support(document_id=doc, chunk_id=f"{doc}-c0")])
+        for name, doc in (("NYC", "d1"), ("New York City", "d2"), ("Boston", "d3"))
+    )  # fmt: skip
+    rt.graph.upsert_nodes([nyc, city, boston])
+    return nyc, city, boston
+
+
+def _support_of(rt: Runtime, node_id: str) -> set[str]:
+    return {s.document_id for n in rt.graph.get_nodes([node_id]) for s in n.support}
+
+
+def test_an_edge_written_after_its_end_was_merged_away_lands_on_the_merged_entity(
+    runtime: Runtime, dataset: str
+) -> None:
+    # Batch A wrote "NYC", batch B merged it into "New York City", then A writes its edges.
+    nyc, city, boston = _stored_pair(runtime, dataset)
+    merge_entities(runtime.graph, runtime.vectors, runtime.embedder, dataset, [nyc, city])
+    late = Edge(source=nyc.id, target=boston.id, name="near", dataset=dataset,
+                support=[Support(document_id="d1", chunk_id="d1-c0")])  # fmt: skip
+    runtime.graph.upsert_edges([late])
+    [edge] = runtime.graph.edges_of([city.id], names=["near"])
+    assert (edge.source, edge.target) == (city.id, boston.id)
+    assert {s.document_id for s in edge.support} == {"d1"}
+    assert runtime.graph.get_nodes([nyc.id]) == []
+
+
+def test_a_write_between_a_merge_read_and_its_removal_is_kept(
+    runtime: Runtime, dataset: str
+) -> None:
+    nyc, city, boston = _stored_pair(runtime, dataset)
+    late_support = Support(document_id="d9", chunk_id="d9-c0")
+
+    def other_batch() -> None:  # an edge and a support link to "NYC", from document d9
+        runtime.graph.upsert_nodes([nyc.model_copy(update={"support": [late_support]})])
+        edge = Edge(source=boston.id, target=nyc.id, name="near", dataset=dataset,
+                    support=[late_support])  # fmt: skip
+        runtime.graph.upsert_edges([edge])
+
+    graph = _WriteBeforeRemoval(runtime.graph, other_batch)
+    merge_entities(graph, runtime.vectors, runtime.embedder, dataset, [nyc, city])  # type: ignore[arg-type]
+    [edge] = runtime.graph.edges_of([city.id], names=["near"])
+    assert (edge.source, edge.target) == (boston.id, city.id)
+    assert _support_of(runtime, city.id) == {"d1", "d2", "d9"}
+    [alias] = runtime.graph.get_nodes([alias_id(dataset, "NYC")])
+    assert {s.document_id for s in alias.support} == {"d1", "d9"}
+    assert runtime.graph.get_nodes([nyc.id]) == []
