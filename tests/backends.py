@@ -199,16 +199,21 @@ class RedisBackend:
                 client.delete(*keys)
 
 
+def redis_backend_of(kind: str) -> RedisBackend:
+    """A fakeredis server of its own (FAKEREDIS), or the shared test Redis (REDIS: skipped or
+    failed when it does not answer); the caller cleans it."""
+    if kind == REDIS:
+        return RedisBackend(REDIS, redis_url())
+    return RedisBackend(FAKEREDIS, "redis://fakeredis:6379/0", fakeredis.FakeServer())
+
+
 @pytest.fixture(
     name="redis_backend", params=[FAKEREDIS, pytest.param(REDIS, marks=pytest.mark.services)]
 )
 def redis_backend_fixture(request: pytest.FixtureRequest) -> Iterator[RedisBackend]:
     """The test once on fakeredis and once on the shared test Redis (skipped when it does not
     answer, a failure under COGMILL_REQUIRE_SERVICES=1); its keys are removed afterwards."""
-    if request.param == REDIS:
-        backend = RedisBackend(REDIS, redis_url())
-    else:
-        backend = RedisBackend(FAKEREDIS, "redis://fakeredis:6379/0", fakeredis.FakeServer())
+    backend = redis_backend_of(request.param)
     yield backend
     backend.clean()
 
