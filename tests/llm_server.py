@@ -3,7 +3,9 @@
 `POST /v1/chat/completions` answers a KnowledgeGraph-shaped JSON computed from the first user
 message (capitalised word runs are entities, "A <few lowercase words> B" are relationships,
 the first sentence is the summary). `POST /v1/embeddings` returns hashed bag-of-words unit
-vectors. `GET /stats` counts requests and faults; `POST /control` changes the faults.
+vectors. `GET /stats` counts requests and faults, and the most requests it ever held at
+once (`peak_in_flight`, which proves a client's concurrency without timing it); `POST /control`
+changes the faults.
 
 Faults are drawn from a RNG seeded by (seed, path, subject, n-th request for that subject), so
 a run injects the same faults whatever order concurrent requests arrive in.
@@ -190,6 +192,8 @@ class _Server(ThreadingHTTPServer):
         self.requests: Counter[str] = Counter()
         self.injected: Counter[str] = Counter()
         self.seen: Counter[tuple[str, str]] = Counter()
+        self.in_flight = 0
+        self.peak_in_flight = 0
 
     def draw_fault(self, path: str, subject: str) -> str | None:
         """The fault for this request, if any (reproducible per subject and repetition)."""
@@ -217,11 +221,26 @@ class _Server(ThreadingHTTPServer):
         with self.lock:
             self.requests[path] += 1
 
+    def enter(self) -> None:
+        """A model call starts: count it in flight."""
+        with self.lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    def leave(self) -> None:
+        with self.lock:
+            self.in_flight -= 1
+
     def stats(self) -> dict[str, Any]:
         """Requests per path, faults injected per kind, the current settings."""
         with self.lock:
             faults, config = dict(self.injected), asdict(self.faults)
-            return {"requests": dict(self.requests), "faults": faults, "config": config}
+            return {
+                "requests": dict(self.requests),
+                "faults": faults,
+                "peak_in_flight": self.peak_in_flight,
+                "config": config,
+            }
 
     def configure(self, changes: dict[str, Any]) -> None:
         """Change some fault settings; TypeError on an unknown name."""
@@ -252,7 +271,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.server.count(self.path)
         if self.path in ("/v1/chat/completions", "/v1/embeddings"):
-            self._model_call(body)
+            self.server.enter()
+            try:
+                self._model_call(body)
+            finally:
+                self.server.leave()
         else:
             self._error(404, f"no route POST {self.path}")
 
@@ -267,6 +290,7 @@ class _Handler(BaseHTTPRequestHandler):
             with self.server.lock:
                 for counter in (self.server.requests, self.server.injected, self.server.seen):
                     counter.clear()
+                self.server.peak_in_flight = self.server.in_flight
         self._json(200, self.server.stats())
 
     def _model_call(self, body: dict[str, Any]) -> None:
