@@ -12,8 +12,9 @@ A module uses the fixture `backend` by importing it: `from tests.backends import
 `llm_server_fixture`, a test LLM server per module).
 
 `redis_backend` runs a Redis adapter's test once on fakeredis (no server, so `make test-fast`
-runs it) and once on the shared test Redis (marked `services`, as CI runs it): a test that
-fakeredis cannot pass names the difference with `RedisBackend.xfail_on_fakeredis`.
+runs it) and once on the shared test Redis (marked `services`, as CI runs it). fakeredis lives
+in one process: what needs several processes on one server (a rate limit shared by worker
+processes, Celery's broker) is tested on the real server only, and says so where it is.
 """
 
 from __future__ import annotations
@@ -185,11 +186,6 @@ class RedisBackend:
     def adapter_client(self, *, decode_responses: bool) -> redis.Redis | None:
         """What an adapter's `client` argument gets: None on the real server (connect by URL)."""
         return self.client(decode_responses=decode_responses) if self.fake else None
-
-    def xfail_on_fakeredis(self, reason: str) -> None:
-        """Mark the running test as an expected failure on fakeredis, saying why."""
-        if self.fake:
-            pytest.xfail(f"fakeredis differs from Redis here: {reason}")
 
     def clean(self) -> None:
         """Remove every key under this test's prefix (the shared server keeps no leftovers)."""

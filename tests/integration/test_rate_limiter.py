@@ -66,6 +66,8 @@ class TestRedisRateLimiter(RateLimiterContract):
 
 @pytest.mark.services
 def test_redis_limiter_is_global_across_processes() -> None:
+    """Real Redis only: a fakeredis server lives inside one process (the contract's
+    `test_limiters_of_one_budget_share_it_across_threads` runs on it instead)."""
     url, key = redis_url(), f"cogmill-test:ratelimit:{uuid.uuid4().hex}"
     context = multiprocessing.get_context("spawn")
     barrier, out = context.Barrier(2), context.Queue()
