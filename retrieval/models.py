@@ -50,6 +50,8 @@ class Route(BaseModel):
     confidence: float
     runner_up: SearchType
     runner_up_score: float
+    # Why this type: the cue that won, or the default; types the datasets cannot serve.
+    reason: str = ""
 
 
 class SearchResponse(BaseModel):

@@ -1,8 +1,18 @@
 """The query router and query analysis: rule-based, no LLM, microseconds per query.
 
-`route(query)` scores every search type from weighted cue patterns (English and Chinese) and
-picks the best, with a confidence and a runner-up. A cue preceded by a negation ("not related
-to", "don't summarise", "没有关系") does not count. With no cue the answer is GRAPH_COMPLETION.
+`route(query)` scores the specific search types from weighted cue patterns (English and
+Chinese). A type wins only on a strong cue (a score of at least `STRONG_CUE`): Cypher text,
+coding rules, quoted or exact wording, "summarise/overview", a question about how two named
+things are related, several reasoning cues, or a question whose *subject* is a time ("what
+happened in 2016", "events between 1910 and 1920", "latest changes"). A date or "before" that
+only qualifies an entity ("the product that shipped in March 2019") is no time cue. Without
+a strong cue the answer is `DEFAULT_TYPE`, the best general retriever `cogmill eval`
+measures (GRAPH_PPR: README, "Retrieval quality"). A cue preceded by a negation ("not
+related to", "don't summarise", "没有关系") does not count.
+
+`route(query, limits)` also knows what the searched datasets can serve: `limits(type)` says
+why they cannot (no Neo4j for CYPHER, no coding-rules node set, no events), and the router
+then skips that type, or for TEMPORAL keeps it in its fallback mode; `Route.reason` says so.
 
 `analyse(query)` sorts a query into factual / reasoning / comprehensive / fuzzy, pulls out
 keywords and entity-like spans, rates its complexity, and derives the top-k and depth that
@@ -12,17 +22,22 @@ the search uses when the caller does not set them.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from retrieval.models import Route, SearchType
 
 S = SearchType
-# The score GRAPH_COMPLETION has before any cue: a single weak cue (weight 1) beats it.
-DEFAULT_SCORE = 0.3
+# The best general retriever by `cogmill eval` (R@5 on MuSiQue and HotpotQA, both splits).
+DEFAULT_TYPE = S.GRAPH_PPR
+# The default's score: a specific type needs at least as much (a strong cue) to win over it.
+DEFAULT_SCORE = STRONG_CUE = 2.5
 # Added to the denominator of the confidence, so one weak cue is not "certain".
 CONFIDENCE_PRIOR = 0.3
 _I = re.IGNORECASE
+# Says why the searched datasets cannot serve a type, or None when they can.
+Limits = Callable[[SearchType], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +54,61 @@ def _cue(kind: SearchType, pattern: str, weight: float, negatable: bool = True) 
     return Cue(kind, re.compile(pattern, _I), weight, negatable)
 
 
+# A time the question can be about: a year, a month, a decade, a range, a relative time.
+_YEAR = r"(?:1[5-9]\d\d|20\d\d)"
+_MONTH = (
+    r"(?:january|february|march|april|may|june|july|august|september|october|november"
+    r"|december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)"
+)
+_TIME = (
+    rf"(?:(?:{_MONTH}\s+)?{_YEAR}s?|the\s+{_YEAR}s|{_MONTH}"
+    r"|(?:the\s+)?(?:last|past|previous|this)\s+(?:\d+\s+)?(?:days?|weeks?|months?|years?|decades?)"
+    r"|yesterday|today|recently)"
+)
+# What happened / events / changes, then a time within a few words, and no relative clause
+# in between: there the time qualifies an entity ("... the product that shipped in 2019").
+_HAPPENINGS = (
+    r"(?:what\s+(?:has\s+|had\s+)?(?:happened|changed|occurred|took\s+place|was\s+new)"
+    r"|(?:which|what)\s+(?:events?|changes?|developments?|milestones?)"
+    r"|(?:key\s+|major\s+|main\s+)?(?:events?|changes?|developments?|milestones?|news)"
+    r"|timeline|chronolog\w*|history)"
+)
+_SUBJECT_TIME = re.compile(
+    rf"\b{_HAPPENINGS}\b(?:(?!\b(?:that|which|who|whom|whose|where)\b)[^.?!]){{0,60}}?"
+    rf"\b(?:in|during|between|from|after|before|since|until|of|over|around)\s+{_TIME}\b",
+    _I,
+)
+_TIME_FIRST = re.compile(
+    rf"^\s*(?:in|during|between|from|after|before|since)\s+{_TIME}\b[^?]{{0,40}}?"
+    rf"\b(?:what\s+happened|what\s+changed|which\s+events?)\b",
+    _I,
+)
+_RECENCY = re.compile(
+    r"\b(?:latest|most\s+recent|recent|newest|new)\s+(?:changes?|updates?|news|events?"
+    r"|developments?|releases?|announcements?)\b|\bwhat(?:'s|\s+is)\s+new\b"
+    r"|\btimeline\b|\bchronolog(?:y|ical)\b",
+    _I,
+)
+_RANGE = re.compile(
+    rf"^\s*(?:events?|changes?|news|what\s+happened)?\W*(?:between|from)\s+{_YEAR}\s+"
+    rf"(?:and|to|-|–)\s+{_YEAR}\b",
+    _I,
+)
+_ZH_SUBJECT_TIME = re.compile(
+    r"(\d{2,4}年|去年|今年|最近|近期|期间|之前|之后|以来).{0,8}(发生了?什么|发生了哪些|有哪些事件|哪些事|大事|变化|动态)"
+    r"|(时间线|大事记|最新(的)?(变化|动态|消息|进展|更新)|最近(的)?(变化|动态|消息|进展|更新))"
+)
+TIME_SUBJECT_WEIGHT = 3.0
+
+
+def time_is_subject(query: str) -> bool:
+    """Whether the question asks what happened in a time, not about a thing a date qualifies."""
+    return any(
+        pattern.search(query)
+        for pattern in (_SUBJECT_TIME, _TIME_FIRST, _RECENCY, _RANGE, _ZH_SUBJECT_TIME)
+    )
+
+
 CUES: tuple[Cue, ...] = (
     # Cypher: a query that reads like a Cypher statement.
     _cue(S.CYPHER, r"^\s*(optional\s+match|match|call|unwind|with)\b.*\breturn\b", 6.0, False),
@@ -48,7 +118,8 @@ CUES: tuple[Cue, ...] = (
     # Coding rules and code.
     _cue(S.CODING_RULES, r"\bcoding (rules?|standards?|guidelines?|conventions?)\b", 3.0),
     _cue(S.CODING_RULES, r"\b(style ?guide|lint(er|ing)?|naming conventions?|pep ?8)\b", 2.5),
-    _cue(S.CODING_RULES, r"\b(code review|best practices?)\b", 2.0),
+    _cue(S.CODING_RULES, r"\bcode reviews?\b", 2.5),
+    _cue(S.CODING_RULES, r"\bbest practices?\b", 1.0),
     _cue(S.CODING_RULES, r"\b(refactor\w*|snake_case|camelcase|type hints?|docstrings?)\b", 1.5),
     _cue(S.CODING_RULES, r"`[^`]+`|\b(def|class|import|return) \w+|\w+\(\)", 1.5, False),
     _cue(S.CODING_RULES, r"\b(python|typescript|javascript|java|golang|rust|c\+\+)\b", 1.0),
@@ -59,16 +130,17 @@ CUES: tuple[Cue, ...] = (
     _cue(S.CHUNKS_LEXICAL, r"\b(quote|quotation)\b", 1.5),
     _cue(S.CHUNKS_LEXICAL, r"原文|逐字|原话", 2.5),
     # Summaries and overviews.
-    _cue(S.GRAPH_SUMMARY_COMPLETION, r"\bsummar(y|ies|ise|ize|ising|izing)\b", 2.5),
-    _cue(S.GRAPH_SUMMARY_COMPLETION, r"\b(overview|recap|gist|tl;?dr|high[- ]level)\b", 2.5),
-    _cue(S.GRAPH_SUMMARY_COMPLETION, r"\b(outline|in brief|main points|key points)\b", 1.5),
-    _cue(S.GRAPH_SUMMARY_COMPLETION, r"总结|概述|概括|摘要|综述|要点", 2.5),
-    # Reasoning.
-    _cue(S.GRAPH_COMPLETION_COT, r"\bwhy\b|\bhow come\b", 2.0),
-    _cue(S.GRAPH_COMPLETION_COT, r"\bexplain\w*|\bexplanation\b", 2.0),
-    _cue(S.GRAPH_COMPLETION_COT, r"\bstep[- ]by[- ]step\b|\breason(ing|s)?\b", 2.0),
-    _cue(S.GRAPH_COMPLETION_COT, r"\b(caused?|because|consequences?)\b", 1.0),
-    _cue(S.GRAPH_COMPLETION_COT, r"为什么|为何|解释|原因|逐步|一步一步", 2.0),
+    _cue(S.SUMMARIES, r"\bsummar(y|ies|ise|ize|ising|izing)\b", 2.5),
+    _cue(S.SUMMARIES, r"\b(overview|recap|gist|tl;?dr|high[- ]level)\b", 2.5),
+    _cue(S.SUMMARIES, r"\b(outline|in brief|main points|key points)\b", 1.5),
+    _cue(S.SUMMARIES, r"总结|概述|概括|摘要|综述|要点", 2.5),
+    # Reasoning: one cue is ordinary wording ("why"), two ask for the reasoning itself.
+    _cue(S.GRAPH_COMPLETION_COT, r"\bwhy\b|\bhow come\b", 1.5),
+    _cue(S.GRAPH_COMPLETION_COT, r"\bexplain\w*|\bexplanation\b", 1.5),
+    _cue(S.GRAPH_COMPLETION_COT, r"\bstep[- ]by[- ]step\b|\breason(ing|s)?\b", 1.5),
+    _cue(S.GRAPH_COMPLETION_COT, r"\b(caused?|because|consequences?)\b", 0.5),
+    _cue(S.GRAPH_COMPLETION_COT, r"为什么|为何|原因", 1.5),
+    _cue(S.GRAPH_COMPLETION_COT, r"解释|逐步|一步一步", 1.5),
     # Relationships between things.
     _cue(
         S.GRAPH_COMPLETION_CONTEXT_EXTENSION,
@@ -78,32 +150,21 @@ CUES: tuple[Cue, ...] = (
     _cue(
         S.GRAPH_COMPLETION_CONTEXT_EXTENSION,
         r"\b(relat(ed|es|ion|ionships?)|connect(ed|ion|ions|s)?|linked) (to|between|with)\b",
-        2.0,
-    ),
-    _cue(S.GRAPH_COMPLETION_CONTEXT_EXTENSION, r"\brelationships?\b|\bin common\b", 2.0),
-    _cue(S.GRAPH_COMPLETION_CONTEXT_EXTENSION, r"关系|联系|关联|有什么关", 2.5),
-    # Time.
-    _cue(S.TEMPORAL, r"\bwhen\b|\bwhat (year|date|time)\b|\bhow long ago\b", 2.0),
-    _cue(S.TEMPORAL, r"\b(before|after|since|until|during|prior to)\b", 1.5),
-    _cue(S.TEMPORAL, r"\b(1[5-9]\d\d|20\d\d)s?\b|\b(years?|dates?|timeline|decades?)\b", 2.0),
-    _cue(
-        S.TEMPORAL,
-        r"\b(between|from) (1[5-9]\d\d|20\d\d) (and|to|-) (1[5-9]\d\d|20\d\d)\b"
-        r"|\b(1[5-9]\d\d|20\d\d) ?[-–] ?(1[5-9]\d\d|20\d\d)\b",
-        2.0,
-    ),
-    _cue(
-        S.TEMPORAL,
-        r"\b(january|february|march|april|june|july|august|september|october|november"
-        r"|december)\b",
         1.0,
     ),
-    _cue(S.TEMPORAL, r"什么时候|何时|哪一年|哪年|之前|之后|以前|以后|年份|期间|\d{2,4}年", 2.5),
+    _cue(S.GRAPH_COMPLETION_CONTEXT_EXTENSION, r"\brelationships?\b|\bin common\b", 2.0),
+    _cue(S.GRAPH_COMPLETION_CONTEXT_EXTENSION, r"是什么关系|有什么关系|有什么联系|之间的关系", 3.0),
+    _cue(S.GRAPH_COMPLETION_CONTEXT_EXTENSION, r"关系|联系|关联", 1.0),
+    # Time, weakly: a date or "when" in a question is mostly a qualifier or the answer sought,
+    # so these only name TEMPORAL as the runner-up; `time_is_subject` makes it a strong cue.
+    _cue(S.TEMPORAL, r"\bwhen\b|\bwhat (year|date|time)\b|\bhow long ago\b", 1.0),
+    _cue(S.TEMPORAL, rf"\b{_YEAR}s?\b|\b(timeline|decades?)\b", 1.0),
+    _cue(S.TEMPORAL, r"什么时候|何时|哪一年|哪年|\d{2,4}年", 1.0),
 )
 
 # A cue counts as negated when one of these ends the text just before it.
 _NEGATED_EN = re.compile(
-    r"\b(not|no|never|without|nothing|none|neither|nor|isn't|aren't|wasn't|weren't|don't|"
+    r"\b(not|no|never|without|nothing|neither|nor|isn't|aren't|wasn't|weren't|don't|"
     r"doesn't|didn't|won't|can't|cannot|unrelated)\b(\s+\w+){0,2}\s*$",
     _I,
 )
@@ -119,34 +180,64 @@ def is_negated(text_before: str) -> bool:
 
 
 def scores(query: str) -> dict[SearchType, float]:
-    """Each search type's cue score; each cue counts once, negated occurrences not at all."""
-    totals: dict[SearchType, float] = {S.GRAPH_COMPLETION: DEFAULT_SCORE}
+    """Each search type's cue score; each cue counts once, negated occurrences not at all.
+
+    The default type holds `DEFAULT_SCORE`; TEMPORAL gains `TIME_SUBJECT_WEIGHT` when the
+    question's subject is a time.
+    """
+    totals: dict[SearchType, float] = {DEFAULT_TYPE: DEFAULT_SCORE}
     for cue in CUES:
         for match in cue.pattern.finditer(query):
             if cue.negatable and is_negated(query[: match.start()]):
                 continue
             totals[cue.search_type] = totals.get(cue.search_type, 0.0) + cue.weight
             break
+    if time_is_subject(query):
+        totals[S.TEMPORAL] = totals.get(S.TEMPORAL, 0.0) + TIME_SUBJECT_WEIGHT
     return totals
 
 
-def route(query: str) -> Route:
-    """The search type for a query, how sure the rules are, and the second choice."""
+def route(query: str, limits: Limits | None = None) -> Route:
+    """The search type for a query, how sure the rules are, the second choice, and why.
+
+    `limits` (see the module docstring) keeps the router off types the datasets cannot serve.
+    """
     if not query.strip():
         raise ValueError("the query is empty; pass the question to route")
-    ranked = sorted(scores(query).items(), key=lambda item: (-item[1], item[0].value))
-    best_type, best = ranked[0]
-    if len(ranked) > 1:
-        second_type, second = ranked[1]
-    else:  # nothing matched: GRAPH_COMPLETION by default, plain passages as the fallback
-        second_type, second = S.RAG_COMPLETION, 0.0
+    # Best first; a specific type reaching the default's score beats it.
+    ranked = sorted(
+        scores(query).items(), key=lambda item: (-item[1], item[0] is DEFAULT_TYPE, item[0].value)
+    )
+    skipped: list[str] = []
+    index = 0
+    while True:  # the default is always served, so this ends at it at the latest
+        kind, best = ranked[index]
+        missing = limits(kind) if limits is not None and kind is not DEFAULT_TYPE else None
+        if missing is None or kind is S.TEMPORAL:
+            break
+        skipped.append(f"{kind.value} skipped: {missing}")
+        index += 1
+    if kind is DEFAULT_TYPE:
+        reason = f"no strong specific cue: the default, {kind.value}"
+    else:
+        reason = f"a strong {kind.value} cue (score {best:.1f})"
+    if missing is not None:  # TEMPORAL on datasets without events
+        reason += f"; {missing}: TEMPORAL ranks the graph search's passages by their time"
+    second_type, second = next(((k, v) for k, v in ranked[index + 1 :] if v > 0), (S.CHUNKS, 0.0))
     total = best + second + CONFIDENCE_PRIOR
     return Route(
-        search_type=best_type,
+        search_type=kind,
         confidence=round(best / total, 3),
         runner_up=second_type,
         runner_up_score=round(second / total, 3),
+        reason="; ".join([reason, *skipped]),
     )
+
+
+def top_cue(query: str) -> SearchType:
+    """The specific type with the highest cue score, strong or not, else the default."""
+    cued = {k: v for k, v in scores(query).items() if k is not DEFAULT_TYPE and v > 0}
+    return max(sorted(cued, key=lambda k: k.value), key=cued.__getitem__, default=DEFAULT_TYPE)
 
 
 # -- query analysis -----------------------------------------------------------------------------
@@ -227,7 +318,7 @@ def analyse(query: str, base_top_k: int = 10, max_depth: int = 3) -> QueryAnalys
     """Kind, keywords, entities and complexity of a query, and the top-k and depth they imply."""
     if not query.strip():
         raise ValueError("the query is empty; pass the question to analyse")
-    chosen = route(query).search_type
+    chosen = top_cue(query)
     keywords, entities = keywords_of(query), entities_of(query)
     if chosen in REASONING_TYPES:
         kind: QueryKind = "reasoning"

@@ -7,10 +7,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from core.catalog import check_dataset_name
+from pipelines.graph_builder import NODE_SET
+from pipelines.temporal_builder import EVENT
 from retrieval.agentic import AgenticRetriever
 from retrieval.base import RetrievalContext, Retriever
 from retrieval.chunks import ChunksRetriever
-from retrieval.coding_rules import CodingRulesRetriever
+from retrieval.coding_rules import MAX_DOCUMENTS, CodingRulesRetriever
 from retrieval.context_extension import ContextExtensionRetriever
 from retrieval.cot import CotRetriever
 from retrieval.cypher import CypherRetriever, NaturalLanguageRetriever
@@ -25,13 +27,14 @@ from retrieval.multistep import ANALYSIS_KEY
 from retrieval.ppr import PPRParams, PPRRetriever
 from retrieval.rag import RagRetriever
 from retrieval.response_model import ResponseModel, structured_model
-from retrieval.router import analyse, route
+from retrieval.router import DEFAULT_TYPE, analyse, route
 from retrieval.sessions import SessionStore, check_session_id, trace_elements
 from retrieval.summaries import SummariesRetriever
 from retrieval.temporal import TemporalRetriever
 from retrieval.triplets import TripletRetriever
 
 QA_ID_KEY = "session_qa_id"
+SUMMARY = "TextSummary"
 NO_LLM_NOTE = "no LLM is configured (COGMILL_LLM_BASE_URL): returning the retrieved context"
 
 # One factory per search type; a retriever that answers defines `get_completion`.
@@ -49,7 +52,7 @@ RETRIEVERS: dict[SearchType, Callable[[RetrievalContext], Retriever]] = {
     SearchType.NATURAL_LANGUAGE: NaturalLanguageRetriever,
     SearchType.TEMPORAL: TemporalRetriever,
     SearchType.GRAPH_PPR: lambda ctx: PPRRetriever(
-        ctx.graph, ctx.vectors, ctx.embedder, PPRParams.from_settings(ctx.settings)
+        ctx.graph, ctx.vectors, ctx.embedder, PPRParams.from_settings(ctx.settings), ctx=ctx
     ),
     SearchType.GRAPH_COMPLETION_COT: CotRetriever,
     SearchType.GRAPH_COMPLETION_CONTEXT_EXTENSION: ContextExtensionRetriever,
@@ -65,7 +68,7 @@ def search(
     ctx: RetrievalContext,
     query: str,
     datasets: Sequence[str],
-    search_type: SearchType | None = SearchType.GRAPH_COMPLETION,
+    search_type: SearchType | None = None,
     top_k: int | None = 10,
     response_model: ResponseModel | None = None,
     session: str | None = None,
@@ -74,7 +77,8 @@ def search(
 
     With `response_model` (a pydantic model class or a JSON Schema dict) the answer is
     structured: `answer_json` holds the object and `answer` its JSON text.
-    With `search_type=None` the query router picks the type (the response's `route`); with
+    With `search_type=None` the query router picks the type for the query and what the
+    datasets hold (the response's `route`, with its reason); with
     `top_k=None` the query analysis sets it. The analysis' depth always bounds the rounds of
     the multi-step types (within `search_max_rounds`).
     With `session` the question, answer and trace are recorded in that session (its qa id is
@@ -90,7 +94,7 @@ def search(
     routed: Route | None = None
     notes: list[str | None] = []
     if search_type is None:
-        routed = route(query)
+        routed = route(query, DatasetLimits(ctx, datasets).missing)
         search_type, why = routed_or_available(routed)
         notes.append(why)
     if top_k < 1:
@@ -136,12 +140,47 @@ def search(
 
 
 def routed_or_available(routed: Route) -> tuple[SearchType, str]:
-    """The routed type if it is available, else the runner-up or GRAPH_COMPLETION; and why."""
+    """The routed type if it is available, else the runner-up or the default; and why."""
     chosen = f"routed to {routed.search_type.value} (confidence {routed.confidence:.2f})"
     if routed.search_type in RETRIEVERS:
         return routed.search_type, chosen
-    fallback = routed.runner_up if routed.runner_up in RETRIEVERS else SearchType.GRAPH_COMPLETION
+    fallback = routed.runner_up if routed.runner_up in RETRIEVERS else DEFAULT_TYPE
     return fallback, f"{chosen}, which is not available: ran {fallback.value} instead"
+
+
+class DatasetLimits:
+    """What the searched datasets cannot serve, read from the stores only when asked."""
+
+    def __init__(self, ctx: RetrievalContext, datasets: Sequence[str]) -> None:
+        self.ctx, self.datasets = ctx, list(datasets)
+
+    def missing(self, search_type: SearchType) -> str | None:
+        """Why the datasets cannot serve `search_type`, or None when they can."""
+        names = ", ".join(self.datasets)
+        if search_type in (SearchType.CYPHER, SearchType.NATURAL_LANGUAGE):
+            return None if self.ctx.settings.neo4j_uri else "the graph is not in Neo4j"
+        if search_type is SearchType.CODING_RULES:
+            node_set = self.ctx.settings.coding_rules_node_set
+            if not any(self._in_node_set(d, node_set) for d in self.datasets):
+                return f"no documents in node set {node_set!r} of {names}"
+        if search_type is SearchType.TEMPORAL and not self._has(EVENT):
+            return f"no events in {names} (cognify with the temporal pipeline)"
+        if search_type is SearchType.SUMMARIES and not self._has(SUMMARY):
+            return f"no summaries in {names}"
+        return None
+
+    def _has(self, node_type: str) -> bool:
+        return any(self.ctx.graph.find_nodes(d, node_type, limit=1) for d in self.datasets)
+
+    def _in_node_set(self, dataset: str, node_set: str, page: int = 500) -> bool:
+        """Whether one of the dataset's documents (the first MAX_DOCUMENTS) is in the set."""
+        for offset in range(0, MAX_DOCUMENTS, page):
+            batch = self.ctx.graph.find_nodes(dataset, "Document", limit=page, offset=offset)
+            if any(d.properties.get(NODE_SET) == node_set for d in batch):
+                return True
+            if len(batch) < page:
+                break
+        return False
 
 
 def _complete(
