@@ -17,18 +17,24 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from core.models.graph import Node, entity_id, normalise_name
 from core.ports import Embedder, GraphReader, VectorStore
 from core.settings import Settings
-from pipelines.graph_builder import ALIAS_OF, MENTIONS, STRUCTURAL_EDGES, SUMMARIZES
+from pipelines.graph_builder import ALIAS_OF, MENTIONS, REFERENCES, STRUCTURAL_EDGES, SUMMARIZES
 from pipelines.resolve_entities import ALIAS, alias_id
-from retrieval.chunks import CHUNK_COLLECTION, chunk_source
+from retrieval.answer import answer
+from retrieval.chunks import CHUNK_COLLECTION, ROW_COLLECTION, chunk_source
 from retrieval.graph_completion import ENTITY_COLLECTION
 from retrieval.models import SearchResult
 from retrieval.pagerank import WeightedGraph, personalised_pagerank
+
+if TYPE_CHECKING:
+    from retrieval.base import RetrievalContext
+    from retrieval.response_model import ResponseModel
 
 SUMMARY_COLLECTION = "TextSummary_text"
 MAX_NGRAM = 6
@@ -129,16 +135,31 @@ class PPRRetriever:
         vectors: VectorStore,
         embedder: Embedder,
         params: PPRParams | None = None,
+        ctx: RetrievalContext | None = None,
     ) -> None:
         self.graph, self.vectors, self.embedder = graph, vectors, embedder
         self.params = params or PPRParams()
+        self.ctx = ctx  # needed only to answer (`get_completion`)
+
+    def get_completion(
+        self,
+        query: str,
+        results: Sequence[SearchResult],
+        response_model: ResponseModel | None = None,
+    ) -> str | dict[str, Any]:
+        """The LLM's answer from the passages (structured with a model): GRAPH_PPR is the
+        router's default, so a routed search answers when an LLM is configured."""
+        if self.ctx is None:
+            raise ValueError("PPRRetriever needs ctx= to answer")
+        return answer(self.ctx, query, results, response_model=response_model)
 
     def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
         p = self.params
-        seeds, chunk_sim, entities = self._seeds(query, datasets, top_k)
+        seeds, chunk_sim, entities, rows = self._seeds(query, datasets, top_k)
         if not seeds:
             return []
         neighbourhood = Neighbourhood(self.graph, p)
+        neighbourhood.rows.update(c for c in chunk_sim if c in rows)
         neighbourhood.expand(chunks=[c for c in seeds if c not in entities], entities=entities)
         # Entity seeds count by how specific they are: a hub named in the query says little.
         for eid in entities:
@@ -148,8 +169,9 @@ class PPRRetriever:
 
     def _seeds(
         self, query: str, datasets: Sequence[str], top_k: int
-    ) -> tuple[dict[str, float], dict[str, float], list[str]]:
-        """Restart weights by node id, the dense chunk similarities, the entity seeds."""
+    ) -> tuple[dict[str, float], dict[str, float], list[str], set[str]]:
+        """Restart weights by node id, the dense passage similarities, the entity seeds, and
+        which passages are table rows."""
         p = self.params
         named = dict.fromkeys(self.exact_entities(query, datasets), p.exact_weight)
         # Names found by exact id need no linking; the others are embedded with the query.
@@ -166,7 +188,11 @@ class PPRRetriever:
             return {hit.id: max(hit.score, 0.0) for hit in found}
 
         # A fixed candidate count keeps the dense scale (min-max below) the same for any top_k.
-        chunk_sim = hits(CHUNK_COLLECTION, max(p.chunk_seeds, p.dense_candidates, top_k))
+        # Table rows are passages too (as in CHUNKS): the best of both, in one ranking.
+        limit = max(p.chunk_seeds, p.dense_candidates, top_k)
+        rows = hits(ROW_COLLECTION, limit)
+        passages = hits(CHUNK_COLLECTION, limit) | rows
+        chunk_sim = dict(sorted(passages.items(), key=lambda item: -item[1])[:limit])
         entity_sim = hits(ENTITY_COLLECTION, p.entity_seeds) if p.entity_seeds else {}
         summary_sim = hits(SUMMARY_COLLECTION, p.summary_seeds) if p.summary_seeds else {}
         for eid, weight in self._linked(vectors[1:], datasets).items():
@@ -182,7 +208,7 @@ class PPRRetriever:
             seeds[eid] = seeds.get(eid, 0.0) + p.entity_weight * sim
         for eid, weight in named.items():
             seeds[eid] = seeds.get(eid, 0.0) + weight
-        return seeds, chunk_sim, list(dict.fromkeys([*named, *entity_sim]))
+        return seeds, chunk_sim, list(dict.fromkeys([*named, *entity_sim])), set(rows)
 
     def _linked(self, span_vectors: np.ndarray, datasets: Sequence[str]) -> dict[str, float]:
         """Entities whose names are close to a name in the query (spelling, extra words)."""
@@ -261,6 +287,7 @@ class Neighbourhood:
         self.chunks: set[str] = set()
         self.entities: dict[str, list[str]] = {}  # entity id -> the chunks that mention it
         self._mentions: set[tuple[str, str]] = set()  # (chunk, entity) read from MENTIONS
+        self.rows: set[str] = set()  # the passages that are table rows (REFERENCES are read)
 
     def degree(self, entity: str) -> int:
         """How many chunks mention the entity (1 when unknown)."""
@@ -282,7 +309,7 @@ class Neighbourhood:
             if self.full() or not (chunk_frontier or entity_frontier):
                 break
             new_entities = self._entities_of(chunk_frontier)
-            new_chunks = self._chunks_of(entity_frontier)
+            new_chunks = self._chunks_of(entity_frontier) + self._referenced(chunk_frontier)
             self._relations(entity_frontier)
             chunk_frontier, entity_frontier = new_chunks, self._load_entities(new_entities)
         self._link()
@@ -311,6 +338,24 @@ class Neighbourhood:
                 self._mentions.add((edge.source, edge.target))
                 found.append(edge.target)
         return list(dict.fromkeys(found))
+
+    def _referenced(self, passages: list[str]) -> list[str]:
+        """Table rows a frontier row references or is referenced by (a foreign key is a hop
+        between two passages); the rows are linked both ways. Returns the new ones."""
+        rows = [r for r in passages if r in self.rows]
+        if not rows:
+            return []
+        limit = len(rows) * self.params.chunk_fanout
+        new: list[str] = []
+        for edge in self.graph.edges_of(rows, names=[REFERENCES], limit=limit):
+            for end in (edge.source, edge.target):
+                if end not in self.chunks and not self.full():
+                    self.chunks.add(end)
+                    new.append(end)
+            if edge.source in self.chunks and edge.target in self.chunks:
+                self.weighted.link(edge.source, edge.target, 1.0, 1.0)
+        self.rows.update(new)
+        return new
 
     def _chunks_of(self, entities: list[str]) -> list[str]:
         """The chunks mentioning non-hub entities, most specific entity first, while room."""

@@ -1,4 +1,4 @@
-"""TEMPORAL: events whose time overlaps the time of the question, best first.
+"""TEMPORAL: the graph search's passages, with the evidence from the question's time first.
 
 The question's time comes from core/temporal.py ("in 2016", "between 1910 and 1920",
 "before March 2019", "last 30 days", "2019年"). Events are found two ways, both bounded:
@@ -9,11 +9,18 @@ bound), then the events AT / DURING them; and a wide vector search over `Event_t
 filtered by the events' own time. An event scores by how much of its time lies inside the
 question's (fit) and by its similarity to the question.
 
+Fusion with GRAPH_PPR: the passages are GRAPH_PPR's top k for the question, plus the passages
+of the best matching events it did not rank (at most k more). A passage's score is its PPR
+score (0..1) plus `time_boost` times its best event's score, so time-overlapping evidence
+leads, and none of the graph search's passages is ever dropped. Each result is one passage:
+its events ("date: text (involves: ...)") first, then the passage text. On datasets without
+events, a passage among PPR's `pool` best that mentions a time overlapping the question's
+is boosted by that overlap instead, so a time question never comes back empty. A question
+without a time is plain GRAPH_PPR.
+
 Bounds: at most `time_nodes` time nodes per window, the earliest first (a window holding
 more loses its latest ones; the vector search still finds similar events among those), and
-`max_events` events through them. A question without a time reads no time nodes at all: it
-is a graph search (GRAPH_COMPLETION, with that retriever's own bounds), as a time-less
-"what happened" has no window to rank events by.
+`max_events` events through them; GRAPH_PPR reads its own bounded neighbourhood.
 """
 
 from __future__ import annotations
@@ -29,16 +36,16 @@ from pipelines.temporal_builder import AT, DURING, EVENT, INTERVAL, INVOLVES, TI
 from retrieval.answer import answer
 from retrieval.base import RetrievalContext
 from retrieval.chunks import chunk_source
-from retrieval.graph_completion import GraphCompletionRetriever
 from retrieval.models import SearchResult
+from retrieval.ppr import PPRParams, PPRRetriever
 
 if TYPE_CHECKING:
     from retrieval.response_model import ResponseModel
 
 EVENT_COLLECTION = f"{EVENT}_text"
 INSTRUCTIONS = (
-    "Each context item is an event with its date first. Answer with the events that fall in "
-    "the time the question asks about, in time order, and give their dates."
+    "Context items start with the dated events they hold, then their passage. Answer with the "
+    "events that fall in the time the question asks about, in time order, and give their dates."
 )
 
 
@@ -52,6 +59,9 @@ class TemporalParams:
     fit_weight: float = 0.6
     similarity_weight: float = 0.4
     involved_per_event: int = 8
+    time_boost: float = 1.0  # times an event's score (0..1), added to a passage's PPR score
+    mention_boost: float = 0.5  # times a passage's own time overlap, on data without events
+    pool: int = 50  # GRAPH_PPR passages read for the fusion (and scanned for time mentions)
 
 
 @dataclass
@@ -76,21 +86,73 @@ class TemporalRetriever:
         today: Callable[[], date] = date.today,
     ) -> None:
         self.ctx, self.params, self.today = ctx, params or TemporalParams(), today
+        self.note: str | None = None
 
     def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
         windows = find_spans(query, bare_years=True, now=self.today())
+        graph = self._graph_search(query, datasets, top_k)
         if not windows:
-            ctx = self.ctx
-            graph = GraphCompletionRetriever(ctx.graph, ctx.vectors, ctx.embedder)
-            return graph.get_context(query, datasets, top_k)
+            return graph[:top_k]
         candidates = self._through_time_nodes(windows, datasets)
         self._add_similar(query, windows, datasets, candidates)
+        ranked = sorted(candidates.values(), key=lambda c: (-self._score(c), c.when))
+        if ranked:
+            return self._fused(graph, ranked[:top_k], top_k)
+        self.note = "no events match the question's time: passages that mention it come first"
+        return self._by_mentions(graph, windows, top_k)
+
+    def _graph_search(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
+        """GRAPH_PPR's best `pool` (at least k) passages for the question, best first."""
+        ctx = self.ctx
+        params = PPRParams.from_settings(ctx.settings)
+        ppr = PPRRetriever(ctx.graph, ctx.vectors, ctx.embedder, params)
+        return ppr.get_context(query, datasets, max(top_k, self.params.pool))
+
+    def _score(self, candidate: _Candidate) -> float:
         p = self.params
-        ranked = sorted(
-            candidates.values(),
-            key=lambda c: (-(p.fit_weight * c.fit + p.similarity_weight * c.similarity), c.when),
-        )
-        return self._results(ranked[:top_k])
+        return p.fit_weight * candidate.fit + p.similarity_weight * candidate.similarity
+
+    def _fused(
+        self, graph: list[SearchResult], best: list[_Candidate], top_k: int
+    ) -> list[SearchResult]:
+        """PPR's top k and the best events' passages, time-matching evidence boosted."""
+        lines = self._event_lines(best)
+        by_chunk: dict[str, list[tuple[float, str]]] = {}
+        for candidate in best:
+            for support in candidate.event.support:
+                if support.chunk_id:
+                    line = (self._score(candidate), lines[candidate.event.id])
+                    by_chunk.setdefault(support.chunk_id, []).append(line)
+        passages = {r.sources[0].chunk_id: r for r in graph if r.sources}
+        wanted = {r.sources[0].chunk_id for r in graph[:top_k] if r.sources} | set(by_chunk)
+        missing = sorted(c for c in wanted if c not in passages)
+        for node in self.ctx.graph.get_nodes(missing) if missing else []:
+            passages[node.id] = SearchResult(
+                text=str(node.properties.get("text", "")), score=0.0, sources=[chunk_source(node)]
+            )
+        fused = []
+        for chunk_id in wanted & passages.keys():
+            passage, events = passages[chunk_id], sorted(by_chunk.get(chunk_id, []), reverse=True)
+            boost = self.params.time_boost * (events[0][0] if events else 0.0)
+            text = "\n".join([*(line for _, line in events), passage.text])
+            fused.append(
+                passage.model_copy(update={"text": text, "score": round(passage.score + boost, 6)})
+            )
+        return sorted(fused, key=lambda r: -r.score)
+
+    def _by_mentions(
+        self, graph: list[SearchResult], windows: list[TimeSpan], top_k: int
+    ) -> list[SearchResult]:
+        """PPR's top k and the pool's passages that mention the question's time, boosted."""
+        fused, added = [], 0
+        for rank, result in enumerate(graph):
+            spans = find_spans(result.text)
+            overlap = max((_fit(span, windows) for span in spans), default=0.0)
+            if rank < top_k or (overlap > 0 and added < top_k):
+                added += rank >= top_k
+                boost = self.params.mention_boost * overlap
+                fused.append(result.model_copy(update={"score": round(result.score + boost, 6)}))
+        return sorted(fused, key=lambda r: -r.score)
 
     def get_completion(
         self,
@@ -156,33 +218,25 @@ class TemporalRetriever:
         for candidate in candidates.values():
             candidate.similarity = similarity.get(candidate.event.id, 0.0)
 
-    def _results(self, best: list[_Candidate]) -> list[SearchResult]:
-        """Each event as "date: text (involves: ...)" with the chunks it came from."""
+    def _event_lines(self, best: list[_Candidate]) -> dict[str, str]:
+        """Each event as "date: text (involves: ...)", by event id."""
         ids = [c.event.id for c in best]
         involved: dict[str, list[str]] = {}
         if ids:
             limit = len(ids) * self.params.involved_per_event
             for edge in self.ctx.graph.edges_of(ids, names=[INVOLVES], limit=limit):
                 involved.setdefault(edge.source, []).append(edge.target)
-        chunk_ids = {s.chunk_id for c in best for s in c.event.support if s.chunk_id}
         entity_ids = {t for targets in involved.values() for t in targets}
-        nodes = {n.id: n for n in self.ctx.graph.get_nodes(sorted(chunk_ids | entity_ids))}
-        results = []
-        p = self.params
+        nodes = {n.id: n for n in self.ctx.graph.get_nodes(sorted(entity_ids))}
+        lines = {}
         for c in best:
             props = c.event.properties
             text = f"{props.get('label', '')}: {props.get('text', c.event.name)}"
             names = sorted({nodes[t].name for t in involved.get(c.event.id, []) if t in nodes})
             if names:
                 text += f" (involves: {', '.join(names)})"
-            chunks = [nodes[s.chunk_id] for s in c.event.support if s.chunk_id in nodes]
-            score = p.fit_weight * c.fit + p.similarity_weight * c.similarity
-            results.append(
-                SearchResult(
-                    text=text, score=round(score, 6), sources=[chunk_source(n) for n in chunks]
-                )
-            )
-        return results
+            lines[c.event.id] = text
+        return lines
 
 
 def _fit(span: TimeSpan, windows: list[TimeSpan]) -> float:
