@@ -601,29 +601,36 @@ def eval_(
         list[str] | None, typer.Option("--bench", "-b", help="musique or hotpotqa (default: both)")
     ] = None,
     types: Annotated[
-        list[SearchType] | None,
-        typer.Option("--types", "-t", case_sensitive=False, help="Search types (repeatable)"),
+        list[str] | None,
+        typer.Option(
+            "--types", "-t", help="Search types, or AUTO for the routed search (repeatable)"
+        ),
     ] = None,
     home: Annotated[
         Path | None, typer.Option(help="Keep the ingested benches here and reuse them")
     ] = None,
     data: Annotated[Path | None, typer.Option(help="Folder of the bench JSON files")] = None,
     limit: Annotated[int, typer.Option(min=0, help="Only the first N passages")] = 0,
+    split: Annotated[
+        str,
+        typer.Option(help="Questions: all, tune (even positions) or test (odd positions)"),
+    ] = "all",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
 ) -> None:
     """Recall@2/5/10 of the gold passages on the multi-hop benches, per search type."""
     import json
 
     from api.eval import Results, default_types, results_json, results_table, run_eval
-    from retrieval.evaluation import BENCHES, default_data_dir
+    from retrieval.evaluation import BENCHES, default_data_dir, eval_type
 
     def body() -> Results:
         return run_eval(
             home,
             data or default_data_dir(),
             bench or list(BENCHES),
-            types or default_types(),
+            [eval_type(name) for name in types] if types else default_types(),
             limit=limit,
+            split=split,
             progress=lambda line: err.print(line, markup=False),
         )
 

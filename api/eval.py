@@ -17,29 +17,30 @@ from core.catalog import AddReport
 from core.models.jobs import Job
 from core.settings import Settings
 from retrieval.evaluation import (
+    AUTO,
     EVAL_TYPES,
     Bench,
+    EvalType,
     Progress,
     TypeFigures,
     evaluate,
     load_bench,
     write_documents,
 )
-from retrieval.models import SearchType
 from workers.runtime import Runtime
 
-Results = dict[str, dict[SearchType, TypeFigures]]
+Results = dict[str, dict[EvalType, TypeFigures]]
 
 
 class EvalError(RuntimeError):
     """Ingesting a bench failed (the job did not succeed or rejected documents)."""
 
 
-def default_types() -> list[SearchType]:
-    """The compared types that exist: the dense baseline and the graph searches."""
+def default_types() -> list[EvalType]:
+    """The compared types that exist: the dense baseline, the graph searches, AUTO."""
     from retrieval.search import RETRIEVERS
 
-    return [kind for kind in EVAL_TYPES if kind in RETRIEVERS]
+    return [kind for kind in EVAL_TYPES if kind == AUTO or kind in RETRIEVERS]
 
 
 def _quiet(_: str) -> None:
@@ -83,21 +84,24 @@ def run_eval(
     home: Path | None,
     data_dir: Path,
     benches: Sequence[str],
-    types: Sequence[SearchType],
+    types: Sequence[EvalType],
     *,
     dataset_prefix: str = "eval-",
     limit: int = 0,
+    split: str = "all",
     progress: Progress = _quiet,
 ) -> Results:
-    """Ingest (when needed) and evaluate each bench; a temporary home when `home` is None."""
+    """Ingest (when needed) and evaluate each bench (its `split` of questions: all, tune or
+    test); a temporary home when `home` is None."""
     from retrieval.search import RETRIEVERS
     from workers.embedded import open_runtime
 
-    missing = [kind.value for kind in types if kind not in RETRIEVERS]
+    missing = [str(kind) for kind in types if kind != AUTO and kind not in RETRIEVERS]
     if missing:
-        available = ", ".join(kind.value for kind in RETRIEVERS)
+        available = ", ".join([*(kind.value for kind in RETRIEVERS), AUTO])
         raise ValueError(f"search type(s) {', '.join(missing)} not available; use {available}")
     loaded = [load_bench(name, data_dir).limited(limit) for name in benches]
+    loaded = [bench.split(split) for bench in loaded]
     with tempfile.TemporaryDirectory() as tmp:
         # No LLM: the offline extractor builds the graph and no search type answers.
         settings = Settings(home=home or Path(tmp) / "home", llm_base_url=None)
@@ -116,7 +120,7 @@ def run_eval(
 def results_json(results: Results) -> dict[str, dict[str, dict[str, float]]]:
     """`{bench: {type: {"recall@k": fraction}}}`."""
     return {
-        bench: {kind.value: figures.as_json() for kind, figures in by_type.items()}
+        bench: {str(kind): figures.as_json() for kind, figures in by_type.items()}
         for bench, by_type in results.items()
     }
 
@@ -128,7 +132,13 @@ def results_table(results: Results) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for bench, by_type in results.items():
         for kind, figures in by_type.items():
-            cells = [bench, kind.value, *(f"{figures.recall[k]:.3f}" for k in ks)]
+            cells = [bench, str(kind), *(f"{figures.recall[k]:.3f}" for k in ks)]
             cells += [f"{figures.p50_ms:.0f}", f"{figures.p95_ms:.0f}"]
             lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    routed = [
+        f"{bench} AUTO routed: " + ", ".join(f"{t} {n}" for t, n in sorted(f.routed.items()))
+        for bench, by_type in results.items()
+        for kind, f in by_type.items()
+        if f.routed
+    ]
+    return "\n".join(lines + routed)

@@ -9,6 +9,11 @@ supporting titles (the benches' own definition, see their README).
 Recall@k of a question = the fraction of its gold titles among the titles of the top-k
 distinct documents of the ranked results (documents deduplicated in rank order); the figure
 is the mean over questions.
+
+`AUTO` is what `search` without a type returns: the query router picks the type for each
+question. Splits: `tune` holds the questions at even positions of a bench file (0, 2, 4...),
+`test` those at odd positions; router weights and retriever parameters are tuned on `tune`
+only, so `test` figures are held out (HotpotQA is tuned on neither).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +30,16 @@ from retrieval.base import RetrievalContext
 from retrieval.models import SearchResult, SearchType
 
 BENCHES = ("musique", "hotpotqa")
+SPLITS = ("all", "tune", "test")
 KS = (2, 5, 10)
-EVAL_TYPES = (
+AUTO = "AUTO"  # the routed search (`search` without a type), as an eval row
+EvalType = SearchType | str  # a search type, or AUTO
+EVAL_TYPES: tuple[EvalType, ...] = (
     SearchType.CHUNKS,
     SearchType.GRAPH_COMPLETION,
     SearchType.HYBRID_COMPLETION,
     SearchType.GRAPH_PPR,
+    AUTO,
 )
 # Results asked of a retriever per question: enough distinct documents for the largest k even
 # when several results (triplets) come from one document.
@@ -66,6 +75,15 @@ class Bench:
 
     def titles_by_name(self) -> dict[str, str]:
         return {self.file_name(i): p.title for i, p in enumerate(self.passages)}
+
+    def split(self, name: str) -> Bench:
+        """The `tune` (even positions) or `test` (odd positions) questions, or `all`."""
+        if name not in SPLITS:
+            raise BenchDataError(f"unknown split {name!r}; use one of {', '.join(SPLITS)}")
+        if name == "all":
+            return self
+        parity = 0 if name == "tune" else 1
+        return Bench(self.name, self.passages, self.questions[parity::2])
 
     def limited(self, limit: int) -> Bench:
         """The first `limit` passages and the questions whose gold passages are all among them."""
@@ -174,29 +192,64 @@ class TypeFigures:
     recall: dict[int, float]
     p50_ms: float
     p95_ms: float
+    routed: dict[str, int] = field(default_factory=dict)  # AUTO: the types the router picked
 
     def as_json(self) -> dict[str, float]:
         return {f"recall@{k}": round(value, 4) for k, value in self.recall.items()}
+
+
+def eval_type(name: str) -> EvalType:
+    """A search type or AUTO from its name (any case). Raises ValueError naming the choices."""
+    from retrieval.search import RETRIEVERS  # search imports the retrievers, which import this
+
+    upper = name.strip().upper()
+    if upper == AUTO:
+        return AUTO
+    if upper in SearchType.__members__ and SearchType(upper) in RETRIEVERS:
+        return SearchType(upper)
+    choices = ", ".join([*(kind.value for kind in RETRIEVERS), AUTO])
+    raise ValueError(f"search type {name!r} cannot be evaluated; use one of {choices}")
+
+
+class RoutedRetriever:
+    """AUTO: what `search` without a type returns (the router's choice per question)."""
+
+    def __init__(self, ctx: RetrievalContext) -> None:
+        self.ctx = ctx
+        self.chosen: dict[str, int] = {}  # how often each type was picked
+
+    def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
+        from retrieval.search import search
+
+        response = search(self.ctx, query, datasets, None, top_k)
+        kind = response.search_type.value
+        self.chosen[kind] = self.chosen.get(kind, 0) + 1
+        return response.results
 
 
 def evaluate(
     ctx: RetrievalContext,
     bench: Bench,
     dataset: str,
-    types: Sequence[SearchType],
+    types: Sequence[EvalType],
     ks: Sequence[int] = KS,
     fetch: int = FETCH_TOP_K,
-) -> dict[SearchType, TypeFigures]:
+) -> dict[EvalType, TypeFigures]:
     """Recall@k of every type over the bench's questions, and the context latency it took."""
     from retrieval.search import RETRIEVERS  # search imports the retrievers, which import this
 
     titles = bench.titles_by_name()
-    figures: dict[SearchType, TypeFigures] = {}
+    figures: dict[EvalType, TypeFigures] = {}
     for search_type in types:
-        if search_type not in RETRIEVERS:
+        retriever: Any
+        if search_type == AUTO:
+            retriever = RoutedRetriever(ctx)
+        elif search_type in RETRIEVERS:
+            retriever = RETRIEVERS[SearchType(search_type)](ctx)
+        else:
             raise ValueError(f"search type {search_type} is not available for eval yet")
-        retriever = RETRIEVERS[search_type](ctx)
         retriever.get_context(bench.questions[0].text, [dataset], fetch)  # warm caches
+        getattr(retriever, "chosen", {}).clear()
         sums = dict.fromkeys(ks, 0.0)
         times = []
         for question in bench.questions:
@@ -211,6 +264,7 @@ def evaluate(
             recall={k: sums[k] / count for k in ks},
             p50_ms=statistics.median(times),
             p95_ms=percentile(times, 0.95),
+            routed=dict(getattr(retriever, "chosen", {})),
         )
     return figures
 
