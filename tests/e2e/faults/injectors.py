@@ -1,0 +1,192 @@
+"""Faults injected while a job runs, each at a random moment while a step is running.
+
+A step is known to run from the batch claims (`JobTracker.claims`: which worker process runs a
+batch's step, as `host:pid`). A victim is chosen among the claims in state "running" whose pid
+belongs to one of the run's workers; after the kill the claim is read again: only if it still
+names the dead process running that batch did the kill hit a running step (else it counts as
+a miss and another victim is sought). Recovery is the time from the kill until the batch is
+claimed by another process or recorded done.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from core.models.jobs import Claim, Job
+from core.ports import StoreError
+from tests.e2e.faults.harness import Worker, WorkerPool
+from workers.jobs import JobTracker
+
+RECOVERY_TARGET_S = 60.0
+
+
+@dataclass
+class Kill:
+    """One fault: what was running where, when, and how long until it was taken up again."""
+
+    what: str  # e.g. "worker threads ingest,llm" or "redis"
+    batch: int
+    step: str
+    victim: str  # the claim's worker (host:pid); "" for a server
+    at: float  # time.monotonic() of the kill
+    claim: tuple = ()  # (worker, step, state, gen) of the batch's claim at the kill
+    recovered_after: float | None = None
+
+    def describe(self) -> str:
+        took = "not recovered" if self.recovered_after is None else f"{self.recovered_after:.1f}s"
+        return f"{self.what}: batch {self.batch} step {self.step} on {self.victim} -> {took}"
+
+
+def running_claims(tracker: JobTracker, job: Job) -> dict[int, Claim]:
+    return {b: c for b, c in tracker.claims(job).items() if c.state == "running"}
+
+
+def _position(claim: Claim) -> tuple:
+    return (claim.worker, claim.step, claim.state, claim.gen)
+
+
+def claim_pid(claim: Claim) -> int:
+    return int(claim.worker.rsplit(":", 1)[1])
+
+
+@dataclass
+class Recovery:
+    """Watches killed steps until their batch moves on; one call per poll of the job."""
+
+    tracker: JobTracker
+    kills: list[Kill] = field(default_factory=list)
+
+    def poll(self, job: Job | None) -> None:
+        if job is None:
+            return
+        pending = [k for k in self.kills if k.recovered_after is None]
+        if not pending:
+            return
+        try:
+            claims = self.tracker.claims(job)
+            recorded = {k.batch: self.tracker.batch_recorded(job.id, k.batch) for k in pending}
+        except StoreError:
+            return  # the state store is the server being killed
+        now = time.monotonic()
+        for kill in pending:
+            claim = claims.get(kill.batch)
+            moved = claim is not None and _position(claim) != kill.claim
+            if recorded[kill.batch] or moved:
+                kill.recovered_after = now - kill.at
+
+    def unrecovered(self, limit: float) -> list[Kill]:
+        """Kills not recovered `limit` seconds after they happened."""
+        now = time.monotonic()
+        return [k for k in self.kills if k.recovered_after is None and now - k.at > limit]
+
+
+class WorkerKiller:
+    """SIGKILLs busy workers at random moments, `count` times, replacing each at once.
+
+    `choose` filters the candidate workers (a pool, a queue); `child_only` kills the prefork
+    pool child that runs the step instead of the whole worker.
+    """
+
+    def __init__(
+        self,
+        workers: WorkerPool,
+        tracker: JobTracker,
+        count: int,
+        rng: random.Random,
+        gap: tuple[float, float] = (1.0, 6.0),
+        choose: Callable[[Worker], bool] = lambda w: True,
+        child_only: bool = False,
+    ) -> None:
+        self.workers, self.tracker, self.count, self.rng = workers, tracker, count, rng
+        self.gap, self.choose, self.child_only = gap, choose, child_only
+        self.recovery = Recovery(tracker)
+        self.misses = 0
+        self.next_at = time.monotonic() + rng.uniform(*gap)
+
+    @property
+    def kills(self) -> list[Kill]:
+        return self.recovery.kills
+
+    def __call__(self, job: Job | None) -> None:
+        self.recovery.poll(job)
+        if job is None or len(self.kills) >= self.count or time.monotonic() < self.next_at:
+            return
+        candidates = []
+        for batch, claim in running_claims(self.tracker, job).items():
+            worker = self.workers.owner(claim_pid(claim))
+            if worker is not None and self.choose(worker):
+                candidates.append((batch, claim, worker))
+        if not candidates:
+            return
+        # Spread the kills: the pool and queues killed least so far first.
+        killed = Counter(k.what.split(" (")[0] for k in self.kills)
+        least = min(killed[_kind(w)] for _, _, w in candidates)
+        batch, claim, worker = self.rng.choice(
+            [c for c in candidates if killed[_kind(c[2])] == least]
+        )
+        pid = claim_pid(claim) if self.child_only else None
+        self.workers.kill(worker, pid)
+        at = time.monotonic()
+        after = self.tracker.claims(job).get(batch)
+        if pid is None or not worker.alive():
+            self.workers.replace(worker)
+        if after is None or after.worker != claim.worker or after.state != "running":
+            self.misses += 1  # the step ended between the look and the kill
+            return
+        what = _kind(worker) + (" (pool child)" if pid else "")
+        self.kills.append(Kill(what, batch, after.step, claim.worker, at, _position(after)))
+        self.next_at = at + self.rng.uniform(*self.gap)
+
+
+def _kind(worker: Worker) -> str:
+    return f"worker {worker.pool} {worker.queues}"
+
+
+class ServerKiller:
+    """SIGKILLs a server (`kill`) while a step runs, `count` times, then restarts it."""
+
+    def __init__(
+        self,
+        name: str,
+        kill: Callable[[], None],
+        restart: Callable[[], None],
+        tracker: JobTracker,
+        workers: WorkerPool,
+        count: int,
+        rng: random.Random,
+        gap: tuple[float, float] = (2.0, 8.0),
+    ) -> None:
+        self.name, self.kill, self.restart = name, kill, restart
+        self.tracker, self.workers, self.count, self.rng = tracker, workers, count, rng
+        self.gap = gap
+        self.recovery = Recovery(tracker)
+        self.next_at = time.monotonic() + rng.uniform(*gap)
+
+    @property
+    def kills(self) -> list[Kill]:
+        return self.recovery.kills
+
+    def __call__(self, job: Job | None) -> None:
+        self.workers.replace_exited()  # a supervisor restarts a consumer that gave up
+        self.recovery.poll(job)
+        if job is None or len(self.kills) >= self.count or time.monotonic() < self.next_at:
+            return
+        try:
+            running = running_claims(self.tracker, job)
+        except StoreError:
+            return
+        if not running:
+            return
+        batch = self.rng.choice(sorted(running))
+        self.kill()
+        at = time.monotonic()
+        self.restart()
+        claim = running[batch]
+        # The worker's step outlives the server (it retries); recovery: the batch moves on.
+        kill = Kill(self.name, batch, claim.step, "", at, _position(claim))
+        self.kills.append(kill)
+        self.next_at = time.monotonic() + self.rng.uniform(*self.gap)

@@ -1,0 +1,34 @@
+"""An LLM that fails 20% of requests (429, 500, timeouts, malformed JSON) or hangs past the
+client's timeout: every document still ends processed, as in the undisturbed run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.faults.conftest import check
+from tests.e2e.faults.harness import RunResult, Stack
+from tests.e2e.faults.kinds import llm_faults, llm_hang
+from tests.e2e.faults.scenario import run
+
+pytestmark = [pytest.mark.e2e, pytest.mark.services]
+
+
+def test_a_fifth_of_llm_requests_failing_loses_nothing(
+    shared_stack: Stack, corpus: list[Path], dataset: str, fault_dir: Path, reference: RunResult
+) -> None:
+    outcome = run(llm_faults(0.2), shared_stack, corpus, dataset, fault_dir / "llm", reference)
+    check(outcome)
+    injected = outcome.result.llm_stats["faults"]
+    assert sum(injected.values()) >= 3, injected  # ~20% of ~40 requests; seeded per text
+
+
+def test_an_llm_hanging_past_the_timeout_loses_nothing(
+    shared_stack: Stack, corpus: list[Path], dataset: str, fault_dir: Path, reference: RunResult
+) -> None:
+    outcome = run(llm_hang(), shared_stack, corpus, dataset, fault_dir / "hang", reference)
+    check(outcome)
+    hung = outcome.result.llm_stats["faults"].get("timeout", 0)
+    # Every text's first request hangs: at least one per chunk, each retried after the timeout.
+    assert hung >= outcome.result.job.counts["chunks"], outcome.result.llm_stats
