@@ -281,3 +281,19 @@ def test_support_stored_in_node_lists_by_earlier_versions_moves_at_start(uri, da
         store.delete_dataset(dataset)
         store.close()
     assert _cypher(uri, "MATCH (s:_Schema) RETURN count(s) AS n") == [{"n": 1}]
+
+
+def test_a_merge_keeps_the_support_nodes_and_leaves_a_redirect_until_the_dataset_goes(
+    uri, graph_store, dataset
+):
+    alice, al = make_node(dataset, "Alice"), make_node(dataset, "Al", doc="d2", chunk="c5")
+    graph_store.upsert_nodes([alice, al])
+    graph_store.merge_nodes([al.id], alice.id)
+    # Al's chunk node now supports Alice: one _Support node per chunk, none copied or lost.
+    assert _support_nodes(uri, dataset) == {("d1", "c1"), ("d2", "c5")}
+    redirects = "MATCH (r:_Redirect {dataset: $ds}) RETURN r.id AS id, r.to AS to"
+    assert _cypher(uri, redirects, ds=dataset) == [{"id": al.id, "to": alice.id}]
+    assert graph_store.count(dataset) == {"Entity": 1, "edges": 0}  # a redirect is no node
+    graph_store.delete_dataset(dataset)
+    assert _cypher(uri, redirects, ds=dataset) == []
+    assert _support_nodes(uri, dataset) == set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -109,3 +110,17 @@ def test_a_closed_store_raises_store_error(tmp_path):
     store.close()
     with pytest.raises(StoreError):
         store.count("ds")
+
+
+def test_a_redirect_is_a_row_of_its_dataset_until_the_dataset_goes(tmp_path):
+    store = SQLiteGraphStore(tmp_path / "graph.db")
+    alice, al = make_node("ds", "Alice"), make_node("ds", "Al", doc="d2")
+    theirs = [make_node("other", "Alice"), make_node("other", "Al")]
+    store.upsert_nodes([alice, al, *theirs])
+    store.merge_nodes([al.id], alice.id)
+    store.merge_nodes([theirs[1].id], theirs[0].id)
+    store.delete_dataset("ds")
+    store.close()
+    with sqlite3.connect(tmp_path / "graph.db") as conn:
+        rows = conn.execute("SELECT id, dataset, target FROM redirects").fetchall()
+    assert rows == [(theirs[1].id, "other", theirs[0].id)]
