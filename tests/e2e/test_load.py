@@ -1,0 +1,44 @@
+"""A short load and soak run (bench/load.py has the long one): a few API clients call every
+route of a `cogmill serve` subprocess while a cognify job runs on Celery worker processes
+(thread and prefork pools) with Neo4j and Redis; nothing may fail and the server's RSS must
+stay flat after warm-up."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.load import ROUTES, LoadConfig, print_report, run_load
+from tests.services import neo4j_uri, redis_url
+
+pytestmark = [pytest.mark.e2e, pytest.mark.services]
+
+DOCUMENTS = 30
+RSS_GROWTH_BOUND = 0.25  # generous: a leak per request grows far more over the run
+
+
+@pytest.mark.parametrize("pool", ["threads", "prefork"])
+def test_clients_on_every_route_while_a_job_runs(pool: str) -> None:
+    config = LoadConfig(
+        pool=pool,
+        clients=4,
+        duration_s=25,
+        warmup_s=8,
+        deadline_s=300,
+        documents=DOCUMENTS,
+        batch_size=2,
+        llm_latency_ms=300,
+        baseline=False,  # the undisturbed job is the bench's: its figures are not asserted
+        redis_url=redis_url().rsplit("/", 1)[0] + "/8",  # keys under a prefix of the run's own
+        neo4j_uri=neo4j_uri(),
+    )
+    report = run_load(config)
+    print_report(report)
+    assert report["errors"] == [], "\n".join(report["errors"])
+    exercised = {route for route, figures in report["routes"].items() if figures["n"]}
+    assert {*ROUTES, "events:follow"} <= exercised, exercised
+    job = report["job_under_load"]
+    assert job["status"] == "succeeded" and job["errors"] == 0, job
+    assert job["documents"] == DOCUMENTS, job
+    assert report["job_polls_while_running"] > 0, "the job ended before the clients polled it"
+    rss = report["rss"]
+    assert rss["growth_after_warmup"] <= RSS_GROWTH_BOUND, rss
