@@ -59,6 +59,7 @@ QUESTIONS = [
     "What happened in 1845?",
     "Where did Alan Turing meet John von Neumann?",
 ]
+MAX_EVENT_LINES = 100_000  # read from one event stream at most
 NOTES_PER_SESSION = 20  # a client starts a new session after this many notes
 
 
@@ -68,11 +69,11 @@ class LoadConfig:
 
     pool: str = "threads"
     clients: int = 8
-    duration_s: float = 120.0  # clients run this long, and on until the job has finished
-    warmup_s: float = 20.0  # RSS growth and slope are measured after this
+    duration_s: float = 300.0  # clients run this long, and on until the job has finished
+    warmup_s: float = 30.0  # RSS growth and slope are measured after this
     deadline_s: float = 900.0  # hard limit of the loaded phase, whatever happens
     max_requests: int = 100_000  # per client
-    documents: int = 120  # per job; the seed dataset the clients search has as many
+    documents: int = 200  # per job; the seed dataset the clients search has as many
     batch_size: int = 4
     workers: int = 2
     concurrency: int = 2  # per worker process
@@ -204,7 +205,9 @@ class Stack:
 
     def _wait_ready(self, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        for _ in range(int(timeout * 2)):
+            if time.monotonic() > deadline:
+                break
             if self.server.poll() is not None:
                 raise RuntimeError(f"cogmill serve exited: {self.log_tail('api')}")
             with contextlib.suppress(httpx.TransportError):
@@ -262,13 +265,14 @@ class Stack:
     def wait_job(self, job_id: str, timeout: float) -> dict[str, Any]:
         """The job once it finished, polled once a second; fails after `timeout` seconds."""
         deadline = time.monotonic() + timeout
-        while True:
+        for _ in range(int(timeout) + 1):  # at most one poll a second until the deadline
             job = self.http.get(f"/api/v1/jobs/{job_id}").raise_for_status().json()
             if job["status"] in ("succeeded", "failed", "cancelled"):
                 return job
             if time.monotonic() > deadline:
-                raise TimeoutError(f"job still {job['status']} after {timeout}s: {job}")
+                break
             time.sleep(1)
+        raise TimeoutError(f"job still {job['status']} after {timeout}s: {job}")
 
 
 def job_figures(job: dict[str, Any]) -> dict[str, Any]:
@@ -306,12 +310,18 @@ class RssSampler(threading.Thread):
                 return
 
 
+def slope_per_min(samples: list[tuple[float, float, int]]) -> float:
+    """The least-squares slope of RSS over time, MiB per minute (0 for under 3 samples)."""
+    if len(samples) < 3:
+        return 0.0
+    return round(float(np.polyfit([s[0] for s in samples], [s[1] for s in samples], 1)[0]) * 60, 2)
+
+
 def rss_figures(samples: list[tuple[float, float, int]], warmup_s: float) -> dict[str, Any]:
-    """Start, peak, end and the after-warm-up baseline, growth and slope (least squares)."""
+    """Start, peak, end; after warm-up the baseline, growth and slope, and the slope of the
+    second half alone (a leak keeps its slope; memory settling after warm-up loses it)."""
     after = [s for s in samples if s[0] >= warmup_s] or samples[-1:]
-    at, rss = np.array([s[0] for s in after]), np.array([s[1] for s in after])
-    slope = float(np.polyfit(at, rss, 1)[0]) * 60 if len(after) > 2 else 0.0
-    end = float(np.mean(rss[-3:]))
+    end = float(np.mean([s[1] for s in after[-3:]]))
     return {
         "samples": len(samples),
         "start_mib": round(samples[0][1], 1),
@@ -319,8 +329,10 @@ def rss_figures(samples: list[tuple[float, float, int]], warmup_s: float) -> dic
         "peak_mib": round(max(s[1] for s in samples), 1),
         "end_mib": round(end, 1),
         "growth_after_warmup": round(end / after[0][1] - 1, 3),
-        "slope_mib_per_min": round(slope, 2),
+        "slope_mib_per_min": slope_per_min(after),
+        "slope_second_half_mib_per_min": slope_per_min(after[len(after) // 2 :]),
         "threads_warm_end": [after[0][2], samples[-1][2]],
+        "every_10s_mib": [round(s[1], 1) for s in samples[::10]],
     }
 
 
@@ -380,7 +392,7 @@ def read_events(http: httpx.Client, job_id: str, hold_s: float) -> tuple[float, 
         if not response.is_success:
             response.read()
             raise RuntimeError(f"HTTP {response.status_code} {response.text[:300]}")
-        for line in response.iter_lines():
+        for line in itertools.islice(response.iter_lines(), MAX_EVENT_LINES):
             if line.startswith("event: "):
                 first = first or time.perf_counter() - started
                 kinds.append(line[len("event: ") :])
