@@ -34,10 +34,10 @@ class Settings(BaseSettings):
     task_time_limit_seconds: int = Field(default=1900, ge=1)
     # A batch step delivered this many times (its worker died each time) is parked as failed.
     max_deliveries: int = Field(default=8, ge=1)
-    # Every `sweep_interval_seconds` one worker re-publishes the batch step of a worker whose
-    # heartbeat (renewed every third of `worker_heartbeat_seconds`) stopped for two periods
-    # and the unfinished batches of a job that made no progress for `sweep_stall_seconds` with
-    # no step running and nothing queued (workers/sweeper.py).
+    # Every `sweep_interval_seconds` one worker re-publishes the batch steps that no live
+    # worker has listed in its heartbeat (renewed every third of `worker_heartbeat_seconds`)
+    # for a heartbeat period, and the unfinished batches of a job that made no progress for
+    # `sweep_stall_seconds` with no step running and nothing queued (workers/sweeper.py).
     worker_heartbeat_seconds: float = Field(default=10.0, gt=0)
     sweep_interval_seconds: float = Field(default=5.0, gt=0)
     sweep_stall_seconds: float = Field(default=120.0, gt=0)

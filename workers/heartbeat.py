@@ -1,18 +1,22 @@
-"""Worker liveness: every process that runs steps renews a short-lived key while it lives.
+"""Worker liveness: every process that runs steps renews a short-lived key while it lives,
+listing the steps it is running.
 
 A worker killed with SIGKILL (an OOM kill, a lost node) stops renewing, its key expires within
-`ttl` seconds, and the sweeper re-publishes the step it held (workers/sweeper.py) instead of
-waiting for the broker's visibility timeout (an hour by default) to redeliver the message.
+`ttl` seconds, and the sweeper re-publishes the steps it held (workers/sweeper.py) instead of
+waiting for the broker's visibility timeout (an hour by default) to redeliver the messages. A
+step claimed as running that its live worker does not list (its end was lost with a Redis
+crash, or the claim outlived its run) is re-published the same way.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
 import threading
-import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from core.ports import StateStore, StoreError
 
@@ -29,10 +33,13 @@ def _alive_key(worker: str) -> str:
 
 
 class Heartbeat:
-    """A daemon thread that keeps this process's liveness key for `ttl` seconds ahead."""
+    """A daemon thread that keeps this process's liveness key `ttl` seconds ahead, with the
+    steps the process runs."""
 
     def __init__(self, state: StateStore, ttl: float) -> None:
         self.state, self.ttl, self.worker = state, ttl, worker_id()
+        self._running: dict[str, int] = {}
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cogmill-heartbeat", daemon=True)
 
@@ -43,8 +50,24 @@ class Heartbeat:
     def stop(self) -> None:
         self._stop.set()
 
+    @contextmanager
+    def running(self, step: str) -> Iterator[None]:
+        """List `step` in the beats while the block runs."""
+        with self._lock:
+            self._running[step] = self._running.get(step, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                if self._running[step] == 1:
+                    del self._running[step]
+                else:
+                    self._running[step] -= 1
+
     def beat(self) -> None:
-        self.state.put(_alive_key(self.worker), str(time.time()), ttl=self.ttl)
+        with self._lock:
+            running = sorted(self._running)
+        self.state.put(_alive_key(self.worker), json.dumps(running), ttl=self.ttl)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.ttl / 3):
@@ -58,8 +81,8 @@ _beats: dict[int, Heartbeat] = {}
 _lock = threading.Lock()
 
 
-def ensure_heartbeat(state: StateStore, ttl: float) -> str:
-    """Start this process's heartbeat once (again in a forked child); returns its worker id."""
+def ensure_heartbeat(state: StateStore, ttl: float) -> Heartbeat:
+    """This process's heartbeat, started on first use (again in a forked child)."""
     pid = os.getpid()
     with _lock:
         if pid not in _beats:
@@ -69,11 +92,15 @@ def ensure_heartbeat(state: StateStore, ttl: float) -> str:
             beat = Heartbeat(state, ttl)
             beat.start()
             _beats[pid] = beat
-        return _beats[pid].worker
+        return _beats[pid]
 
 
-def alive(state: StateStore, workers: Iterable[str]) -> set[str]:
-    """The workers among `workers` whose heartbeat has not expired."""
+def running_steps(state: StateStore, workers: Iterable[str]) -> dict[str, set[str]]:
+    """The steps each live worker among `workers` runs (a dead worker is absent)."""
     names = sorted(set(workers))
     values = state.get_many([_alive_key(w) for w in names]) if names else []
-    return {name for name, value in zip(names, values, strict=True) if value is not None}
+    return {
+        name: set(json.loads(value))
+        for name, value in zip(names, values, strict=True)
+        if value is not None
+    }

@@ -3,12 +3,12 @@
 Every worker process runs a sweeper thread; one process per interval (a lease in the state
 store) sweeps the running jobs:
 - **Dead workers.** A step claims its batch (`JobTracker.claim`) under its process's worker id,
-  and the process keeps a heartbeat (workers/heartbeat.py). A running claim whose worker's
-  heartbeat expired and stayed missing for one more period (so a Redis restart that dropped
-  live workers' keys does not count) is re-published at once from the batch's last stored
-  step output, in a new generation of the batch. The broker redelivers the dead worker's message
-  only after its visibility timeout (an hour by default); that delivery then finds its
-  generation outdated and does nothing.
+  and the process lists it in a heartbeat (workers/heartbeat.py). A running claim that no live
+  worker listed for a whole heartbeat period (its worker died, or a Redis crash lost the
+  claim's end; a restart that dropped live workers' keys alone does not count) is re-published
+  at once from the batch's last stored step output, in a new generation of the batch. The
+  broker redelivers a dead worker's message only after its visibility timeout (an hour by
+  default); that delivery then finds its generation outdated and does nothing.
 - **Lost chains.** When a task finishes and the broker cannot take the next step's message (or
   a Redis crash loses it), the batch stops with nothing to redeliver. A job that made no
   progress for `sweep_stall_seconds`, has no step running on a live worker, and no message
@@ -32,7 +32,7 @@ from core.ports import StoreError
 from pipelines.definitions import get_pipeline
 from pipelines.models import DocumentBatch
 from workers.celery_app import INGEST_QUEUE, LLM_QUEUE
-from workers.heartbeat import alive, worker_id
+from workers.heartbeat import running_steps, worker_id
 from workers.jobs import JobTracker
 from workers.runtime import Runtime, current_runtime, use_runtime
 
@@ -90,7 +90,7 @@ class Sweep:
             if self.jobs.cancelled(job.id):
                 continue  # finish_batch of the live tasks (or a later cancel) ends it
             claims = self._unfinished_claims(job)
-            abandoned = self._abandoned(claims)
+            abandoned = self._abandoned(job, claims)
             republished += self._recover(job, abandoned)
             working = any(c.state == "running" and b not in abandoned for b, c in claims.items())
             if not working and self.now - self.jobs.last_progress(job) > stall_seconds:
@@ -104,25 +104,29 @@ class Sweep:
         unfinished = set(self.jobs.unfinished_batches(job))
         return {b: c for b, c in self.jobs.claims(job).items() if b in unfinished}
 
-    def _abandoned(self, claims: dict[int, Claim]) -> dict[int, Claim]:
-        """Running claims nothing works on any more: their worker is confirmed dead, or they are
-        older than any task may run (lost with a message, e.g. a retry the broker did not take)."""
+    def _abandoned(self, job: Job, claims: dict[int, Claim]) -> dict[int, Claim]:
+        """Running claims that no live worker has listed in its heartbeat for a whole heartbeat
+        period: their worker died, or the claim's end was lost (a Redis crash)."""
         running = {b: c for b, c in claims.items() if c.state == "running"}
-        workers = {c.worker for c in running.values()}
-        dead = {w for w in workers - alive(self.state, workers) if self._confirmed_dead(w)}
-        limit = self.settings.task_time_limit_seconds + self.settings.worker_heartbeat_seconds
-        return {b: c for b, c in running.items() if c.worker in dead or self.now - c.at > limit}
+        listed = running_steps(self.state, {c.worker for c in running.values()})
+        return {
+            batch: claim
+            for batch, claim in running.items()
+            if claim.token(job.id, batch) not in listed.get(claim.worker, ())
+            and self._missing_for_a_period(claim.token(job.id, batch))
+        }
 
-    def _confirmed_dead(self, worker: str) -> bool:
-        """Whether the worker's heartbeat has been missing for a heartbeat period: a Redis
-        restart may drop live workers' keys, which they renew within a third of a period."""
-        key = f"worker:{worker}:missed"
+    def _missing_for_a_period(self, token: str) -> bool:
+        """Whether the step was missing from its worker's heartbeat at a sweep at least a
+        heartbeat period ago: a restarted Redis may have dropped live workers' keys, and a
+        step just claimed is listed within a third of a period."""
+        period = self.settings.worker_heartbeat_seconds
+        key = f"sweeper:missing:{token}"
         first = self.state.get(key)
-        if first is None:  # expires soon after: a later miss of a worker seen alive starts anew
-            ttl = 3 * self.settings.worker_heartbeat_seconds
-            self.state.put(key, str(self.now), ttl=ttl)
+        if first is None:  # expires soon after, so a later miss starts anew
+            self.state.put(key, str(self.now), ttl=3 * period)
             return False
-        return self.now - float(first) >= self.settings.worker_heartbeat_seconds
+        return self.now - float(first) >= period
 
     def _recover(self, job: Job, abandoned: dict[int, Claim]) -> int:
         for batch, claim in sorted(abandoned.items()):

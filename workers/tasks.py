@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
@@ -137,43 +138,60 @@ def _run_step(work: Step, counted: list[int]) -> str | None:
         )
         return STALE
     runtime = current_runtime()
-    worker = _worker(runtime)
     if not counted:
         counted.append(jobs.count_delivery(job_id, batch, work.name))
-    jobs.claim(job_id, batch, work.claim(worker, "running"))
-    jobs.touch(job_id)
-    deliveries = counted[0]
-    if deliveries > runtime.settings.max_deliveries:
-        # Every earlier delivery died with its worker (acks_late redelivers it): park the batch
-        # with an error instead of killing workers forever.
-        error = RuntimeError(f"started {deliveries - 1} times without finishing; parked")
-        record_batch(runtime, job_id, batch, _failed_report(jobs, job_id, batch, work.name, error))
-        return None
-    job = jobs.get(job_id, live=False)
-    instance = runtime.step(get_pipeline(work.pipeline), work.name, job.options)
-    input_type = step_types(type(instance))[0]
-    data = input_type.model_validate_json(jobs.artifact(work.in_key))
-    try:
-        output = instance.run(data)
-    except StoreError:
-        raise
-    except Exception as err:  # noqa: BLE001 - a failed step becomes per-document errors
-        log.exception("step_failed step=%s job=%s batch=%s", work.name, job_id, batch)
-        report = _failed_report(jobs, job_id, batch, work.name, err)
-        record_batch(runtime, job_id, batch, report)
-        return None  # the rest of the chain passes the None through
-    key = jobs.put_artifact(job_id, f"{batch}:{work.name}", output.model_dump_json())
-    jobs.claim(job_id, batch, work.claim(worker, "done"))
+    with _claimed(runtime, jobs, work) as done:
+        deliveries = counted[0]
+        if deliveries > runtime.settings.max_deliveries:
+            # Every earlier delivery died with its worker (acks_late redelivers it): park the
+            # batch with an error instead of killing workers forever.
+            error = RuntimeError(f"started {deliveries - 1} times without finishing; parked")
+            report = _failed_report(jobs, job_id, batch, work.name, error)
+            record_batch(runtime, job_id, batch, report)
+            return None
+        job = jobs.get(job_id, live=False)
+        instance = runtime.step(get_pipeline(work.pipeline), work.name, job.options)
+        input_type = step_types(type(instance))[0]
+        data = input_type.model_validate_json(jobs.artifact(work.in_key))
+        try:
+            output = instance.run(data)
+        except StoreError:
+            raise
+        except Exception as err:  # noqa: BLE001 - a failed step becomes per-document errors
+            log.exception("step_failed step=%s job=%s batch=%s", work.name, job_id, batch)
+            report = _failed_report(jobs, job_id, batch, work.name, err)
+            record_batch(runtime, job_id, batch, report)
+            return None  # the rest of the chain passes the None through
+        key = jobs.put_artifact(job_id, f"{batch}:{work.name}", output.model_dump_json())
+        done()
     jobs.touch(job_id)
     return key
 
 
-def _worker(runtime: Runtime) -> str:
-    """This process's worker id, with its heartbeat running when workers are separate
-    processes (embedded mode has one process, which cannot outlive its own threads)."""
-    if runtime.settings.embedded_broker:
-        return worker_id()
-    return ensure_heartbeat(runtime.state, runtime.settings.worker_heartbeat_seconds)
+@contextmanager
+def _claimed(runtime: Runtime, jobs: JobTracker, work: Step) -> Iterator[Callable[[], None]]:
+    """Claim the batch's step for this process while the block runs; the block calls what it
+    is given once the step's output is stored.
+
+    With separate worker processes the step is listed in the process's heartbeat meanwhile:
+    the sweeper re-publishes a running claim that no live worker lists (workers/sweeper.py).
+    Embedded mode has one process, which cannot outlive its own threads: no heartbeat.
+    """
+    beat = None
+    if not runtime.settings.embedded_broker:
+        beat = ensure_heartbeat(runtime.state, runtime.settings.worker_heartbeat_seconds)
+    claim = work.claim(beat.worker if beat else worker_id(), "running")
+
+    def done() -> None:
+        jobs.claim(
+            work.job_id, work.batch, claim.model_copy(update={"state": "done", "at": time.time()})
+        )
+
+    token = claim.token(work.job_id, work.batch)
+    with beat.running(token) if beat else nullcontext():
+        jobs.claim(work.job_id, work.batch, claim)
+        jobs.touch(work.job_id)
+        yield done
 
 
 def _failed_report(
@@ -203,14 +221,13 @@ def finish_batch(report_key: str | None, job_id: str, batch: int, gen: int = 0) 
 
     def work() -> None:
         report = None
-        jobs = tracker()
+        jobs, runtime = tracker(), current_runtime()
         if work_.stale(jobs):
             return
-        jobs.claim(job_id, batch, work_.claim(_worker(current_runtime()), "running"))
-        jobs.touch(job_id)
-        if report_key is not None:
-            report = WriteReport.model_validate_json(jobs.artifact(report_key))
-        record_batch(current_runtime(), job_id, batch, report)
+        with _claimed(runtime, jobs, work_):
+            if report_key is not None:
+                report = WriteReport.model_validate_json(jobs.artifact(report_key))
+            record_batch(runtime, job_id, batch, report)
 
     ride_out_store_outages(work)
 

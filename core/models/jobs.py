@@ -68,3 +68,7 @@ class Claim(BaseModel):
     # queued: the sweeper re-published the batch from `step`.
     state: Literal["running", "done", "queued"] = "running"
     at: float  # time.time() when the state was set
+
+    def token(self, job_id: str, batch: int) -> str:
+        """The step as its worker's heartbeat lists it while running it."""
+        return f"{job_id}:{batch}:{self.gen}:{self.step}"
