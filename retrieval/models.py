@@ -41,6 +41,9 @@ class SearchResult(BaseModel):
     text: str
     score: float
     sources: list[Source] = Field(default_factory=list)
+    # What led to this passage, also leading its text (TEMPORAL: its events in the question's
+    # time, "date: text (involves: ...)").
+    evidence: list[str] = Field(default_factory=list)
 
 
 class Route(BaseModel):

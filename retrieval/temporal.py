@@ -10,12 +10,12 @@ filtered by the events' own time. An event scores by how much of its time lies i
 question's (fit) and by its similarity to the question.
 
 Fusion with GRAPH_PPR: the passages are GRAPH_PPR's top k for the question, plus the passages
-of the best matching events it did not rank (at most k more). A passage's score is its PPR
-score (0..1) plus `time_boost` times its best event's score, so time-overlapping evidence
+of the best matching events it did not rank (at most k more). A passage's score is its best
+event's score plus `graph_weight` times its PPR score (0..1), so time-overlapping evidence
 leads, and none of the graph search's passages is ever dropped. Each result is one passage:
 its events ("date: text (involves: ...)") first, then the passage text. On datasets without
-events, a passage among PPR's `pool` best that mentions a time overlapping the question's
-is boosted by that overlap instead, so a time question never comes back empty. A question
+events, a passage among PPR's `pool` best scores by how much of a time it mentions lies in
+the question's (the same way), so a time question never comes back empty. A question
 without a time is plain GRAPH_PPR.
 
 Bounds: at most `time_nodes` time nodes per window, the earliest first (a window holding
@@ -59,8 +59,10 @@ class TemporalParams:
     fit_weight: float = 0.6
     similarity_weight: float = 0.4
     involved_per_event: int = 8
-    time_boost: float = 1.0  # times an event's score (0..1), added to a passage's PPR score
-    mention_boost: float = 0.5  # times a passage's own time overlap, on data without events
+    # A passage scores its best event's score (0..1) plus `graph_weight` times its PPR score
+    # (0..1): the events of the question's time lead, PPR orders what they leave tied and
+    # the passages without such events.
+    graph_weight: float = 0.1
     pool: int = 50  # GRAPH_PPR passages read for the fusion (and scanned for time mentions)
 
 
@@ -133,11 +135,11 @@ class TemporalRetriever:
         fused = []
         for chunk_id in wanted & passages.keys():
             passage, events = passages[chunk_id], sorted(by_chunk.get(chunk_id, []), reverse=True)
-            boost = self.params.time_boost * (events[0][0] if events else 0.0)
-            text = "\n".join([*(line for _, line in events), passage.text])
-            fused.append(
-                passage.model_copy(update={"text": text, "score": round(passage.score + boost, 6)})
-            )
+            boost = events[0][0] if events else 0.0
+            evidence = [line for _, line in events]
+            score = boost + self.params.graph_weight * passage.score
+            update = {"text": "\n".join([*evidence, passage.text]), "evidence": evidence}
+            fused.append(passage.model_copy(update={**update, "score": round(score, 6)}))
         return sorted(fused, key=lambda r: -r.score)
 
     def _by_mentions(
@@ -150,8 +152,8 @@ class TemporalRetriever:
             overlap = max((_fit(span, windows) for span in spans), default=0.0)
             if rank < top_k or (overlap > 0 and added < top_k):
                 added += rank >= top_k
-                boost = self.params.mention_boost * overlap
-                fused.append(result.model_copy(update={"score": round(result.score + boost, 6)}))
+                score = overlap + self.params.graph_weight * result.score
+                fused.append(result.model_copy(update={"score": round(score, 6)}))
         return sorted(fused, key=lambda r: -r.score)
 
     def get_completion(

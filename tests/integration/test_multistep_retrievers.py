@@ -284,8 +284,8 @@ def test_agentic_loop_stops_on_answer_or_at_its_bound(
     assert [c.tool for c in bounded.calls] == [S.GRAPH_COMPLETION] and results
 
     alone = AgenticRetriever(offline(runtime))
-    alone.get_context("When did Alan Turing work at Bletchley Park?", [DATASET], 2)
-    assert [c.tool for c in alone.calls] == [S.TEMPORAL]
+    alone.get_context("What happened at Bletchley Park in 1939?", [DATASET], 2)
+    assert [c.tool for c in alone.calls] == [S.TEMPORAL]  # the router's choice: time is asked
 
 
 def test_search_without_a_type_routes(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -297,8 +297,8 @@ def test_search_without_a_type_routes(runtime: Runtime, monkeypatch: pytest.Monk
     assert response.results
     monkeypatch.delitem(RETRIEVERS, S.GRAPH_COMPLETION_CONTEXT_EXTENSION)
     fallback = search(offline(runtime), query, [DATASET], None)
-    assert fallback.search_type is S.GRAPH_COMPLETION
-    assert "not available: ran GRAPH_COMPLETION instead" in (fallback.note or "")
+    assert fallback.search_type is S.GRAPH_PPR  # the runner-up: the default
+    assert "not available: ran GRAPH_PPR instead" in (fallback.note or "")
 
 
 def test_api_routes_and_searches_without_a_type(runtime: Runtime) -> None:
@@ -309,11 +309,12 @@ def test_api_routes_and_searches_without_a_type(runtime: Runtime) -> None:
     app = create_app(runtime)
     app.state.runtime = runtime  # no lifespan: the module's runtime and worker serve it
     client = TestClient(app)
-    query = "When did Alan Turing work at Bletchley Park?"
+    query = "What happened at Bletchley Park in 1939?"
     routed = client.post("/api/v1/route", json={"query": query})
     assert routed.status_code == 200
     assert routed.json()["search_type"] == "TEMPORAL"
-    assert set(routed.json()) == {"search_type", "confidence", "runner_up", "runner_up_score"}
+    keys = {"search_type", "confidence", "runner_up", "runner_up_score", "reason"}
+    assert set(routed.json()) == keys
     blank = client.post("/api/v1/route", json={"query": "  "})
     assert blank.status_code == 422 and "query is empty" in blank.json()["error"]["message"]
     body = {"query": "How is Ada Lovelace related to Alan Turing?", "datasets": [DATASET]}

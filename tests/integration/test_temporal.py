@@ -18,7 +18,7 @@ from core.models.graph import Node
 from core.models.jobs import Job
 from pipelines.classify import check_supported
 from pipelines.temporal_builder import AT, DURING, INVOLVES
-from retrieval.models import SearchType
+from retrieval.models import SearchResult, SearchType
 from retrieval.search import search
 from retrieval.temporal import TemporalRetriever
 from tests.backends import (  # noqa: F401 - the fixtures `backend`, `models`
@@ -71,6 +71,16 @@ def add_corpus(rt: Runtime, folder: Path, dataset: str) -> None:
         path.write_text(text, encoding="utf-8")
         rt.catalog.add_file(dataset, path, name, report, check_supported)
     assert not report.rejected, report.rejected
+
+
+def evidence(results: list[SearchResult]) -> list[str]:
+    """The events TEMPORAL listed, in rank order (each passage leads with its own)."""
+    return [line for result in results for line in result.evidence]
+
+
+def labels(results: list[SearchResult]) -> list[str]:
+    """The dates of those events."""
+    return [line.split(":")[0] for line in evidence(results)]
 
 
 def run(rt: Runtime, dataset: str, timeout: float = 120) -> Job:
@@ -128,24 +138,25 @@ def test_temporal_search_filters_by_the_question_time(
     add_corpus(runtime, tmp_path / "corpus", hist)
     run(runtime, hist)
     response = search(runtime.retrieval(), "what happened in 2016", [hist], SearchType.TEMPORAL)
-    texts = [r.text for r in response.results]
+    texts = evidence(response.results)
     assert len(texts) == 2, texts
     assert all("2016" in t for t in texts) and not any("1990s" in t for t in texts)
-    assert {s.document_name for r in response.results for s in r.sources} == {
+    assert {s.document_name for r in response.results if r.evidence for s in r.sources} == {
         "acme.txt",
         "city.txt",
     }
+    assert response.results[0].evidence  # the passages with the question's events lead
     decade = search(runtime.retrieval(), "events in the 1990s", [hist], SearchType.TEMPORAL)
-    assert [r.text.split(":")[0] for r in decade.results] == ["1990s"]
+    assert labels(decade.results) == ["1990s"]
     before = search(runtime.retrieval(), "before 1950", [hist], SearchType.TEMPORAL)
-    assert [r.text.split(":")[0] for r in before.results] == ["1910 – 1920"]
+    assert labels(before.results) == ["1910 – 1920"]
     japanese = search(runtime.retrieval(), "2019年3月", [hist], SearchType.TEMPORAL)
-    assert {r.text.split(":")[0] for r in japanese.results} == {"2019-03", "2019-03-11"}
+    assert set(labels(japanese.results)) == {"2019-03", "2019-03-11"}
     # "last 30 days" on a fixed today: the day inside it first, then the months overlapping it.
     retriever = TemporalRetriever(runtime.retrieval(), today=lambda: date(2019, 3, 20))
     recent = retriever.get_context("what happened in the last 30 days?", [hist], 10)
-    assert [r.text.split(":")[0] for r in recent] == ["2019-03-11", "2019-03", "2019-03"]
-    assert recent[0].score > recent[1].score
+    assert labels(recent) == ["2019-03-11", "2019-03", "2019-03"]
+    assert recent[0].score > recent[-1].score
 
 
 @embedded_only  # the retriever's fallback; graph search has Neo4j tests of its own
@@ -155,7 +166,10 @@ def test_a_question_without_a_time_is_a_graph_search(
     add_corpus(runtime, tmp_path / "corpus", hist)
     run(runtime, hist)
     response = search(runtime.retrieval(), "Who founded Acme Corp?", [hist], SearchType.TEMPORAL)
-    assert response.results and all("→" in r.text for r in response.results)  # triplets
+    graph = search(runtime.retrieval(), "Who founded Acme Corp?", [hist], SearchType.GRAPH_PPR)
+    assert response.results and [r.text for r in response.results] == [
+        r.text for r in graph.results
+    ]
 
 
 def test_deleting_a_document_removes_its_events(
@@ -170,7 +184,7 @@ def test_deleting_a_document_removes_its_events(
     assert not runtime.graph.find_nodes(hist, "Interval")  # only city.txt used it
     assert runtime.vectors.count("Event_text", dataset=hist) == 5
     response = search(runtime.retrieval(), "in 2016", [hist], SearchType.TEMPORAL)
-    assert [r.text for r in response.results] == [
+    assert evidence(response.results) == [
         "2016: In 2016, Bob Jones opened a bakery in Lisbon. (involves: Bob Jones, Lisbon)"
     ]
 
@@ -214,5 +228,5 @@ def test_a_month_finds_the_events_whose_time_overlaps_it(
     march = search(runtime.retrieval(), "what happened in March 2019", [hist], SearchType.TEMPORAL)
     # Overlap, not containment: the interval 2018 – 2020 is in March 2019 too, ranked below
     # the day that lies wholly inside it; April and 2017 are not.
-    assert [r.text.split(":")[0] for r in march.results] == ["2019-03-11", "2018 – 2020"]
-    assert march.results[0].score > march.results[1].score
+    assert labels(march.results) == ["2019-03-11", "2018 – 2020"]
+    assert march.results[0].evidence[0].startswith("2019-03-11")
