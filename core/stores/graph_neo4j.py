@@ -112,6 +112,17 @@ def _support(stored: dict[str, Any]) -> list[Support]:
     return [Support(document_id=doc, chunk_id=chunk) for doc, chunk in pairs]
 
 
+def _nodes(maps: Iterable[dict[str, Any]]) -> list[Node]:
+    """Nodes from `q.NODE` maps. One that another transaction deleted while this read ran
+    (read committed) comes back without its properties: it is gone, so it is left out."""
+    return [_node(p) for p in maps if "id" in p]
+
+
+def _edges(records: Iterable[dict[str, Any]]) -> list[Edge]:
+    """Edges from `q.EDGE` maps, without the ones deleted while the read ran (see _nodes)."""
+    return [_edge(r) for r in records if "name" in r["p"] and None not in (r["s"], r["t"])]
+
+
 def _node(p: dict[str, Any]) -> Node:
     """A Node from a `q.NODE` map."""
     return Node(
@@ -343,7 +354,7 @@ class Neo4jGraphStore:
             WITH n ORDER BY n.dataset, n.type, n.id SKIP $offset LIMIT $limit
             RETURN collect({q.NODE})"""
         params = {"dataset": dataset, "type": type, "name": name, "offset": offset, "limit": limit}
-        return [_node(p) for p in self._read(_value, query=query, **params)]
+        return _nodes(self._read(_value, query=query, **params))
 
     def find_in_time(
         self,
@@ -379,7 +390,7 @@ class Neo4jGraphStore:
             "exclude": list(exclude),
             "limit": limit,
         }
-        return [_edge(e) for e in self._read(_value, query=q.EDGES_OF, **params)]
+        return _edges(self._read(_value, query=q.EDGES_OF, **params))
 
     def neighbourhood(
         self, node_ids: Sequence[str], *, hops: int = 1, limit: int = 500
@@ -463,7 +474,7 @@ def _merge(tx: ManagedTransaction, ids: list[str], into: str) -> Merged:
         pairs[member].append(pair)
     if links:
         tx.run(q.MOVE_SUPPORT, into=into, keys=sorted({k for _, k, _ in links})).consume()
-    touching = [_edge(e) for e in _value(tx, q.MEMBER_EDGES, ids=members)]
+    touching = _edges(_value(tx, q.MEMBER_EDGES, ids=members))
     moved = graph_merge.repoint(
         sorted(touching, key=lambda e: (e.source, e.name, e.target)), dict.fromkeys(members, into)
     )
@@ -517,7 +528,7 @@ def _union(a: Removed, b: Removed) -> Removed:
 def _load_nodes(tx: ManagedTransaction, ids: list[str]) -> list[Node]:
     """Nodes with these ids, in any order."""
     query = f"UNWIND $ids AS id MATCH (n:Node {{id: id}}) RETURN collect({q.NODE})"
-    return [_node(p) for p in _value(tx, query, ids=ids)]
+    return _nodes(_value(tx, query, ids=ids))
 
 
 def _neighbourhood(tx: ManagedTransaction, seeds: list[str], hops: int, limit: int) -> Subgraph:
@@ -533,7 +544,7 @@ def _neighbourhood(tx: ManagedTransaction, seeds: list[str], hops: int, limit: i
         reached = reached + frontier
     if not reached:
         return Subgraph()
-    edges = [_edge(e) for e in _value(tx, q.AMONG, ids=reached)]
+    edges = _edges(_value(tx, q.AMONG, ids=reached))
     nodes = {n.id: n for n in _load_nodes(tx, reached)}
     return Subgraph(nodes=[nodes[i] for i in reached if i in nodes], edges=edges)
 
@@ -555,7 +566,7 @@ def _in_time(
                 query = _time_branch(low is not None, high is not None, closed)
                 params = {"dataset": dataset, "type": type_, "bin": k, "low": low, "high": high}
                 found += _value(tx, query, **params, start=start, limit=limit)
-    return [_node(p) for p in found]
+    return _nodes(found)
 
 
 @functools.cache
