@@ -259,15 +259,17 @@ class Catalog:
     def remove_dataset(self, dataset: str) -> Removed:
         """Remove a whole dataset: graph, vectors and stored files."""
         check_dataset_name(dataset)
-        keys = [d.properties.get("blob_key", "") for d in self.documents(dataset)]
+        # Stored files first: they are found only through the graph's documents, so a delete
+        # killed after the graph went would leave them for good; the rest is found by dataset.
+        for doc in self.documents(dataset):
+            if key := doc.properties.get("blob_key", ""):
+                self.blobs.delete(key)
         removed = self.graph.delete_dataset(dataset)
         self.vectors.delete_dataset(dataset)
         if self.lexical is not None:
             self.lexical.remove_dataset(dataset)
         if self.entity_keys is not None:
             self.entity_keys.forget_dataset(dataset)
-        for key in filter(None, keys):
-            self.blobs.delete(key)
         return removed
 
 
