@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -33,8 +34,14 @@ class FileBlobStore:
             with os.fdopen(fd, "wb") as out:
                 shutil.copyfileobj(stream, out, length=1 << 20)
             os.replace(tmp, target)
-        except BaseException:
+        except BaseException as err:
             Path(tmp).unlink(missing_ok=True)
+            if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+                raise OSError(
+                    errno.ENOSPC,
+                    f"no space left for stored files under {self.root}; free space there or "
+                    "set COGMILL_HOME to a larger volume, then add the file again",
+                ) from err
             raise
         return target.stat().st_size
 
