@@ -33,7 +33,7 @@ from workers.runtime import Runtime, use_runtime
 
 ROOT = Path(__file__).resolve().parents[3]
 EMBEDDING_DIM = 384  # the collections other tests made in the shared Neo4j are 384-d
-LLM_LATENCY_MS = 150.0
+LLM_LATENCY_MS = 300.0
 TOPICS = ["Ada Lovelace", "Charles Babbage", "Grace Hopper", "Alan Turing", "John von Neumann"]
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -100,8 +99,10 @@ class WorkerKiller:
         gap: tuple[float, float] = (1.0, 6.0),
         choose: Callable[[Worker], bool] = lambda w: True,
         child_only: bool = False,
+        patience: float = 20.0,
     ) -> None:
         self.workers, self.tracker, self.count, self.rng = workers, tracker, count, rng
+        self.patience = patience
         self.gap, self.choose, self.child_only = gap, choose, child_only
         self.recovery = Recovery(tracker)
         self.misses = 0
@@ -122,12 +123,18 @@ class WorkerKiller:
                 candidates.append((batch, claim, worker))
         if not candidates:
             return
-        # Spread the kills: the pool and queues killed least so far first.
-        killed = Counter(k.what.split(" (")[0] for k in self.kills)
-        least = min(killed[_kind(w)] for _, _, w in candidates)
-        batch, claim, worker = self.rng.choice(
-            [c for c in candidates if killed[_kind(c[2])] == least]
+        # Spread the kills over the kinds of worker (pool, queues) in turn; a kind whose steps
+        # are rare (the llm queue's, late in a job) is waited for `patience` seconds at most.
+        kinds = sorted(  # the llm queue's first: its steps run early in a job
+            {_kind(w) for w in self.workers.workers if self.choose(w)},
+            key=lambda kind: (not kind.endswith("llm"), kind),
         )
+        wanted = kinds[len(self.kills) % len(kinds)]
+        if time.monotonic() - self.next_at < self.patience:
+            candidates = [c for c in candidates if _kind(c[2]) == wanted]
+            if not candidates:
+                return
+        batch, claim, worker = self.rng.choice(candidates)
         pid = claim_pid(claim) if self.child_only else None
         self.workers.kill(worker, pid)
         at = time.monotonic()
@@ -165,13 +172,14 @@ class ServerKiller:
         self.gap = gap
         self.recovery = Recovery(tracker)
         self.next_at = time.monotonic() + rng.uniform(*gap)
+        self.replaced = 0  # workers that exited during the outage and were started again
 
     @property
     def kills(self) -> list[Kill]:
         return self.recovery.kills
 
     def __call__(self, job: Job | None) -> None:
-        self.workers.replace_exited()  # a supervisor restarts a consumer that gave up
+        self.replaced += self.workers.replace_exited()  # as a supervisor restarts a consumer
         self.recovery.poll(job)
         if job is None or len(self.kills) >= self.count or time.monotonic() < self.next_at:
             return

@@ -110,9 +110,12 @@ def delete_with_kill(attempts: int = 5) -> Scenario:
     def job(ctx: Context, dataset: str) -> Job:
         runtime = ctx.runtime
         for attempt in range(attempts):
+            if attempt:  # the last delete ended before a look caught it half way
+                add_corpus(runtime, dataset, ctx.corpus)
             done = wait_job(runtime, cognify(runtime, dataset, mode="all").id, 300)
             assert done.status is JobStatus.SUCCEEDED, done
             if _delete_killed_half_way(ctx, dataset):
+                ctx.notes["delete_attempts"] = attempt + 1
                 break
             assert attempt + 1 < attempts, f"no kill landed inside a delete in {attempts} tries"
         again = _cli(ctx, "delete", "--dataset", dataset)
@@ -121,6 +124,9 @@ def delete_with_kill(attempts: int = 5) -> Scenario:
         left = stores.take(ctx.env["COGMILL_NEO4J_URI"], ctx.env["COGMILL_REDIS_URL"], prefix,
                            dataset, None)  # fmt: skip
         assert stores.is_empty(left), f"a delete after a killed delete left {left.sizes()}"
+        blobs = sorted(p.name for p in (runtime.settings.home / "blobs" / dataset).glob("*"))
+        ctx.notes["blobs_left_after_repeated_delete"] = len(blobs)
+        assert not blobs, f"a delete after a killed delete left {len(blobs)} stored files"
         report = add_corpus(runtime, dataset, ctx.corpus)
         assert report.added and not report.rejected, report
         return cognify(runtime, dataset)
@@ -138,18 +144,19 @@ def _cli(
     return subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def _sizes(ctx: Context, dataset: str) -> tuple[int, int, int]:
-    """(graph nodes, vectors, postings keys) of the dataset, counted directly."""
+def _sizes(ctx: Context, dataset: str) -> tuple[int, int, int, int]:
+    """(stored files, graph nodes, vectors, postings keys) of the dataset, counted directly."""
+    files = sum(1 for _ in (Path(ctx.env["COGMILL_HOME"]) / "blobs" / dataset).glob("*"))
     with neo4j.GraphDatabase.driver(ctx.env["COGMILL_NEO4J_URI"]) as driver:
         records, _, _ = driver.execute_query(
-            "MATCH (n:Node {dataset: $d}) WITH count(n) AS nodes "
-            f"MATCH (v:{stores.VECTOR_LABEL} {{dataset: $d}}) RETURN nodes, count(v) AS vectors",
+            "RETURN COUNT { MATCH (n:Node {dataset: $d}) } AS nodes, "
+            f"COUNT {{ MATCH (v:{stores.VECTOR_LABEL} {{dataset: $d}}) }} AS vectors",
             d=dataset,
         )
     prefix = ctx.env["COGMILL_REDIS_PREFIX"]
     with redis.Redis.from_url(ctx.env["COGMILL_REDIS_URL"]) as client:
         postings = sum(1 for _ in client.scan_iter(match=f"{prefix}lex:{dataset}:*", count=1000))
-    return records[0]["nodes"], records[0]["vectors"], postings
+    return files, records[0]["nodes"], records[0]["vectors"], postings
 
 
 def _delete_killed_half_way(ctx: Context, dataset: str) -> bool:

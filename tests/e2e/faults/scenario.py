@@ -99,6 +99,7 @@ class Outcome:
             f"resumed={self.result.event_count('batch_resumed')}",
         ]
         lines += [f"  kill {k.describe()}" for k in self.kills]
+        lines += [f"  {name}: {value}" for name, value in self.result.notes.items()]
         if self.diff is not None:
             lines.append("  " + self.diff.summary().replace("\n", "\n  "))
         return "\n".join(lines)
@@ -140,6 +141,8 @@ def run(
             close_runtime(runtime)
     kills = list(getattr(tick, "kills", []))
     misses = int(getattr(tick, "misses", 0))
+    if getattr(tick, "replaced", 0):
+        ctx.notes["workers_exited_and_replaced"] = tick.replaced  # type: ignore[union-attr]
     result.notes = ctx.notes
     diff = None
     if reference is not None:

@@ -19,10 +19,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.services]
 def test_busy_workers_killed_lose_and_duplicate_nothing(
     shared_stack: Stack, corpus: list[Path], dataset: str, fault_dir: Path, reference: RunResult
 ) -> None:
-    outcome = run(worker_kills(3), shared_stack, corpus, dataset, fault_dir / "kills", reference)
-    check(outcome, kills=3)
-    pools = {k.what.split()[1] for k in outcome.kills}
-    assert pools == {"threads", "prefork"}, [k.what for k in outcome.kills]
+    outcome = run(worker_kills(4), shared_stack, corpus, dataset, fault_dir / "kills", reference)
+    check(outcome, kills=4)
+    kinds = [k.what.split()[1:3] for k in outcome.kills]
+    assert {pool for pool, _ in kinds} == {"threads", "prefork"}, kinds
+    assert {queue for _, queue in kinds} == {"llm", "ingest"}, kinds
     recovered = outcome.result.event_count("batch_recovered")
     assert recovered >= 1, "no batch_recovered event: the kills were never taken up"
 
