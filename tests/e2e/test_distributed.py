@@ -1,6 +1,6 @@
 """Distributed mode for real: Celery worker processes on Redis, Neo4j graph + Neo4j vectors,
-the LLM behind the local OpenAI-compatible test server. Workers are killed with SIGKILL in the
-middle of a job and the job must still end exactly as an undisturbed run does.
+the LLM behind the local OpenAI-compatible test server. Faults (killed workers, Redis and Neo4j
+killed, LLM faults) are the fault harness's, tests/e2e/faults/.
 """
 
 from __future__ import annotations
@@ -225,39 +225,6 @@ def test_two_workers_ingest_a_corpus_into_neo4j(runtime, workers, dataset, tmp_p
     assert runtime.vectors.count("DocumentChunk_text", dataset=dataset) == job.counts["chunks"]
 
 
-def test_killed_workers_still_end_the_job_exactly_like_a_clean_run(
-    runtime,
-    workers,
-    dataset,
-    tmp_path,  # noqa: ANN001
-) -> None:
-    paths = write_corpus(tmp_path, 30)
-    add(runtime, dataset, paths)
-    clean = wait(runtime, cognify(runtime, dataset))
-    assert clean.status is JobStatus.SUCCEEDED and clean.counts["documents"] == 30
-    expected = snapshot(runtime, dataset)
-
-    runtime.catalog.remove_dataset(dataset)
-    assert runtime.graph.count(dataset)["edges"] == 0
-    add(runtime, dataset, paths)
-    kills = []
-
-    def chaos(job: Job) -> None:
-        # Kill a busy worker at about every fifth finished batch, three times, and replace it.
-        done = job.counts.get("batches_done", 0)
-        if len(kills) < 3 and done >= 3 + 4 * len(kills):
-            victim = workers.live()[0]
-            workers.kill(victim)
-            kills.append(done)
-            workers.start()
-
-    crashed = wait(runtime, cognify(runtime, dataset), on_tick=chaos)
-    assert len(kills) == 3, f"the job ended before three kills: {kills}"
-    assert crashed.status is JobStatus.SUCCEEDED, crashed
-    assert crashed.counts["documents"] == 30 and not crashed.errors
-    assert snapshot(runtime, dataset) == expected
-
-
 def test_only_changed_documents_are_processed_again(
     runtime, workers, dataset, tmp_path, llm
 ) -> None:  # noqa: ANN001
@@ -301,23 +268,15 @@ def test_cancel_stops_queued_and_running_work(runtime, workers, dataset, tmp_pat
     assert resumed.total_documents == 30 - len(done)
 
 
-def test_llm_faults_and_the_global_rate_limit(env, runtime, dataset, tmp_path) -> None:  # noqa: ANN001
+def test_the_global_rate_limit_holds_across_workers(env, runtime, dataset, tmp_path) -> None:  # noqa: ANN001
+    # LLM faults (429, 500, timeouts, malformed replies, hangs) are the fault harness's:
+    # tests/e2e/faults/test_llm_faults.py compares the final stores with an undisturbed run.
     rpm = 600  # 10 calls/s shared by both workers
-    faults = {
-        "rate_429": 0.05,
-        "rate_500": 0.05,
-        "rate_timeout": 0.05,
-        "rate_malformed": 0.05,
-        "retry_after": 0.2,
-        "hang_seconds": 3.0,
-        "seed": 7,
-    }
-    with LLMTestServer(**faults) as faulty:
+    with LLMTestServer(latency_ms=50) as llm:
         pool = Workers(
             {
                 **env,
-                "COGMILL_LLM_BASE_URL": faulty.base_url,
-                "COGMILL_LLM_TIMEOUT_SECONDS": "1.5",
+                "COGMILL_LLM_BASE_URL": llm.base_url,
                 "COGMILL_LLM_REQUESTS_PER_MINUTE": str(rpm),
             },
             tmp_path,
@@ -332,14 +291,9 @@ def test_llm_faults_and_the_global_rate_limit(env, runtime, dataset, tmp_path) -
             elapsed = time.monotonic() - started
         finally:
             pool.stop_all()
-        stats = faulty.stats()
-    assert job.status is JobStatus.SUCCEEDED, job
-    failed = {e.document_id for e in job.errors}
-    assert job.counts["documents"] + len(failed) == 40
-    assert all(e.step == "extract_graph" and e.message for e in job.errors)
-    requests = stats["requests"]["/v1/chat/completions"]
-    # ~20% of requests fail (texts are new each run, so the count varies); each was retried.
-    assert sum(stats["faults"].values()) >= 1 and requests > 40, stats
+        requests = llm.calls()
+    assert job.status is JobStatus.SUCCEEDED and not job.errors, job
+    assert job.counts["documents"] == 40 and requests >= 40
     # A token bucket with one second of burst: N requests need at least (N - 10) / 10 s.
     assert elapsed >= (requests - rpm / 60) / (rpm / 60) * 0.9, (elapsed, requests)
 
