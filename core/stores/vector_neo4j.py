@@ -50,6 +50,8 @@ _INDEX_TIMEOUT_S = 300
 # merge them, and recall moves from 0.9993 to 0.9987 (top 10 of k=100) and from 0.987 to 0.982
 # (top 5 of k=24). Ingestion writes several vectors per chunk: this is much of Neo4j's work.
 _EF_CONSTRUCTION = 50
+# Attempts of an upsert batch that meets a point deleted under it (see `_upsert_batch`).
+_UPSERT_ATTEMPTS = 5
 
 # Cross-collection indexes (deletes) first, then the collection's own rules.
 _SCHEMA = (
@@ -235,7 +237,19 @@ class Neo4jVectorStore:
         query = _UPSERT.format(coll=self._label(collection), base=self._base)
         with self._errors(f"upsert into {collection!r}"):
             for chunk in batched(rows, _WRITE_BATCH):
-                self._run(query, rows=list(chunk))
+                self._upsert_batch(query, list(chunk))
+
+    def _upsert_batch(self, query: str, rows: list[dict[str, Any]]) -> None:
+        """One batch, run again when a point it matched was deleted by another writer before
+        its vector was set: Neo4j fails the procedure call then, not with a retryable error."""
+        for attempt in range(_UPSERT_ATTEMPTS):
+            try:
+                self._run(query, rows=rows)
+                return
+            except Neo4jError as err:
+                gone = "EntityNotFoundException" in (err.message or "")
+                if not gone or attempt == _UPSERT_ATTEMPTS - 1:
+                    raise
 
     def search(
         self, collection: str, vector: Sequence[float], *, datasets: Sequence[str], limit: int = 10

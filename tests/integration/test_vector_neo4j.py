@@ -102,6 +102,26 @@ class TestNeo4jVectorStore(VectorStoreContract):
         run_threads(3, lambda i: stores[i].upsert(CHUNKS, [point(vectors[i])]))
         assert stores[0].count(CHUNKS) == 3
 
+    def test_upserts_racing_deletes_of_the_same_points_never_fail(
+        self, open_store: Callable[..., Neo4jVectorStore]
+    ) -> None:
+        # An entity merge deletes a vector while another batch upserts it (issue 12): the
+        # upsert matched the point before the delete, then set its vector on a deleted node.
+        writer, deleter = open_store(), open_store()
+        points = [point(v) for v in random_vectors(5, DIM)]
+        ids = [p.id for p in points]
+
+        def work(i: int) -> None:
+            for _ in range(200):
+                if i == 0:
+                    writer.upsert(CHUNKS, points)
+                else:
+                    deleter.delete(ids)
+
+        run_threads(2, work)
+        writer.upsert(CHUNKS, points)
+        assert writer.count(CHUNKS) == 5
+
     @pytest.mark.parametrize(
         ("exact_scan_max", "max_k", "index_searches"),
         [(2000, 4096, 1), (0, 4096, 2), (0, 200, 1)],
