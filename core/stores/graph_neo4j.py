@@ -20,6 +20,10 @@ starts from its own `_Support` nodes instead of scanning the dataset. Support of
 document ids, both unioned on write. Semantics otherwise follow graph_sqlite.
 A node with a time (`start_epoch` / `end_epoch`) also gets `_tb` and `_tp`, its time bin and
 position for `find_in_time` (core/stores/timeline.py).
+A node merged away by `merge_nodes` leaves `(:_Redirect {id, dataset, to})`, which edge writes
+follow (core/stores/graph_merge.py). Writers lock nodes in id order, then read them again:
+under read committed, a node deleted while a writer waited for its lock is matched but gone.
+The Cypher text lives in graph_neo4j_queries.py.
 """
 
 from __future__ import annotations
