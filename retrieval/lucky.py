@@ -19,7 +19,7 @@ from retrieval.base import RetrievalContext, Retriever
 from retrieval.models import SearchResult, SearchType
 from retrieval.multistep import LLM_FAILURES, user_block
 from retrieval.response_model import ResponseModel
-from retrieval.router import route
+from retrieval.router import DEFAULT_TYPE, route
 
 log = logging.getLogger("cogmill.retrieval")
 
@@ -66,12 +66,12 @@ def choice_model(types: tuple[str, ...]) -> type[BaseModel]:
 
 
 def routed_type(query: str, allowed: Sequence[SearchType]) -> tuple[SearchType, str]:
-    """The router's type if allowed, else its runner-up, else GRAPH_COMPLETION."""
+    """The router's type if allowed, else its runner-up, else the router's default."""
     chosen = route(query)
     for candidate in (chosen.search_type, chosen.runner_up):
         if candidate in allowed:
             return candidate, "the query router"
-    return SearchType.GRAPH_COMPLETION, "the default (the router's choices are not available)"
+    return DEFAULT_TYPE, "the default (the router's choices are not available)"
 
 
 class FeelingLuckyRetriever:

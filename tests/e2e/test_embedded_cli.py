@@ -108,11 +108,21 @@ def test_two_hop_question_follows_an_extracted_relationship(cli, cognified) -> N
         "alan_turing.txt",
         "london.md",
     ]
-    code, output = cli("search", query, "--dataset", "sample", "--json", "--top-k", "3")
+    code, output = cli(
+        "search", query, "--dataset", "sample", "--type", "GRAPH_COMPLETION", "--json", "-k", "3"
+    )
     assert code == 0, output
     lines = [r["text"].split("\n")[0] for r in json.loads(output)["results"]]
     assert "Alan Turing —born in→ London" in lines, lines
     assert any("Thames" in line and line.endswith("→ London") for line in lines), lines
+    # Without --type the router picks its default (no specific cue): both hops' passages.
+    code, output = cli("search", query, "--dataset", "sample", "--json", "--top-k", "3")
+    assert code == 0, output
+    routed = json.loads(output)
+    assert routed["search_type"] == "GRAPH_PPR"
+    assert routed["route"]["reason"].startswith("no strong specific cue")
+    names = [s["document_name"] for r in routed["results"] for s in r["sources"]]
+    assert {"alan_turing.txt", "london.md"} <= set(names), names
 
 
 def test_bad_dataset_name_is_a_usage_error(cli) -> None:  # noqa: ANN001
