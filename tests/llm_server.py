@@ -22,6 +22,7 @@ import hashlib
 import json
 import random
 import re
+import sys
 import threading
 import time
 from collections import Counter
@@ -194,6 +195,12 @@ class _Server(ThreadingHTTPServer):
         self.seen: Counter[tuple[str, str]] = Counter()
         self.in_flight = 0
         self.peak_in_flight = 0
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Quiet about a client that hung up (it gave up on a hanging request); loud otherwise."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
     def draw_fault(self, path: str, subject: str) -> str | None:
         """The fault for this request, if any (reproducible per subject and repetition)."""
