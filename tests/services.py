@@ -21,7 +21,8 @@ def redis_url() -> str:
     url = _env("COGMILL_TEST_REDIS_URL", "Redis")
     where = _host_port(url, default_port=6379)
     try:
-        with redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2) as client:
+        # A missing server refuses at once; 10 s only spares a busy one (a loaded machine).
+        with redis.Redis.from_url(url, socket_connect_timeout=10, socket_timeout=10) as client:
             client.ping()
     except (redis.RedisError, ValueError) as err:
         _unavailable(f"Redis at {where} (COGMILL_TEST_REDIS_URL) does not answer: {err}")
@@ -34,7 +35,7 @@ def neo4j_uri() -> str:
     where = _host_port(uri, default_port=7687)
     host, _, port = where.rpartition(":")
     try:
-        socket.create_connection((host, int(port)), timeout=2).close()
+        socket.create_connection((host, int(port)), timeout=10).close()
     except OSError as err:
         _unavailable(f"Neo4j at {where} (COGMILL_TEST_NEO4J_URI) does not answer: {err}")
     return uri
