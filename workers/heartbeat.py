@@ -1,5 +1,5 @@
-"""Worker liveness: every process that runs steps renews a short-lived key while it lives,
-listing the steps it is running.
+"""Worker liveness: every process that takes steps renews a short-lived key while it lives,
+listing the steps it holds.
 
 A worker killed with SIGKILL (an OOM kill, a lost node) stops renewing, its key expires within
 `ttl` seconds, and the sweeper re-publishes the steps it held (workers/sweeper.py) instead of
@@ -15,8 +15,8 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import Iterable
 
 from core.ports import StateStore, StoreError
 
@@ -34,11 +34,11 @@ def _alive_key(worker: str) -> str:
 
 class Heartbeat:
     """A daemon thread that keeps this process's liveness key `ttl` seconds ahead, with the
-    steps the process runs."""
+    steps the process holds (received, running, or handing its batch on to the next step)."""
 
-    def __init__(self, state: StateStore, ttl: float) -> None:
-        self.state, self.ttl, self.worker = state, ttl, worker_id()
-        self._running: dict[str, int] = {}
+    def __init__(self, state: StateStore, ttl: float, max_hold: float) -> None:
+        self.state, self.ttl, self.max_hold, self.worker = state, ttl, max_hold, worker_id()
+        self._held: dict[str, float] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cogmill-heartbeat", daemon=True)
@@ -50,24 +50,21 @@ class Heartbeat:
     def stop(self) -> None:
         self._stop.set()
 
-    @contextmanager
-    def running(self, step: str) -> Iterator[None]:
-        """List `step` in the beats while the block runs."""
+    def hold(self, step: str) -> None:
+        """List `step` in the beats (until `release`, or for at most `max_hold` seconds)."""
         with self._lock:
-            self._running[step] = self._running.get(step, 0) + 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                if self._running[step] == 1:
-                    del self._running[step]
-                else:
-                    self._running[step] -= 1
+            self._held.setdefault(step, time.monotonic())
+
+    def release(self, step: str) -> None:
+        with self._lock:
+            self._held.pop(step, None)
 
     def beat(self) -> None:
         with self._lock:
-            running = sorted(self._running)
-        self.state.put(_alive_key(self.worker), json.dumps(running), ttl=self.ttl)
+            expired = time.monotonic() - self.max_hold
+            self._held = {step: at for step, at in self._held.items() if at > expired}
+            held = sorted(self._held)
+        self.state.put(_alive_key(self.worker), json.dumps(held), ttl=self.ttl)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.ttl / 3):
@@ -81,7 +78,7 @@ _beats: dict[int, Heartbeat] = {}
 _lock = threading.Lock()
 
 
-def ensure_heartbeat(state: StateStore, ttl: float) -> Heartbeat:
+def ensure_heartbeat(state: StateStore, ttl: float, max_hold: float) -> Heartbeat:
     """This process's heartbeat, started on first use (again in a forked child)."""
     pid = os.getpid()
     with _lock:
@@ -89,7 +86,7 @@ def ensure_heartbeat(state: StateStore, ttl: float) -> Heartbeat:
             for inherited in _beats.values():  # a fork copies the parent's record, not its thread
                 inherited.stop()
             _beats.clear()
-            beat = Heartbeat(state, ttl)
+            beat = Heartbeat(state, ttl, max_hold)
             beat.start()
             _beats[pid] = beat
         return _beats[pid]

@@ -84,44 +84,45 @@ class Sweep:
 
     def run(self, stall_seconds: float) -> int:
         """Re-publish what needs it; returns how many batches were re-published."""
-        republished = 0
+        abandoned: dict[str, tuple[Job, dict[int, Claim]]] = {}
         stalled: list[Job] = []
         for job in self.jobs.running():
             if self.jobs.cancelled(job.id):
                 continue  # finish_batch of the live tasks (or a later cancel) ends it
-            claims = self._unfinished_claims(job)
-            abandoned = self._abandoned(job, claims)
-            republished += self._recover(job, abandoned)
-            working = any(c.state == "running" and b not in abandoned for b, c in claims.items())
-            if not working and self.now - self.jobs.last_progress(job) > stall_seconds:
+            held, unheld = self._held_claims(job)
+            lost = {b: c for b, c in unheld.items() if self._missing_for_a_period(job, b, c)}
+            if lost:
+                abandoned[job.id] = (job, lost)
+            if not held and self.now - self.jobs.last_progress(job) > stall_seconds:
                 stalled.append(job)
-        if stalled and not queued_messages(self.app):  # queued work may be theirs
+        # Queued work may be the stalled jobs' own: counted before this sweep publishes any.
+        resume = stalled and not queued_messages(self.app)
+        republished = sum(self._recover(job, lost) for job, lost in abandoned.values())
+        if resume:
             for job in stalled:
-                republished += self._resume_stalled(job)
+                just_recovered = abandoned.get(job.id, (job, {}))[1].keys()
+                republished += self._resume_stalled(job, skip=set(just_recovered))
         return republished
 
-    def _unfinished_claims(self, job: Job) -> dict[int, Claim]:
+    def _held_claims(self, job: Job) -> tuple[dict[int, Claim], dict[int, Claim]]:
+        """The unfinished batches' claims that say a worker holds the batch (running, or done
+        and not yet handed on): those a live worker lists in its heartbeat, and the others."""
         unfinished = set(self.jobs.unfinished_batches(job))
-        return {b: c for b, c in self.jobs.claims(job).items() if b in unfinished}
-
-    def _abandoned(self, job: Job, claims: dict[int, Claim]) -> dict[int, Claim]:
-        """Running claims that no live worker has listed in its heartbeat for a whole heartbeat
-        period: their worker died, or the claim's end was lost (a Redis crash)."""
-        running = {b: c for b, c in claims.items() if c.state == "running"}
-        listed = running_steps(self.state, {c.worker for c in running.values()})
-        return {
-            batch: claim
-            for batch, claim in running.items()
-            if claim.token(job.id, batch) not in listed.get(claim.worker, ())
-            and self._missing_for_a_period(claim.token(job.id, batch))
+        claims = {
+            b: c
+            for b, c in self.jobs.claims(job).items()
+            if b in unfinished and c.state != "queued"
         }
+        listed = running_steps(self.state, {c.worker for c in claims.values()})
+        held = {b: c for b, c in claims.items() if c.token(job.id, b) in listed.get(c.worker, ())}
+        return held, {b: c for b, c in claims.items() if b not in held}
 
-    def _missing_for_a_period(self, token: str) -> bool:
-        """Whether the step was missing from its worker's heartbeat at a sweep at least a
-        heartbeat period ago: a restarted Redis may have dropped live workers' keys, and a
-        step just claimed is listed within a third of a period."""
+    def _missing_for_a_period(self, job: Job, batch: int, claim: Claim) -> bool:
+        """Whether the claim was already unlisted at a sweep at least a heartbeat period ago
+        (its worker died, or a Redis crash lost the claim's end): a restarted Redis may have
+        dropped live workers' keys, which they renew within a third of a period."""
         period = self.settings.worker_heartbeat_seconds
-        key = f"sweeper:missing:{token}"
+        key = f"sweeper:missing:{claim.token(job.id, batch)}"
         first = self.state.get(key)
         if first is None:  # expires soon after, so a later miss starts anew
             self.state.put(key, str(self.now), ttl=3 * period)
@@ -141,12 +142,14 @@ class Sweep:
                         batch, job.id, claim.step, claim.worker)  # fmt: skip
         return len(abandoned)
 
-    def _resume_stalled(self, job: Job) -> int:
-        """Re-publish a stalled job's unfinished batches, or finalise it if none is left."""
+    def _resume_stalled(self, job: Job, skip: set[int]) -> int:
+        """Re-publish a stalled job's unfinished batches but `skip`, or finalise it if none is
+        left."""
         unfinished = self.jobs.unfinished_batches(job)
         if not unfinished and self.jobs.batches_done(job.id) >= job.total_batches:
             self.jobs.finalise(job.id)  # the last batch was recorded, its finalisation lost
             return 0
+        unfinished = [b for b in unfinished if b not in skip]
         for batch in unfinished:
             republish(self.jobs, job.id, batch, "batch_resumed")
         self.jobs.touch(job.id)

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from celery import Signature, Task, chain
+from celery.signals import task_postrun, task_received
 
 from core.models.jobs import Claim, DocumentError
 from core.ports import StoreError
@@ -23,7 +25,7 @@ from pipelines.base import step_types
 from pipelines.definitions import get_pipeline
 from pipelines.models import DocumentBatch, WriteReport
 from workers.celery_app import INGEST_QUEUE, LLM_QUEUE, PRIORITY_LEVELS, app
-from workers.heartbeat import ensure_heartbeat, worker_id
+from workers.heartbeat import Heartbeat, ensure_heartbeat, worker_id
 from workers.jobs import JobTracker
 from workers.orchestration import record_batch
 from workers.runtime import Runtime, current_runtime
@@ -173,25 +175,83 @@ def _claimed(runtime: Runtime, jobs: JobTracker, work: Step) -> Iterator[Callabl
     """Claim the batch's step for this process while the block runs; the block calls what it
     is given once the step's output is stored.
 
-    With separate worker processes the step is listed in the process's heartbeat meanwhile:
-    the sweeper re-publishes a running claim that no live worker lists (workers/sweeper.py).
+    With separate worker processes the step stays listed in the process's heartbeat until the
+    task has handed its batch on (`_handed_on`, after Celery published the chain's next
+    message): the sweeper re-publishes a claim no live worker lists (workers/sweeper.py).
     Embedded mode has one process, which cannot outlive its own threads: no heartbeat.
     """
-    beat = None
-    if not runtime.settings.embedded_broker:
-        beat = ensure_heartbeat(runtime.state, runtime.settings.worker_heartbeat_seconds)
+    beat = _heartbeat(runtime)
     claim = work.claim(beat.worker if beat else worker_id(), "running")
+    token = claim.token(work.job_id, work.batch)
+    if beat:
+        beat.hold(token)
+        _handing_on.__dict__.setdefault("claims", []).append((work, claim))
 
     def done() -> None:
-        jobs.claim(
-            work.job_id, work.batch, claim.model_copy(update={"state": "done", "at": time.time()})
-        )
+        done = claim.model_copy(update={"state": "done", "at": time.time()})
+        jobs.claim(work.job_id, work.batch, done)
+        if beat:
+            _handing_on.claims[-1] = (work, done)
 
-    token = claim.token(work.job_id, work.batch)
-    with beat.running(token) if beat else nullcontext():
+    jobs.claim(work.job_id, work.batch, claim)
+    jobs.touch(work.job_id)
+    yield done
+
+
+def _heartbeat(runtime: Runtime) -> Heartbeat | None:
+    """This process's heartbeat, when workers are separate processes."""
+    if runtime.settings.embedded_broker:
+        return None
+    settings = runtime.settings
+    # A step held longer than any task may run was lost (e.g. a retry the broker did not take).
+    max_hold = settings.task_time_limit_seconds + settings.worker_heartbeat_seconds
+    return ensure_heartbeat(runtime.state, settings.worker_heartbeat_seconds, max_hold)
+
+
+# The claims this thread's current task made, released once the task has handed its batch on.
+_handing_on = threading.local()
+
+
+@task_postrun.connect
+def _handed_on(state: str | None = None, **_: object) -> None:
+    """After a task: a step that stored its output and whose next message Celery published
+    (state SUCCESS) marks its batch queued; its worker stops listing the step either way."""
+    claims: list[tuple[Step, Claim]] = _handing_on.__dict__.pop("claims", [])
+    if not claims:
+        return
+    runtime = current_runtime()
+    beat, jobs = _heartbeat(runtime), tracker()
+    for work, claim in claims:
+        if claim.state == "done" and state == "SUCCESS":
+            queued = claim.model_copy(update={"state": "queued", "at": time.time()})
+            jobs.claim(work.job_id, work.batch, queued)
+        if beat:
+            beat.release(claim.token(work.job_id, work.batch))
+
+
+@task_received.connect
+def _hold_on_receipt(request: Any = None, **_: object) -> None:
+    """A worker that takes a step's message holds it from then on: a worker killed before the
+    step started (the message waited for a free pool process) is noticed like any other."""
+    if request is None or request.name not in (run_step.name, finish_batch.name):
+        return
+    runtime = current_runtime()
+    beat = _heartbeat(runtime)
+    if beat is None:
+        return
+    kwargs, jobs = request.kwargs, tracker()
+    work = Step(
+        None, kwargs["job_id"], kwargs.get("pipeline", ""), kwargs.get("step", FINISH),
+        kwargs["batch"], kwargs.get("gen", 0),
+    )  # fmt: skip
+    try:
+        if work.stale(jobs):
+            return
+        claim = work.claim(beat.worker, "running")
+        beat.hold(claim.token(work.job_id, work.batch))
         jobs.claim(work.job_id, work.batch, claim)
-        jobs.touch(work.job_id)
-        yield done
+    except (StoreError, LookupError, ValueError) as err:  # the step itself will tell
+        log.warning("claim_on_receipt_failed job=%s batch=%s: %s", work.job_id, work.batch, err)
 
 
 def _failed_report(

@@ -64,8 +64,9 @@ class Claim(BaseModel):
     step: str
     worker: str
     gen: int = 0
-    # running: a worker runs `step`; done: `step` is stored and the next one queued;
-    # queued: the sweeper re-published the batch from `step`.
+    # running: a worker took (or runs) `step`; done: `step` is stored, its worker is handing
+    # the batch on; queued: the next step's message is published (or the sweeper re-published
+    # the batch from `step`), no worker holds the batch.
     state: Literal["running", "done", "queued"] = "running"
     at: float  # time.time() when the state was set
 
