@@ -6,12 +6,13 @@
 Distributed mode, all on loopback: `cogmill worker` processes (`--pool threads` or `prefork`)
 on Redis, Neo4j graph + Neo4j vectors, the LLM and the embeddings behind tests/llm_server.py,
 and the API as a `cogmill serve` subprocess. First an undisturbed cognify job (fresh text, no
-LLM cache hits) gives the job's throughput without traffic; then a job of the same size (fresh
-text again) runs while N clients search (every common type), remember and recall in sessions,
-poll the job and read its event stream, and one more client follows that stream from start to
-finish. Prints requests/s, p50/p95/p99 per route, every error (any non-2xx or exception), the
-server's RSS sampled from /proc every second (start, peak, end, slope after warm-up) and the
-job's chunks/s beside the undisturbed run. Every loop is bounded by a count and a deadline.
+LLM cache hits) gives the job's throughput without traffic; then jobs of the same size (fresh
+text again) run back to back for the whole load phase while N clients search (every common
+type), remember and recall in sessions, poll the running job and read its event stream, and
+one more client follows the first job's stream from start to finish. Prints requests/s,
+p50/p95/p99 per route, every error (any non-2xx or exception), the server's RSS sampled from
+/proc every second (start, peak, end, slope after warm-up) and the jobs' chunks/s beside the
+undisturbed run's. Every loop is bounded by a count and a deadline.
 Needs Redis and Neo4j (`deploy/services.sh start`; the URLs below are its defaults).
 """
 
@@ -25,12 +26,14 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -59,6 +62,7 @@ QUESTIONS = [
     "What happened in 1845?",
     "Where did Alan Turing meet John von Neumann?",
 ]
+MAX_JOBS = 1000  # back to back in one load run, at most
 MAX_EVENT_LINES = 100_000  # read from one event stream at most
 NOTES_PER_SESSION = 20  # a client starts a new session after this many notes
 
@@ -69,8 +73,8 @@ class LoadConfig:
 
     pool: str = "threads"
     clients: int = 8
-    duration_s: float = 300.0  # clients run this long, and on until the job has finished
-    warmup_s: float = 30.0  # RSS growth and slope are measured after this
+    duration_s: float = 600.0  # clients run this long (and until the last job has finished)
+    warmup_s: float = 120.0  # RSS growth and slope are measured after this
     deadline_s: float = 900.0  # hard limit of the loaded phase, whatever happens
     max_requests: int = 100_000  # per client
     documents: int = 200  # per job; the seed dataset the clients search has as many
@@ -225,7 +229,7 @@ class Stack:
             if hasattr(self, "http"):
                 for dataset in self.datasets:
                     with contextlib.suppress(httpx.HTTPError):
-                        self.http.delete(f"/api/v1/datasets/{dataset}")
+                        self.http.delete(f"/api/v1/datasets/{dataset}", timeout=300)
                 self.http.close()
         finally:
             for proc in self.procs:
@@ -336,12 +340,48 @@ def rss_figures(samples: list[tuple[float, float, int]], warmup_s: float) -> dic
     }
 
 
+@dataclass(frozen=True)
+class Target:
+    """What the clients call about: the searched datasets and the job they poll and stream."""
+
+    datasets: list[str]
+    job_id: str
+
+
+class JobLoop(threading.Thread):
+    """Cognify jobs back to back, each on a new dataset of fresh text, so one is running all
+    the while the clients call; none starts after `until` (time.monotonic()). The clients
+    search the seed dataset and the one being cognified, and poll and stream its job."""
+
+    def __init__(self, stack: Stack, seed: str, until: float) -> None:
+        super().__init__(daemon=True)
+        self.stack, self.seed, self.until = stack, seed, until
+        self.finished: list[dict[str, Any]] = []
+        self.error: str | None = None
+        self.target = self._start()
+
+    def _start(self) -> Target:
+        dataset = self.stack.add_dataset(self.stack.config.documents)
+        return Target([self.seed, dataset], self.stack.cognify(dataset))
+
+    def run(self) -> None:
+        try:
+            for _ in range(MAX_JOBS):
+                job = self.stack.wait_job(self.target.job_id, self.stack.config.deadline_s)
+                self.finished.append(job)
+                if job["status"] != "succeeded" or time.monotonic() >= self.until:
+                    return
+                self.target = self._start()
+        except (httpx.HTTPError, TimeoutError) as err:
+            self.error = f"{type(err).__name__}: {err}"
+
+
 class Client:
     """One API client's mix: every route in turn, starting at its own offset."""
 
-    def __init__(self, base_url: str, index: int, datasets: list[str], job_id: str) -> None:
+    def __init__(self, base_url: str, index: int, target: Callable[[], Target]) -> None:
         self.http = httpx.Client(base_url=base_url, timeout=60)
-        self.index, self.datasets, self.job_id = index, datasets, job_id
+        self.index, self.target = index, target
         self.notes = 0
         self.running_polls = 0
 
@@ -351,9 +391,10 @@ class Client:
     def call(self, route: str, step: int, hold_s: float) -> float | None:
         """One request of `route`; raises RuntimeError for anything but a 2xx. Returns the
         seconds to the first event for `events` (the latency a reader feels), else None."""
+        target = self.target()
         if route.startswith("search:"):
             kind = route.split(":", 1)[1]
-            body: dict[str, Any] = {"query": self.question(step), "datasets": self.datasets}
+            body: dict[str, Any] = {"query": self.question(step), "datasets": target.datasets}
             if kind != "routed":
                 body.update(search_type=kind, top_k=5)
             self._check(self.http.post("/api/v1/search", json=body))
@@ -362,14 +403,14 @@ class Client:
             text = f"Client {self.index} noted fact {self.notes}: {self.question(step)}"
             self._check(self.http.post("/api/v1/remember", json={"text": text, **self._session()}))
         elif route == "recall":
-            body = {"query": self.question(step), **self._session(), "datasets": self.datasets[:1]}
+            body = {"query": self.question(step), **self._session(), "datasets": target.datasets}
             self._check(self.http.post("/api/v1/recall", json={**body, "top_k": 5}))
         elif route == "job":
-            response = self.http.get(f"/api/v1/jobs/{self.job_id}")
+            response = self.http.get(f"/api/v1/jobs/{target.job_id}")
             self._check(response)
             self.running_polls += response.json()["status"] in ("queued", "running")
         elif route == "events":
-            return read_events(self.http, self.job_id, hold_s)[0]
+            return read_events(self.http, target.job_id, hold_s)[0]
         return None
 
     def _session(self) -> dict[str, str]:
@@ -403,16 +444,15 @@ def read_events(http: httpx.Client, job_id: str, hold_s: float) -> tuple[float, 
     return first, kinds
 
 
-def run_clients(
-    stack: Stack, datasets: list[str], job_id: str, until: Callable[[], bool]
-) -> Recorder:
-    """`config.clients` threads calling every route in turn, plus one that follows the job's
-    event stream to the end, until `until()` is true, a client's count or the deadline."""
+def run_clients(stack: Stack, jobs: JobLoop, until: Callable[[], bool]) -> Recorder:
+    """`config.clients` threads calling every route in turn, plus one that follows the first
+    job's event stream to the end, until `until()` is true, a client's count or the deadline."""
     config, recorder = stack.config, Recorder()
     deadline = time.monotonic() + config.deadline_s
+    first_job = jobs.target.job_id
 
     def client(index: int) -> None:
-        api = Client(stack.base_url, index, datasets, job_id)
+        api = Client(stack.base_url, index, lambda: jobs.target)
         with api.http:
             for step in range(config.max_requests):
                 if until() or time.monotonic() > deadline:
@@ -432,7 +472,7 @@ def run_clients(
         started, error = time.perf_counter(), None
         with httpx.Client(base_url=stack.base_url, timeout=60) as http:
             try:
-                _, kinds = read_events(http, job_id, hold_s=config.deadline_s)
+                _, kinds = read_events(http, first_job, hold_s=config.deadline_s)
                 if "progress" not in kinds:
                     error = f"no progress event in {kinds}"
             except Exception as err:  # noqa: BLE001 - every exception is a counted error
@@ -467,50 +507,60 @@ def route_figures(recorder: Recorder, seconds: float) -> dict[str, dict[str, flo
     return figures
 
 
-def warm_up(stack: Stack, datasets: list[str]) -> None:
+def warm_up(stack: Stack, seed: str) -> None:
     """Every route once, so modules and connection pools load before RSS is watched."""
-    job_id = stack.cognify(datasets[0])  # nothing to do: finished at once
-    api = Client(stack.base_url, 0, datasets, job_id)
+    target = Target([seed], stack.cognify(seed))  # nothing to do: finished at once
+    api = Client(stack.base_url, 0, lambda: target)
     with api.http:
         for step, route in enumerate(ROUTES):
             api.call(route, step, hold_s=1.0)
 
 
+def jobs_figures(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The jobs run under load: how many, their statuses, totals and chunks/s (the first
+    job's too: it started with the clients, as the undisturbed job started alone)."""
+    figures = [job_figures(job) for job in jobs]
+    rates = [f["chunks_per_s"] for f in figures if f["chunks_per_s"]] or [0.0]
+    return {
+        "jobs": len(figures),
+        "statuses": dict(Counter(f["status"] for f in figures)),
+        "document_errors": sum(f["errors"] for f in figures),
+        "documents": sum(f["documents"] for f in figures),
+        "chunks": sum(f["chunks"] for f in figures),
+        "chunks_per_s_median": round(statistics.median(rates), 2),
+        "chunks_per_s_min_max": [min(rates), max(rates)],
+        "first": figures[0] if figures else None,
+    }
+
+
 def run_load(config: LoadConfig) -> dict[str, Any]:
-    """The whole run on a fresh stack: seed, undisturbed job, loaded job; every figure."""
+    """The whole run on a fresh stack: seed, undisturbed job, load phase; every figure."""
     with Stack(config) as stack:
-        seed = stack.add_dataset(config.documents)  # what the clients search
-        timeout = config.deadline_s
-        seed_job = stack.wait_job(stack.cognify(seed), timeout)
+        seed = stack.add_dataset(config.documents)  # what the clients search, besides the job's
+        seed_job = stack.wait_job(stack.cognify(seed), config.deadline_s)
         if seed_job["status"] != "succeeded":
             raise RuntimeError(f"the seed job did not succeed: {seed_job}")
         undisturbed = None
         if config.baseline:
             alone = stack.add_dataset(config.documents)
-            undisturbed = job_figures(stack.wait_job(stack.cognify(alone), timeout))
-        warm_up(stack, [seed])
-        loaded = stack.add_dataset(config.documents)
+            undisturbed = job_figures(stack.wait_job(stack.cognify(alone), config.deadline_s))
+        warm_up(stack, seed)
         sampler = RssSampler(stack.server.pid, config.deadline_s + 60)
         cpu_before = cpu_seconds(stack.server.pid)
         sampler.start()
         started = time.monotonic()
-        job_id = stack.cognify(loaded)
-        job_done = threading.Event()
+        jobs = JobLoop(stack, seed, until=started + config.duration_s)
+        jobs.start()
 
         def until() -> bool:
-            return job_done.is_set() and time.monotonic() - started >= config.duration_s
+            return not jobs.is_alive() and time.monotonic() - started >= config.duration_s
 
-        watcher = threading.Thread(
-            target=lambda: (stack.wait_job(job_id, config.deadline_s), job_done.set())
-        )
-        watcher.start()
-        recorder = run_clients(stack, [seed, loaded], job_id, until)
+        recorder = run_clients(stack, jobs, until)
         elapsed = time.monotonic() - started
         sampler.stop.set()
         sampler.join(10)
-        watcher.join(10)
+        jobs.join(config.deadline_s)
         cpu = cpu_seconds(stack.server.pid) - cpu_before
-        job = stack.http.get(f"/api/v1/jobs/{job_id}").raise_for_status().json()
         served = len(recorder.samples)
         return {
             "pool": config.pool,
@@ -522,10 +572,10 @@ def run_load(config: LoadConfig) -> dict[str, Any]:
             "requests_per_s": round(served / elapsed, 2),
             "job_polls_while_running": recorder.running_polls,
             "server_cpu_ms_per_request": round(cpu * 1000 / served, 1) if served else None,
-            "errors": recorder.errors(),
+            "errors": recorder.errors() + ([f"job loop: {jobs.error}"] if jobs.error else []),
             "routes": route_figures(recorder, elapsed),
             "rss": rss_figures(sampler.samples, config.warmup_s),
-            "job_under_load": job_figures(job) if job.get("finished_at") else job,
+            "jobs_under_load": jobs_figures(jobs.finished),
             "job_undisturbed": undisturbed,
         }
 
@@ -542,7 +592,7 @@ def print_report(report: dict[str, Any]) -> None:
     for error in report["errors"]:
         print("ERROR", error)
     print("server RSS:", json.dumps(report["rss"]))
-    print("job under load:", json.dumps(report["job_under_load"]))
+    print("jobs under load:", json.dumps(report["jobs_under_load"]))
     print("job undisturbed:", json.dumps(report["job_undisturbed"]))
     print(json.dumps(report), flush=True)
 
@@ -584,7 +634,8 @@ def main() -> None:
         )
         report = run_load(config)
         print_report(report)
-        failed |= bool(report["errors"]) or report["job_under_load"]["status"] != "succeeded"
+        statuses = report["jobs_under_load"]["statuses"]
+        failed |= bool(report["errors"]) or set(statuses) != {"succeeded"}
     sys.exit(1 if failed else 0)
 
 
