@@ -111,7 +111,7 @@ class Settings(BaseSettings):
     # Session memory (retrieval/sessions.py): a session item expires this long after written.
     session_ttl_seconds: int = Field(default=7 * 86_400, ge=1)
     # GRAPH_PPR (retrieval/ppr.py): seeds, the bounded neighbourhood, PageRank, the fusion.
-    ppr_damping: float = Field(default=0.8, ge=0, lt=1, description="Share that follows edges")
+    ppr_damping: float = Field(default=0.85, ge=0, lt=1, description="Share that follows edges")
     ppr_hops: int = Field(default=2, ge=1, le=4, description="Steps read out from the seeds")
     ppr_chunk_seeds: int = Field(default=20, ge=0, le=1000)
     ppr_entity_seeds: int = Field(default=0, ge=0, le=1000)
@@ -126,7 +126,7 @@ class Settings(BaseSettings):
     ppr_chunk_fanout: int = Field(default=64, ge=1, description="Entities read per chunk")
     ppr_max_nodes: int = Field(default=3000, ge=10, le=100_000)
     ppr_iterations: int = Field(default=50, ge=1, le=1000)
-    ppr_dense_fusion: float = Field(default=0.3, ge=0, le=1, description="Dense score share")
+    ppr_dense_fusion: float = Field(default=0.2, ge=0, le=1, description="Dense score share")
     ppr_dense_candidates: int = Field(default=100, ge=1, le=1000)
     ppr_link_hits: int = Field(default=3, ge=0, le=100, description="Entities per query name")
     ppr_link_threshold: float = Field(default=0.75, ge=-1, le=1)

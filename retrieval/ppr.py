@@ -53,7 +53,7 @@ STOPWORDS = frozenset({
 class PPRParams:
     """Seeds, bounds and weights of one GRAPH_PPR search (COGMILL_PPR_* settings)."""
 
-    damping: float = 0.8
+    damping: float = 0.85
     hops: int = 2
     chunk_seeds: int = 20
     entity_seeds: int = 0
@@ -68,7 +68,7 @@ class PPRParams:
     chunk_fanout: int = 64
     max_nodes: int = 3000
     iterations: int = 50
-    dense_fusion: float = 0.3
+    dense_fusion: float = 0.2
     dense_candidates: int = 100
     link_hits: int = 3
     seed_temperature: float = 0.05
