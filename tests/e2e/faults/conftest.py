@@ -26,12 +26,16 @@ def shared_stack() -> Stack:
 
 
 @pytest.fixture(scope="session")
-def fault_dir() -> Iterator[Path]:
+def fault_dir(request: pytest.FixtureRequest) -> Iterator[Path]:
     """Not pytest's tmp_path: its rotation (three runs kept) would delete a folder that worker
-    processes still read while other test sessions start on the machine. Kept on failure."""
+    processes still read while other test sessions start on the machine. Kept on failure
+    (the worker logs are there)."""
     folder = Path(tempfile.mkdtemp(prefix="cogmill-faults-"))
     yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    if request.session.testsfailed:
+        print(f"fault harness: worker logs kept in {folder}")
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

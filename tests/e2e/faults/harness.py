@@ -9,6 +9,8 @@ and the embeddings are the local test server with some latency.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import signal
 import subprocess
@@ -19,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import redis
 
 from core.catalog import AddReport
 from core.models.jobs import Job
@@ -283,3 +287,38 @@ def finish(
     snap = stores.take(s.neo4j_uri or "", s.redis_url or "", prefix, job.dataset, job)
     events = [e for _, e in JobTracker(runtime.state).events(job.id)]
     return RunResult(job, snap, llm.stats(), time.monotonic() - started, prefix, events)
+
+
+def stuck_evidence(runtime: Runtime, job: Job) -> str:
+    """Why a job may be stuck: each unrecorded batch's claim, generation and stored outputs,
+    the messages in its queues and those delivered but not acknowledged (kombu's `unacked`)."""
+    tracker = JobTracker(runtime.state)
+    prefix = runtime.settings.redis_prefix
+    lines = []
+    claims = tracker.claims(job)
+    for batch in range(job.total_batches):
+        if tracker.batch_recorded(job.id, batch):
+            continue
+        outputs = sorted(
+            key.rsplit(":", 1)[1]
+            for key in runtime.state.keys(f"job:{job.id}:artifact:{batch}:")
+            if key.count(":") == 4
+        )
+        lines.append(f"  batch {batch} unrecorded: claim {claims.get(batch)}, "
+                     f"gen {tracker.generation(job.id, batch)}, stored {outputs}")  # fmt: skip
+    with redis.Redis.from_url(runtime.settings.redis_url or "") as client:
+        queued = {
+            key.decode(errors="replace"): client.llen(key)
+            for queue in ("ingest", "llm")
+            for key in client.scan_iter(match=f"{prefix}{queue}*")
+            if client.type(key) == b"list"  # priority lists; not the LLM cache's keys
+        }
+        lines.append(f"  queues {queued}")
+        for tag, raw in client.hgetall(f"{prefix}unacked").items():
+            message = json.loads(raw)[0]
+            body = json.loads(base64.b64decode(message["body"]))
+            kwargs = body[1] if len(body) > 1 else {}
+            lines.append(f"  unacked {tag.decode()}: {kwargs}")
+    events = [e for _, e in tracker.events(job.id)][-8:]
+    lines += [f"  event {e}" for e in events]
+    return "\n".join(lines)

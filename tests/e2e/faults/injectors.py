@@ -106,7 +106,7 @@ class WorkerKiller:
         self.gap, self.choose, self.child_only = gap, choose, child_only
         self.recovery = Recovery(tracker)
         self.misses = 0
-        self.next_at = time.monotonic() + rng.uniform(*gap)
+        self.next_at = time.monotonic() + rng.uniform(0.0, gap[0])  # the first: early
 
     @property
     def kills(self) -> list[Kill]:

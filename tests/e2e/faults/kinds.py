@@ -25,6 +25,7 @@ from workers.orchestration import cognify
 
 LLM_TIMEOUT_S = "5"  # the client's timeout in the LLM scenarios: 30x the server's latency
 HANG_S = 60.0  # a hanging request: far past the client's timeout
+SLOW_LLM_MS = 2000.0  # per request, where kills aim at the llm queue's steps
 
 
 def kill_workers(
@@ -49,7 +50,13 @@ def kill_workers(
 def worker_kills(count: int, **options: object) -> Scenario:
     """Thread and prefork workers, one of each per queue, killed while they run a step."""
     workers = [(pool, queue, 2) for pool in ("threads", "prefork") for queue in ("llm", "ingest")]
-    return Scenario(f"SIGKILL worker x{count}", workers, chaos=kill_workers(count, **options))
+    return Scenario(
+        f"SIGKILL worker x{count}",
+        workers,
+        # A slow LLM: extraction steps run long enough for a kill to find them running.
+        llm_faults={"latency_ms": SLOW_LLM_MS},
+        chaos=kill_workers(count, **options),  # type: ignore[arg-type]
+    )
 
 
 def server_kills(name: str, server: object, count: int) -> Scenario:

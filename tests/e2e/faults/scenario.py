@@ -17,6 +17,7 @@ from typing import Any
 from core.models.jobs import Job
 from tests.e2e.faults import stores
 from tests.e2e.faults.harness import (
+    JobStuckError,
     RunResult,
     Stack,
     WorkerPool,
@@ -27,6 +28,7 @@ from tests.e2e.faults.harness import (
     open_runtime,
     remove_dataset,
     run_env,
+    stuck_evidence,
     wait_job,
 )
 from tests.e2e.faults.injectors import Kill
@@ -134,7 +136,12 @@ def run(
             tick = scenario.chaos(ctx) if scenario.chaos else None
             started = time.monotonic()
             job = scenario.job(ctx, dataset) if scenario.job else cognify(runtime, dataset)
-            job = wait_job(runtime, job.id, scenario.timeout, tick)
+            try:
+                job = wait_job(runtime, job.id, scenario.timeout, tick)
+            except JobStuckError as err:
+                kills = "\n".join(f"  kill {k.describe()}" for k in getattr(tick, "kills", []))
+                evidence = stuck_evidence(runtime, JobTracker(runtime.state).get(job.id))
+                raise JobStuckError(f"[{scenario.name}] {err}\n{kills}\n{evidence}") from None
             result = finish(runtime, job, llm, env, started)
         finally:
             workers.stop_all()

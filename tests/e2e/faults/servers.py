@@ -104,12 +104,26 @@ class OwnNeo4j:
         pid = _pid(self.folder / "neo4j.pid")
         os.kill(pid, signal.SIGKILL)
         _wait_gone(pid)
+        # The JVM's main thread can be a zombie while its other threads still hold the port.
+        deadline = time.monotonic() + 60
+        while _answers(self.port):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"port {self.port} still answers 60s after SIGKILL of {pid}")
+            time.sleep(0.1)
 
     def restart(self) -> None:
         self.start()
 
     def stop(self) -> None:
         self._services("stop")
+
+
+def _answers(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 def _wait_gone(pid: int, timeout: float = 30) -> None:
