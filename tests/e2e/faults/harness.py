@@ -94,7 +94,7 @@ def llm_server(**faults: Any) -> LLMTestServer:
 def open_runtime(env: dict[str, str]) -> Runtime:
     """This process's runtime on a run's settings, installed for tasks, Celery on its broker."""
     values = {k.removeprefix("COGMILL_").lower(): v for k, v in env.items()}
-    settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, **values)  # type: ignore[call-arg, arg-type]
     configure(settings)
     runtime = Runtime(settings)
     use_runtime(runtime)

@@ -78,11 +78,16 @@ def llm_faults(rate: float = 0.2) -> Scenario:
     return Scenario(f"LLM faults {rate:.0%}", llm_faults=faults, settings=settings)
 
 
-def llm_hang() -> Scenario:
-    """Every text's first LLM request hangs far past the client's timeout."""
-    faults = {"fail_first": 1, "fail_kind": "timeout", "hang_seconds": HANG_S}
+def llm_hang(share: float = 1.0) -> Scenario:
+    """The LLM hangs far past the client's timeout: on every text's first request (`share`
+    1), or on that share of all requests (drawn per text and attempt)."""
+    faults: dict[str, object] = {"hang_seconds": HANG_S}
+    if share >= 1:
+        faults |= {"fail_first": 1, "fail_kind": "timeout"}
+    else:
+        faults |= {"rate_timeout": share}
     return Scenario(
-        "LLM hangs past the timeout",
+        f"LLM hangs past the timeout ({share:.0%} of requests)",
         llm_faults=faults,
         settings={"llm_timeout_seconds": LLM_TIMEOUT_S},
     )

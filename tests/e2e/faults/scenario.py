@@ -139,9 +139,9 @@ def run(
             try:
                 job = wait_job(runtime, job.id, scenario.timeout, tick)
             except JobStuckError as err:
-                kills = "\n".join(f"  kill {k.describe()}" for k in getattr(tick, "kills", []))
+                done = "\n".join(f"  kill {k.describe()}" for k in getattr(tick, "kills", []))
                 evidence = stuck_evidence(runtime, JobTracker(runtime.state).get(job.id))
-                raise JobStuckError(f"[{scenario.name}] {err}\n{kills}\n{evidence}") from None
+                raise JobStuckError(f"[{scenario.name}] {err}\n{done}\n{evidence}") from None
             result = finish(runtime, job, llm, env, started)
         finally:
             workers.stop_all()

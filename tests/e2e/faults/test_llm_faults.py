@@ -27,8 +27,8 @@ def test_a_fifth_of_llm_requests_failing_loses_nothing(
 def test_an_llm_hanging_past_the_timeout_loses_nothing(
     shared_stack: Stack, corpus: list[Path], dataset: str, fault_dir: Path, reference: RunResult
 ) -> None:
-    outcome = run(llm_hang(), shared_stack, corpus, dataset, fault_dir / "hang", reference)
+    # A third of the requests here; bench/faults.py hangs every text's first request.
+    outcome = run(llm_hang(1 / 3), shared_stack, corpus, dataset, fault_dir / "hang", reference)
     check(outcome)
     hung = outcome.result.llm_stats["faults"].get("timeout", 0)
-    # Every text's first request hangs: at least one per chunk, each retried after the timeout.
-    assert hung >= outcome.result.job.counts["chunks"], outcome.result.llm_stats
+    assert hung >= 3, outcome.result.llm_stats  # each retried after the client's timeout
