@@ -133,14 +133,14 @@ class TemporalRetriever:
                 text=str(node.properties.get("text", "")), score=0.0, sources=[chunk_source(node)]
             )
         fused = []
-        for chunk_id in wanted & passages.keys():
+        for chunk_id in sorted(wanted & passages.keys()):
             passage, events = passages[chunk_id], sorted(by_chunk.get(chunk_id, []), reverse=True)
             boost = events[0][0] if events else 0.0
             evidence = [line for _, line in events]
             score = boost + self.params.graph_weight * passage.score
             update = {"text": "\n".join([*evidence, passage.text]), "evidence": evidence}
             fused.append(passage.model_copy(update={**update, "score": round(score, 6)}))
-        return sorted(fused, key=lambda r: -r.score)
+        return sorted(fused, key=lambda r: -r.score)  # stable: ties keep the chunk id order
 
     def _by_mentions(
         self, graph: list[SearchResult], windows: list[TimeSpan], top_k: int
