@@ -142,10 +142,11 @@ def search(
 def routed_or_available(routed: Route) -> tuple[SearchType, str]:
     """The routed type if it is available, else the runner-up or the default; and why."""
     chosen = f"routed to {routed.search_type.value} (confidence {routed.confidence:.2f})"
+    why = f": {routed.reason}" if routed.reason else ""
     if routed.search_type in RETRIEVERS:
-        return routed.search_type, chosen
+        return routed.search_type, chosen + why
     fallback = routed.runner_up if routed.runner_up in RETRIEVERS else DEFAULT_TYPE
-    return fallback, f"{chosen}, which is not available: ran {fallback.value} instead"
+    return fallback, f"{chosen}, which is not available: ran {fallback.value} instead{why}"
 
 
 class DatasetLimits:
