@@ -116,6 +116,7 @@ def main() -> int:
             ("worker", lambda: (worker_kills(args.worker_kills), shared), args.worker_kills),
             ("child", lambda: (child_kills(3), shared), 3),
             ("llm", lambda: (llm_faults(0.2), shared), 0),
+            ("llm", lambda: (llm_faults(0.2, scheduled=True), shared), 0),
             ("hang", lambda: (llm_hang(), shared), 0),
             ("redis", lambda: (server_kills("redis", own_redis, args.server_kills),
                                Stack(own_redis.url, shared.neo4j_uri)), args.server_kills),

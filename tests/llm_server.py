@@ -62,6 +62,10 @@ class Faults:
     embedding_dim: int = 64
     floats_only: bool = False  # embeddings as float lists even when base64 is asked
     seed: int = 0
+    # Every n-th request (counted over all paths) fails, the kinds of FAULTS in turn: exactly
+    # 1/n of the requests, every kind, whatever texts arrive (a "malformed" turn that falls on
+    # an embeddings request answers 500 there and goes to the next chat request).
+    fault_every: int = 0
 
 
 def graph_for_text(text: str) -> dict[str, Any]:
@@ -193,6 +197,8 @@ class _Server(ThreadingHTTPServer):
         self.requests: Counter[str] = Counter()
         self.injected: Counter[str] = Counter()
         self.seen: Counter[tuple[str, str]] = Counter()
+        self.turns = 0  # requests drawn so far, for `fault_every`
+        self.owed_malformed = 0  # malformed turns that fell on embeddings requests
         self.in_flight = 0
         self.peak_in_flight = 0
 
@@ -209,7 +215,9 @@ class _Server(ThreadingHTTPServer):
             self.seen[(path, subject)] += 1
             faults = self.faults
         kind = faults.fail_kind if n < faults.fail_first else None
-        if kind is None:
+        if kind is None and faults.fault_every:
+            kind = self._turn(path, faults.fault_every)
+        elif kind is None:
             roll = random.Random(f"{faults.seed}:{path}:{subject}:{n}").random()
             for name in FAULTS:
                 roll -= getattr(faults, f"rate_{name}")
@@ -222,6 +230,22 @@ class _Server(ThreadingHTTPServer):
             with self.lock:
                 self.injected[kind] += 1
         return kind
+
+    def _turn(self, path: str, every: int) -> str | None:
+        """The fault of this request in the `fault_every` schedule, if it is its turn."""
+        chat = path.endswith("/chat/completions")
+        with self.lock:
+            self.turns += 1
+            if self.turns % every:
+                if chat and self.owed_malformed:
+                    self.owed_malformed -= 1
+                    return "malformed"
+                return None
+            kind = FAULTS[(self.turns // every - 1) % len(FAULTS)]
+            if kind == "malformed" and not chat:
+                self.owed_malformed += 1
+                return "500"
+            return kind
 
     def count(self, path: str) -> None:
         """Count one request on `path`."""

@@ -69,13 +69,19 @@ def server_kills(name: str, server: object, count: int) -> Scenario:
     return Scenario(f"SIGKILL {name} x{count}", chaos=chaos, timeout=600)
 
 
-def llm_faults(rate: float = 0.2) -> Scenario:
-    """`rate` of LLM and embedding requests fail, spread over 429, 500, timeout, malformed."""
-    each = rate / 4
-    faults = {"rate_429": each, "rate_500": each, "rate_timeout": each, "rate_malformed": each,
-              "retry_after": 0.5, "hang_seconds": HANG_S}  # fmt: skip
+def llm_faults(rate: float = 0.2, *, scheduled: bool = False) -> Scenario:
+    """`rate` of LLM and embedding requests fail, spread over 429, 500, timeout (a request
+    hanging past the client's timeout) and malformed JSON: drawn at random per text and
+    attempt, or `scheduled` (every 1/rate-th request, the kinds in turn: exactly that share,
+    every kind, whatever the texts)."""
+    faults: dict[str, object] = {"retry_after": 0.5, "hang_seconds": HANG_S}
+    if scheduled:
+        faults["fault_every"] = round(1 / rate)
+    else:
+        faults |= {f"rate_{kind}": rate / 4 for kind in ("429", "500", "timeout", "malformed")}
     settings = {"llm_timeout_seconds": LLM_TIMEOUT_S, "llm_max_attempts": "10"}
-    return Scenario(f"LLM faults {rate:.0%}", llm_faults=faults, settings=settings)
+    how = "scheduled" if scheduled else "random"
+    return Scenario(f"LLM faults {rate:.0%} {how}", llm_faults=faults, settings=settings)
 
 
 def llm_hang(share: float = 1.0) -> Scenario:

@@ -95,7 +95,9 @@ class Outcome:
         lines = [
             f"[{self.scenario}] job {job.status.value} in {self.result.seconds:.0f}s, "
             f"{job.counts.get('documents', 0)} documents, {job.counts.get('chunks', 0)} chunks, "
-            f"{self.result.chat_calls()} LLM calls, faults {self.result.llm_stats['faults']}, "
+            f"{self.result.chat_calls()} LLM calls "
+            f"({self.result.llm_stats['requests'].get('/v1/embeddings', 0)} embedding calls), "
+            f"faults {self.result.llm_stats['faults']}, "
             f"{len(self.kills)} kills ({self.misses} missed a running step), "
             f"events recovered={self.result.event_count('batch_recovered')} "
             f"resumed={self.result.event_count('batch_resumed')}",

@@ -18,10 +18,13 @@ pytestmark = [pytest.mark.e2e, pytest.mark.services]
 def test_a_fifth_of_llm_requests_failing_loses_nothing(
     shared_stack: Stack, corpus: list[Path], dataset: str, fault_dir: Path, reference: RunResult
 ) -> None:
-    outcome = run(llm_faults(0.2), shared_stack, corpus, dataset, fault_dir / "llm", reference)
+    # Every fifth request fails, the kinds in turn (bench/faults.py also draws them at random).
+    scenario = llm_faults(0.2, scheduled=True)
+    outcome = run(scenario, shared_stack, corpus, dataset, fault_dir / "llm", reference)
     check(outcome)
-    injected = outcome.result.llm_stats["faults"]
-    assert sum(injected.values()) >= 3, injected  # ~20% of ~40 requests; seeded per text
+    stats = outcome.result.llm_stats
+    assert set(stats["faults"]) == {"429", "500", "timeout", "malformed"}, stats
+    assert sum(stats["faults"].values()) >= sum(stats["requests"].values()) // 5 - 1, stats
 
 
 def test_an_llm_hanging_past_the_timeout_loses_nothing(
