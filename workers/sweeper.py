@@ -20,9 +20,12 @@ at most, and the generation check stops the older chain at its next step.
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import threading
 import time
+from typing import Any
 
 from celery import Celery
 from celery.signals import worker_process_init, worker_ready, worker_shutdown
@@ -37,6 +40,7 @@ from workers.jobs import JobTracker
 from workers.runtime import Runtime, current_runtime, use_runtime
 
 log = logging.getLogger("cogmill.sweeper")
+STEP_TASKS = ("cogmill.run_step", "cogmill.finish_batch")
 
 
 def queued_messages(app: Celery) -> int:
@@ -47,6 +51,29 @@ def queued_messages(app: Celery) -> int:
             channel.queue_declare(queue=name, passive=True).message_count
             for name in (INGEST_QUEUE, LLM_QUEUE)
         )
+
+
+def unacked_steps(app: Celery) -> list[dict[str, Any]]:
+    """The keyword arguments of the step and finish messages that a worker took from the
+    broker and has not acknowledged (kombu's Redis transport keeps them until the ack)."""
+    steps = []
+    with app.connection_for_write() as conn:
+        channel = conn.default_channel
+        if not hasattr(channel, "unacked_index_key"):
+            return []  # the in-process broker of embedded mode keeps no unacknowledged index
+        client = channel.client  # adds the deployment's key prefix
+        for tag in client.zrange(channel.unacked_index_key, 0, -1):
+            raw = client.hget(channel.unacked_key, tag)
+            if raw is None:
+                continue  # acknowledged meanwhile
+            message = json.loads(raw)[0]
+            if message.get("headers", {}).get("task") not in STEP_TASKS:
+                continue
+            body = message["body"]
+            if message.get("properties", {}).get("body_encoding") == "base64":
+                body = base64.b64decode(body)
+            steps.append(json.loads(body)[1])
+    return steps
 
 
 def resume_point(jobs: JobTracker, job_id: str, batch: int) -> tuple[str, list[str], str]:
@@ -62,16 +89,18 @@ def resume_point(jobs: JobTracker, job_id: str, batch: int) -> tuple[str, list[s
     return source.pipeline, steps, batch_input_key(job_id, batch)
 
 
-def republish(jobs: JobTracker, job_id: str, batch: int, event: str, **fields: object) -> int:
-    """Publish the rest of a batch in a new generation, from its last stored step output;
-    returns the generation."""
-    from workers.tasks import batch_chain
+def republish(jobs: JobTracker, job_id: str, batch: int, event: str, **fields: object) -> None:
+    """Publish the rest of a batch in a new generation, from its last stored step output."""
+    from workers.tasks import FINISH, batch_chain
 
     pipeline, steps, in_key = resume_point(jobs, job_id, batch)
     gen = jobs.next_generation(job_id, batch)
+    # No worker holds the batch until one takes the new message: later sweeps leave it alone.
+    first = steps[0] if steps else FINISH
+    claim = Claim(step=first, worker=worker_id(), gen=gen, state="republished", at=time.time())
+    jobs.claim(job_id, batch, claim)
     batch_chain(job_id, pipeline, steps, batch, in_key=in_key, gen=gen).apply_async()
     jobs.event(job_id, event, batch=batch, steps=steps, gen=gen, **fields)
-    return gen
 
 
 class Sweep:
@@ -95,6 +124,8 @@ class Sweep:
                 abandoned[job.id] = (job, lost)
             if not held and self.now - self.jobs.last_progress(job) > stall_seconds:
                 stalled.append(job)
+        for job, batches in self._orphans(abandoned).values():
+            abandoned.setdefault(job.id, (job, {}))[1].update(batches)
         # Queued work may be the stalled jobs' own: counted before this sweep publishes any.
         resume = stalled and not queued_messages(self.app)
         republished = sum(self._recover(job, lost) for job, lost in abandoned.values())
@@ -108,14 +139,45 @@ class Sweep:
         """The unfinished batches' claims that say a worker holds the batch (running, or done
         and not yet handed on): those a live worker lists in its heartbeat, and the others."""
         unfinished = set(self.jobs.unfinished_batches(job))
-        claims = {
-            b: c
-            for b, c in self.jobs.claims(job).items()
-            if b in unfinished and c.state != "queued"
-        }
+        claims = {b: c for b, c in self.jobs.claims(job).items() if b in unfinished and c.held}
         listed = running_steps(self.state, {c.worker for c in claims.values()})
         held = {b: c for b, c in claims.items() if c.token(job.id, b) in listed.get(c.worker, ())}
         return held, {b: c for b, c in claims.items() if b not in held}
+
+    def _orphans(
+        self, claimed: dict[str, tuple[Job, dict[int, Claim]]]
+    ) -> dict[str, tuple[Job, dict[int, Claim]]]:
+        """Batches whose step message a worker took but no live worker holds for a heartbeat
+        period: its worker died before it could claim the step (a prefork parent killed with
+        messages it had reserved, or killed as it took one). Not those `claimed` already."""
+        from workers.tasks import FINISH, Step
+
+        found: dict[str, tuple[Job, dict[int, Claim]]] = {}
+        for kwargs in unacked_steps(self.app):
+            job_id, batch = kwargs["job_id"], kwargs["batch"]
+            if batch in claimed.get(job_id, (None, {}))[1]:
+                continue
+            try:
+                job = self.jobs.get(job_id, live=False)
+            except LookupError:
+                continue
+            step = kwargs.get("step", FINISH)
+            work = Step(None, job_id, kwargs.get("pipeline", ""), step, batch, kwargs.get("gen", 0))
+            if job.status.finished or work.stale(self.jobs):
+                continue  # nothing to do: its delivery will end without running
+            claim = Claim(step=step, worker="unclaimed", gen=work.gen, at=self.now)
+            if self._held(job, batch, claim) or not self._missing_for_a_period(job, batch, claim):
+                continue
+            found.setdefault(job_id, (job, {}))[1][batch] = claim
+        return found
+
+    def _held(self, job: Job, batch: int, step: Claim) -> bool:
+        """Whether the batch's claim is for `step` and its live worker lists it."""
+        claim = self.jobs.position(job.id, batch)[2]
+        if claim is None or claim.token(job.id, batch) != step.token(job.id, batch):
+            return False
+        listed = running_steps(self.state, [claim.worker]).get(claim.worker, ())
+        return claim.token(job.id, batch) in listed
 
     def _missing_for_a_period(self, job: Job, batch: int, claim: Claim) -> bool:
         """Whether the claim was already unlisted at a sweep at least a heartbeat period ago
@@ -131,13 +193,8 @@ class Sweep:
 
     def _recover(self, job: Job, abandoned: dict[int, Claim]) -> int:
         for batch, claim in sorted(abandoned.items()):
-            gen = republish(self.jobs, job.id, batch, "batch_recovered", step=claim.step,
-                            worker=claim.worker, claimed_at=claim.at)  # fmt: skip
-            # Handed back to the queue: the next sweep must not publish it again.
-            queued = Claim(
-                step=claim.step, worker=worker_id(), gen=gen, state="queued", at=self.now
-            )
-            self.jobs.claim(job.id, batch, queued)
+            republish(self.jobs, job.id, batch, "batch_recovered", step=claim.step,
+                      worker=claim.worker, claimed_at=claim.at)  # fmt: skip
             log.warning("recovered batch=%s job=%s step=%s from dead worker %s",
                         batch, job.id, claim.step, claim.worker)  # fmt: skip
         return len(abandoned)

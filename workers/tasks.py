@@ -127,7 +127,7 @@ class Step:
         if claim.step not in order:
             return False
         passed = order.index(claim.step) - order.index(self.name)
-        return passed > 0 or (passed == 0 and claim.state == "done")
+        return passed > 0 or (passed == 0 and claim.state in ("done", "handed_on"))
 
 
 def _run_step(work: Step, counted: list[int]) -> str | None:
@@ -215,7 +215,7 @@ _handing_on = threading.local()
 @task_postrun.connect
 def _handed_on(state: str | None = None, **_: object) -> None:
     """After a task: a step that stored its output and whose next message Celery published
-    (state SUCCESS) marks its batch queued; its worker stops listing the step either way."""
+    (state SUCCESS) marks its batch handed on; its worker stops listing the step either way."""
     claims: list[tuple[Step, Claim]] = _handing_on.__dict__.pop("claims", [])
     if not claims:
         return
@@ -223,8 +223,8 @@ def _handed_on(state: str | None = None, **_: object) -> None:
     beat, jobs = _heartbeat(runtime), tracker()
     for work, claim in claims:
         if claim.state == "done" and state == "SUCCESS":
-            queued = claim.model_copy(update={"state": "queued", "at": time.time()})
-            jobs.claim(work.job_id, work.batch, queued)
+            handed_on = claim.model_copy(update={"state": "handed_on", "at": time.time()})
+            jobs.claim(work.job_id, work.batch, handed_on)
         if beat:
             beat.release(claim.token(work.job_id, work.batch))
 

@@ -65,9 +65,15 @@ class Claim(BaseModel):
     worker: str
     gen: int = 0
     # running: a worker took (or runs) `step`; done: `step` is stored, its worker is handing
-    # the batch on; queued: the next step's message is published (or the sweeper re-published
-    # the batch from `step`), no worker holds the batch.
-    state: Literal["running", "done", "queued"] = "running"
+    # the batch on; handed_on: the next step's message is published; republished: the sweeper
+    # published the batch again from `step`. In the last two no worker holds the batch.
+    state: Literal["running", "done", "handed_on", "republished"] = "running"
+
+    @property
+    def held(self) -> bool:
+        """Whether the claim says a worker holds the batch."""
+        return self.state in ("running", "done")
+
     at: float  # time.time() when the state was set
 
     def token(self, job_id: str, batch: int) -> str:

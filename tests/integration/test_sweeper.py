@@ -98,7 +98,7 @@ def test_a_dead_workers_batch_is_republished_once_and_its_old_delivery_does_noth
         (0, "classify", "gone-host:1", 1)
     ]
     # Handed back to the queue: later sweeps leave it alone.
-    assert tracker.claims(tracker.get(job.id))[0].state == "queued"
+    assert tracker.claims(tracker.get(job.id))[0].state == "republished"
     assert sweep(runtime, app, stall_seconds=3600, now=now + 3 * period) == 0
 
     # The dead worker's message, redelivered after the visibility timeout, is of generation 0:
