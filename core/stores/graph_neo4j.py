@@ -45,6 +45,8 @@ from core.stores import graph_neo4j_queries as q
 
 T = TypeVar("T")
 
+# Writes of a batch of nodes, while other transactions delete some of them (see _write_nodes).
+_NODE_WRITES = 5
 _RESERVED = frozenset({"id", "type", "dataset", "name"})
 _LABEL = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _INT64 = range(-(2**63), 2**63)
@@ -416,9 +418,24 @@ class Neo4jGraphStore:
 def _write_nodes(
     tx: ManagedTransaction, rows: Sequence[dict[str, Any]], links: Sequence[dict[str, str]]
 ) -> None:
-    """Merge one batch of nodes (binning their times when any has one), then their support."""
+    """Merge one batch of nodes (binning their times when any has one), then their support.
+
+    A node another transaction deleted while this one waited for its lock (a purge, a merge)
+    is matched by MERGE and written to nowhere, without an error (Neo4j 5.26, read
+    committed): the rows whose node is not stored afterwards are merged again, which creates
+    them, so the support links and the edges that follow find their nodes.
+    """
     timed = any(timeline.START in r["props"] or timeline.END in r["props"] for r in rows)
-    tx.run(f"{q.UPSERT_NODES} {q.TIME_BIN}" if timed else q.UPSERT_NODES, rows=rows).consume()
+    query = f"{q.UPSERT_NODES} {q.TIME_BIN}" if timed else q.UPSERT_NODES
+    pending = list(rows)
+    for _ in range(_NODE_WRITES):
+        tx.run(query, rows=pending).consume()
+        stored = set(_value(tx, q.STORED, ids=[r["id"] for r in pending]))
+        pending = [r for r in pending if r["id"] not in stored]
+        if not pending:
+            break
+    else:
+        raise StoreError(f"{len(pending)} node(s) deleted by other writers as fast as written")
     if links:
         tx.run(q.LINK_SUPPORT, links=links).consume()
 

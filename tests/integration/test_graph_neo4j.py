@@ -297,3 +297,30 @@ def test_a_merge_keeps_the_support_nodes_and_leaves_a_redirect_until_the_dataset
     graph_store.delete_dataset(dataset)
     assert _cypher(uri, redirects, ds=dataset) == []
     assert _support_nodes(uri, dataset) == set()
+
+
+def test_a_node_deleted_while_its_upsert_waits_for_the_lock_is_written_anyway(
+    uri, graph_store, dataset
+):
+    # A purge or a merge deletes a node while another batch upserts it: Neo4j's MERGE then
+    # matches the deleted node and writes nowhere, and the batch's edges found no end.
+    alice = make_node(dataset, "Alice")
+    graph_store.upsert_nodes([alice])
+    again = make_node(dataset, "Alice", doc="d2", role="cto")
+    with (
+        GraphDatabase.driver(uri, auth=None) as driver,
+        driver.session(database="neo4j") as session,
+    ):
+        deleting = session.begin_transaction()
+        deleting.run("MATCH (n:Node {id: $id}) DETACH DELETE n", id=alice.id).consume()
+        writer = threading.Thread(target=graph_store.upsert_nodes, args=([again],))
+        writer.start()
+        blocked = "SHOW TRANSACTIONS YIELD status WHERE status STARTS WITH 'Blocked' RETURN 1"
+        deadline = time.monotonic() + 60
+        while not driver.execute_query(blocked, database_="neo4j").records:
+            assert time.monotonic() < deadline, "the upsert never waited for the lock"
+            time.sleep(0.05)
+        deleting.commit()
+        writer.join(timeout=60)
+    [stored] = graph_store.get_nodes([alice.id])
+    assert stored.properties == {"role": "cto"} and support_pairs(stored) == {("d2", "c1")}
