@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.models.jobs import Claim, JobStatus
+from core.models.jobs import Claim, Job, JobStatus
 from core.settings import Settings
 from tests.integration.test_jobs import add_sample, snapshot
 from workers.celery_app import configure
@@ -29,6 +29,15 @@ def runtime(tmp_path: Path) -> Iterator[Runtime]:
     yield rt
     rt.close()
     use_runtime(None)
+
+
+def finished(tracker: JobTracker, job_id: str, timeout: float = 300) -> Job:
+    """The job once it has finished (polled; fails after a generous `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while not (job := tracker.get(job_id)).status.finished:
+        assert time.monotonic() < deadline, f"job not finished after {timeout} s: {job}"
+        time.sleep(0.05)
+    return job
 
 
 def test_a_job_whose_messages_were_lost_is_resumed_from_its_last_step(runtime: Runtime) -> None:
@@ -56,10 +65,7 @@ def test_a_job_whose_messages_were_lost_is_resumed_from_its_last_step(runtime: R
     assert sweep(runtime, app, stall_seconds=60, now=now + 200) == 0
 
     with EmbeddedWorker(app, threads=2):
-        deadline = time.monotonic() + 120
-        while not (job := tracker.get(job.id)).status.finished:
-            assert time.monotonic() < deadline, job
-            time.sleep(0.05)
+        job = finished(tracker, job.id)
     assert job.status is JobStatus.SUCCEEDED and job.counts["documents"] == 8, job
     # Batch 0's claim says its first step ended, yet nothing listed it: its hand-off was lost.
     kinds = ("batch_resumed", "batch_recovered")
@@ -70,9 +76,7 @@ def test_a_job_whose_messages_were_lost_is_resumed_from_its_last_step(runtime: R
     runtime.catalog.remove_dataset("sample")
     add_sample(runtime)
     with EmbeddedWorker(app, threads=2):
-        job = cognify(runtime, "sample")
-        while not (job := tracker.get(job.id)).status.finished:
-            time.sleep(0.05)
+        finished(tracker, cognify(runtime, "sample").id)
     assert snapshot(runtime) == lost
 
 
@@ -119,13 +123,9 @@ def test_a_job_whose_last_recording_lost_its_finalisation_is_finalised(runtime: 
     app = configure(runtime.settings)
     app.control.purge()
     add_sample(runtime)
+    tracker = JobTracker(runtime.state)
     with EmbeddedWorker(app, threads=2):
-        job = cognify(runtime, "sample")
-        tracker = JobTracker(runtime.state)
-        deadline = time.monotonic() + 120
-        while not (job := tracker.get(job.id)).status.finished:
-            assert time.monotonic() < deadline, job
-            time.sleep(0.05)
+        job = finished(tracker, cognify(runtime, "sample").id)
     # As if the process died after counting the last batch and before finalising the job.
     job.status, job.finished_at = JobStatus.RUNNING, None
     tracker.save(job)
