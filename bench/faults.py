@@ -63,7 +63,7 @@ def verdict(outcome: Outcome, kills: int) -> list[str]:
     if len(outcome.kills) < kills:
         problems.append(f"{len(outcome.kills)} of {kills} faults hit a running step")
     slow = [k for k in outcome.kills
-            if k.recovered_after is None or k.recovered_after > RECOVERY_TARGET_S]  # fmt: skip
+            if k.recovery is None or k.recovery > RECOVERY_TARGET_S]  # fmt: skip
     if slow:
         problems.append(f"{len(slow)} recoveries above {RECOVERY_TARGET_S:.0f}s")
     if outcome.diff is None or not outcome.diff.clean:
@@ -83,6 +83,9 @@ def row(name: str, outcome: Outcome | None, problems: list[str]) -> str:
         if times
         else "no recovery measured"
     )
+    if any(k.back_after for k in outcome.kills):
+        back = max(k.back_after for k in outcome.kills)
+        recovery += f" after the server answered (its restart: up to {back:.0f}s)"
     status = "ok" if not problems else "PROBLEM: " + "; ".join(problems)
     return f"{name:<44} {counts}; {len(outcome.kills)} faults; {recovery}; {status}"
 

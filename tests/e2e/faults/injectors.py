@@ -34,10 +34,19 @@ class Kill:
     at: float  # time.monotonic() of the kill
     claim: tuple = ()  # (worker, step, state, gen) of the batch's claim at the kill
     recovered_after: float | None = None
+    back_after: float = 0.0  # a killed server: seconds until it answered again
+
+    @property
+    def recovery(self) -> float | None:
+        """The system's own recovery: from the kill (a worker) or from the server's return."""
+        return None if self.recovered_after is None else self.recovered_after - self.back_after
 
     def describe(self) -> str:
         took = "not recovered" if self.recovered_after is None else f"{self.recovered_after:.1f}s"
-        return f"{self.what}: batch {self.batch} step {self.step} on {self.victim} -> {took}"
+        if self.back_after and self.recovery is not None:
+            took += f" ({self.back_after:.1f}s until it answered, {self.recovery:.1f}s after)"
+        where = f" on {self.victim}" if self.victim else ""
+        return f"{self.what}: batch {self.batch} step {self.step}{where} -> {took}"
 
 
 def running_claims(tracker: JobTracker, job: Job) -> dict[int, Claim]:
@@ -196,5 +205,6 @@ class ServerKiller:
         claim = running[batch]
         # The worker's step outlives the server (it retries); recovery: the batch moves on.
         kill = Kill(self.name, batch, claim.step, "", at, _position(claim))
+        kill.back_after = time.monotonic() - at
         self.kills.append(kill)
         self.next_at = time.monotonic() + self.rng.uniform(*self.gap)

@@ -88,7 +88,8 @@ class Outcome:
     diff: stores.Diff | None
 
     def recoveries(self) -> list[float]:
-        return [k.recovered_after for k in self.kills if k.recovered_after is not None]
+        """Seconds from each fault (a server's return) until its batch moved on."""
+        return [k.recovery for k in self.kills if k.recovery is not None]
 
     def report(self) -> str:
         job = self.result.job

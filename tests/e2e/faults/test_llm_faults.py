@@ -25,6 +25,8 @@ def test_a_fifth_of_llm_requests_failing_loses_nothing(
     stats = outcome.result.llm_stats
     assert set(stats["faults"]) == {"429", "500", "timeout", "malformed"}, stats
     assert sum(stats["faults"].values()) >= sum(stats["requests"].values()) // 5 - 1, stats
+    # Failed extractions were asked again (a malformed reply is always a chat request's).
+    assert outcome.result.chat_calls() > outcome.result.job.counts["chunks"], stats
 
 
 def test_an_llm_hanging_past_the_timeout_loses_nothing(
