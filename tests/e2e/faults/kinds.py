@@ -23,7 +23,7 @@ from tests.e2e.faults.injectors import ServerKiller, WorkerKiller
 from tests.e2e.faults.scenario import Context, Scenario, Tick
 from workers.orchestration import cognify
 
-LLM_TIMEOUT_S = "5"  # the client's timeout in the LLM scenarios: 30x the server's latency
+LLM_TIMEOUT_S = "5"  # the client's timeout in the LLM scenarios: ~17x the stand-in's latency
 HANG_S = 60.0  # a hanging request: far past the client's timeout
 SLOW_LLM_MS = 2000.0  # per request, where kills aim at the llm queue's steps
 
