@@ -25,7 +25,9 @@ from workers.orchestration import cognify
 
 LLM_TIMEOUT_S = "5"  # the client's timeout in the LLM scenarios: ~17x the stand-in's latency
 HANG_S = 60.0  # a hanging request: far past the client's timeout
-SLOW_LLM_MS = 2000.0  # per request, where kills aim at the llm queue's steps
+# Per request where workers are killed: extraction and embedding steps then run long enough
+# for each kill to find a step running before the job ends.
+SLOW_MODELS = {"latency_ms": 2000.0, "embedding_latency_ms": 500.0}
 
 
 def kill_workers(
@@ -34,7 +36,7 @@ def kill_workers(
     pools: tuple[str, ...] = ("threads", "prefork"),
     queues: tuple[str, ...] = ("ingest", "llm"),
     child_only: bool = False,
-    gap: tuple[float, float] = (1.0, 5.0),
+    gap: tuple[float, float] = (0.3, 2.0),
 ) -> Callable[[Context], Tick]:
     """SIGKILL `count` busy workers of these pools serving any of these queues."""
 
@@ -53,8 +55,8 @@ def worker_kills(count: int, **options: object) -> Scenario:
     return Scenario(
         f"SIGKILL worker x{count}",
         workers,
-        # A slow LLM: extraction steps run long enough for a kill to find them running.
-        llm_faults={"latency_ms": SLOW_LLM_MS},
+        # A slow LLM and embedder: steps run long enough for kills to find them running.
+        llm_faults=dict(SLOW_MODELS),
         chaos=kill_workers(count, **options),  # type: ignore[arg-type]
     )
 
@@ -109,7 +111,7 @@ def recognify_with_kills(count: int) -> Scenario:
         return cognify(ctx.runtime, dataset, mode="all")
 
     return Scenario(f"SIGKILL worker x{count} during re-cognify", chaos=kill_workers(count),
-                    job=job)  # fmt: skip
+                    job=job, llm_faults=dict(SLOW_MODELS))  # fmt: skip
 
 
 def _clear_llm_cache(ctx: Context) -> None:
