@@ -9,6 +9,10 @@ store) sweeps the running jobs:
   at once from the batch's last stored step output, in a new generation of the batch. The
   broker redelivers a dead worker's message only after its visibility timeout (an hour by
   default); that delivery then finds its generation outdated and does nothing.
+- **Messages a dead worker took.** A step message in kombu's unacknowledged index that no
+  live worker holds (a worker killed as it took it), and a batch handed on whose next message
+  is in no queue and not unacknowledged (a worker killed between kombu's pop of the message
+  and its recording as unacknowledged) are re-published the same way, after a period.
 - **Lost chains.** When a task finishes and the broker cannot take the next step's message (or
   a Redis crash loses it), the batch stops with nothing to redeliver. A job that made no
   progress for `sweep_stall_seconds`, has no step running on a live worker, and no message
@@ -56,24 +60,50 @@ def queued_messages(app: Celery) -> int:
 def unacked_steps(app: Celery) -> list[dict[str, Any]]:
     """The keyword arguments of the step and finish messages that a worker took from the
     broker and has not acknowledged (kombu's Redis transport keeps them until the ack)."""
-    steps = []
+    return _broker_steps(app, queued=False)
+
+
+def queued_steps(app: Celery) -> list[dict[str, Any]]:
+    """The keyword arguments of the step and finish messages waiting in the queues."""
+    return _broker_steps(app, queued=True)
+
+
+def inspectable(app: Celery) -> bool:
+    """Whether the broker's queued and unacknowledged messages can be read (Redis: yes; the
+    in-process broker of embedded mode, where nothing outlives its process: no)."""
+    with app.connection_for_write() as conn:
+        return hasattr(conn.default_channel, "unacked_index_key")
+
+
+def _broker_steps(app: Celery, queued: bool) -> list[dict[str, Any]]:
     with app.connection_for_write() as conn:
         channel = conn.default_channel
         if not hasattr(channel, "unacked_index_key"):
-            return []  # the in-process broker of embedded mode keeps no unacknowledged index
-        client = channel.client  # adds the deployment's key prefix
-        for tag in client.zrange(channel.unacked_index_key, 0, -1):
-            raw = client.hget(channel.unacked_key, tag)
-            if raw is None:
-                continue  # acknowledged meanwhile
-            message = json.loads(raw)[0]
-            if message.get("headers", {}).get("task") not in STEP_TASKS:
-                continue
-            body = message["body"]
-            if message.get("properties", {}).get("body_encoding") == "base64":
-                body = base64.b64decode(body)
-            steps.append(json.loads(body)[1])
-    return steps
+            return []  # see `inspectable`
+        client = channel.client  # adds the deployment's key prefix to the commands kombu uses
+        if queued:
+            prefix = getattr(client, "global_keyprefix", "")
+            raws = [
+                raw
+                for queue in (INGEST_QUEUE, LLM_QUEUE)
+                for pri in channel.priority_steps
+                for raw in client.lrange(prefix + channel._q_for_pri(queue, pri), 0, -1)
+            ]
+        else:
+            tags = client.zrange(channel.unacked_index_key, 0, -1)
+            raws = [json.dumps(json.loads(raw)[0]) for tag in tags
+                    if (raw := client.hget(channel.unacked_key, tag)) is not None]  # fmt: skip
+    return [kwargs for raw in raws if (kwargs := _step_kwargs(json.loads(raw))) is not None]
+
+
+def _step_kwargs(message: dict[str, Any]) -> dict[str, Any] | None:
+    """A cogmill step message's keyword arguments (None for any other message)."""
+    if message.get("headers", {}).get("task") not in STEP_TASKS:
+        return None
+    body = message["body"]
+    if message.get("properties", {}).get("body_encoding") == "base64":
+        body = base64.b64decode(body)
+    return json.loads(body)[1]
 
 
 def resume_point(jobs: JobTracker, job_id: str, batch: int) -> tuple[str, list[str], str]:
@@ -124,8 +154,9 @@ class Sweep:
                 abandoned[job.id] = (job, lost)
             if not held and self.now - self.jobs.last_progress(job) > stall_seconds:
                 stalled.append(job)
-        for job, batches in self._orphans(abandoned).values():
-            abandoned.setdefault(job.id, (job, {}))[1].update(batches)
+        for found in (self._orphans(abandoned), self._lost_messages(abandoned)):
+            for job, batches in found.values():
+                abandoned.setdefault(job.id, (job, {}))[1].update(batches)
         # Queued work may be the stalled jobs' own: counted before this sweep publishes any.
         resume = stalled and not queued_messages(self.app)
         republished = sum(self._recover(job, lost) for job, lost in abandoned.values())
@@ -171,6 +202,41 @@ class Sweep:
             found.setdefault(job_id, (job, {}))[1][batch] = claim
         return found
 
+    def _lost_messages(
+        self, claimed: dict[str, tuple[Job, dict[int, Claim]]]
+    ) -> dict[str, tuple[Job, dict[int, Claim]]]:
+        """Batches handed on (or re-published) whose message is in no queue and held by no
+        worker for a heartbeat period: a worker killed between taking a message from its queue
+        and recording it as unacknowledged (kombu does the two one after the other) lost it."""
+        period = self.settings.worker_heartbeat_seconds
+        waiting: dict[str, tuple[Job, dict[int, Claim]]] = {}
+        for job in self.jobs.running():
+            unfinished = set(self.jobs.unfinished_batches(job))
+            handed = {
+                b: c
+                for b, c in self.jobs.claims(job).items()
+                if b in unfinished
+                and not c.held
+                and self.now - c.at >= period  # a message just published is in a queue
+                and b not in claimed.get(job.id, (job, {}))[1]
+            }
+            if handed:
+                waiting[job.id] = (job, handed)
+        if not waiting or not inspectable(self.app):
+            return {}
+        in_broker = {
+            (k["job_id"], k["batch"], k.get("gen", 0))
+            for k in queued_steps(self.app) + unacked_steps(self.app)
+        }
+        lost: dict[str, tuple[Job, dict[int, Claim]]] = {}
+        for job_id, (job, handed) in waiting.items():
+            for batch, claim in handed.items():
+                if (job_id, batch, claim.gen) in in_broker:
+                    continue
+                if self._missing_for_a_period(job, batch, claim, what="message"):
+                    lost.setdefault(job_id, (job, {}))[1][batch] = claim
+        return lost
+
     def _held(self, job: Job, batch: int, step: Claim) -> bool:
         """Whether the batch's claim is for `step` and its live worker lists it."""
         claim = self.jobs.position(job.id, batch)[2]
@@ -179,12 +245,14 @@ class Sweep:
         listed = running_steps(self.state, [claim.worker]).get(claim.worker, ())
         return claim.token(job.id, batch) in listed
 
-    def _missing_for_a_period(self, job: Job, batch: int, claim: Claim) -> bool:
+    def _missing_for_a_period(
+        self, job: Job, batch: int, claim: Claim, what: str = "holder"
+    ) -> bool:
         """Whether the claim was already unlisted at a sweep at least a heartbeat period ago
         (its worker died, or a Redis crash lost the claim's end): a restarted Redis may have
         dropped live workers' keys, which they renew within a third of a period."""
         period = self.settings.worker_heartbeat_seconds
-        key = f"sweeper:missing:{claim.token(job.id, batch)}"
+        key = f"sweeper:missing:{what}:{claim.token(job.id, batch)}"
         first = self.state.get(key)
         if first is None:  # expires soon after, so a later miss starts anew
             self.state.put(key, str(self.now), ttl=3 * period)
