@@ -1,0 +1,82 @@
+"""Read transaction functions of the Neo4j graph store (see graph_neo4j); the driver re-runs
+each one whole on a transient error."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from neo4j import ManagedTransaction
+
+from core.models.graph import Node, Subgraph
+from core.stores import graph_neo4j_codec as codec
+from core.stores import graph_neo4j_queries as q
+from core.stores import timeline
+
+
+def load_nodes(tx: ManagedTransaction, ids: list[str]) -> list[Node]:
+    """Nodes with these ids, in any order."""
+    query = f"UNWIND $ids AS id MATCH (n:Node {{id: id}}) RETURN collect({q.NODE})"
+    return codec.nodes(codec.value(tx, query, ids=ids))
+
+
+def neighbourhood(tx: ManagedTransaction, seeds: list[str], hops: int, limit: int) -> Subgraph:
+    """Breadth-first from the stored seeds, one query per hop, stopping at `limit` nodes."""
+    stored = set(codec.value(tx, q.STORED, ids=seeds))
+    reached = [i for i in seeds if i in stored][:limit]
+    frontier = reached
+    for _ in range(hops):
+        room = limit - len(reached)
+        if not frontier or room <= 0:
+            break
+        frontier = codec.value(tx, q.NEIGHBOURS, ids=frontier, reached=reached, room=room)
+        reached = reached + frontier
+    if not reached:
+        return Subgraph()
+    edges = codec.edges(codec.value(tx, q.AMONG, ids=reached))
+    nodes = {n.id: n for n in load_nodes(tx, reached)}
+    return Subgraph(nodes=[nodes[i] for i in reached if i in nodes], edges=edges)
+
+
+def in_time(
+    tx: ManagedTransaction,
+    datasets: list[str],
+    types: list[str],
+    start: int | None,
+    end: int | None,
+    limit: int,
+) -> list[Node]:
+    """`find_in_time`: one index seek per (dataset, type, bin), up to `limit` rows each."""
+    found: list[dict[str, Any]] = []
+    for dataset in datasets:
+        for type_ in types:
+            for k, low, high in timeline.branches(start, end):
+                closed = start is not None and k >= 0
+                query = _time_branch(low is not None, high is not None, closed)
+                params = {"dataset": dataset, "type": type_, "bin": k, "low": low, "high": high}
+                found += codec.value(tx, query, **params, start=start, limit=limit)
+    return codec.nodes(found)
+
+
+@functools.cache
+def _time_branch(low: bool, high: bool, closed_from_start: bool) -> str:
+    """One bin's seek. Few shapes, so plans are cached (one UNION of them all took seconds)."""
+    # Every index property has a predicate, or the planner scans instead of seeking.
+    where = ["n.dataset = $dataset AND n.type = $type AND n._tb = $bin"]
+    where += ["n._tp > $low"] if low else []
+    where.append("n._tp < $high" if high else "n._tp IS NOT NULL")
+    if closed_from_start:  # a closed span that began in the bin's slack may end before start
+        where.append(f"n.{timeline.END} > $start")
+    # In the index's own order: no sort, and the seek stops after `limit` rows.
+    return f"""MATCH (n:Node) WHERE {" AND ".join(where)}
+        WITH n ORDER BY n.dataset, n.type, n._tb, n._tp LIMIT $limit
+        RETURN collect({q.NODE})"""
+
+
+def count(tx: ManagedTransaction, dataset: str) -> dict[str, int]:
+    """Node counts per type and the edge count of a dataset."""
+    by_type = f"{q.IN_DATASET} RETURN n.type AS type, count(*) AS n"
+    counts = {r["type"]: r["n"] for r in tx.run(by_type, dataset=dataset)}
+    edges = "MATCH ()-[r:REL {dataset: $dataset}]->() RETURN count(r)"
+    counts["edges"] = codec.value(tx, edges, dataset=dataset)
+    return counts

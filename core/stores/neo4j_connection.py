@@ -1,0 +1,66 @@
+"""Neo4j plumbing shared by every Neo4j adapter (graph, vectors, Cypher): one driver per
+database, the server named in messages without its credentials, and driver errors mapped to
+StoreError. The adapters keep only their queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from neo4j import Driver, GraphDatabase
+from neo4j.exceptions import DriverError, Neo4jError
+
+from core.ports import StoreError
+
+
+def redact(uri: str) -> str:
+    """The URI without credentials or query (which may carry them), for messages and logs."""
+    parts = urlsplit(uri)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query=""))
+
+
+class Neo4jConnection:
+    """A driver on one database of a Neo4j server; `errors()` maps what the driver raises."""
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        user: str = "neo4j",
+        password: str = "",
+        database: str = "neo4j",
+        **driver_options: Any,
+    ) -> None:
+        """`driver_options`: keyword arguments of `GraphDatabase.driver` (pool size, timeouts)."""
+        self.uri = redact(uri)
+        self.database = database
+        auth = (user, password) if password else None
+        # No "label does not exist" warning per read before the first write of a label.
+        driver_options.setdefault("notifications_min_severity", "OFF")
+        self.driver: Driver = GraphDatabase.driver(uri, auth=auth, **driver_options)
+        self.closed = False
+
+    @property
+    def where(self) -> str:
+        """The server and database, as messages name them."""
+        return f"Neo4j at {self.uri} (database {self.database})"
+
+    @contextmanager
+    def errors(self, action: str = "") -> Iterator[None]:
+        """Driver errors as StoreError naming the server (and `action`); a closed connection
+        raises StoreError before anything runs."""
+        doing = f" {action} failed:" if action else ""
+        if self.closed:
+            raise StoreError(f"{self.where}:{doing} the connection is closed")
+        try:
+            yield
+        except (Neo4jError, DriverError) as err:
+            raise StoreError(f"{self.where}:{doing} {err}") from err
+
+    def close(self) -> None:
+        """Close the driver and its connections; later `errors()` blocks raise StoreError."""
+        self.closed = True
+        self.driver.close()
