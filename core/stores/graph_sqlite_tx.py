@@ -1,0 +1,152 @@
+"""Row-level work of the embedded graph store (see graph_sqlite), each function run inside a
+transaction on its connection: JSON columns, id sets, rows back to nodes and edges with their
+support, edge writes and removals."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from core.models.graph import Edge, Node, Removed, Support
+from core.stores import graph_merge
+from core.stores import graph_sqlite_queries as q
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON; values JSON cannot hold (dates, ...) are stored as their str()."""
+    if not value:
+        return "{}"  # most edges carry no properties; skips a costly json.dumps call
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def loads(text: str) -> dict[str, Any]:
+    """Stored properties back as a dict."""
+    return {} if text == "{}" else json.loads(text)
+
+
+def id_array(ids: Iterable[str]) -> str:
+    """An id collection as the JSON array that `q.SET1`/`q.SET2` read."""
+    return json.dumps(list(ids))
+
+
+def merge_properties(old: str, new: str) -> str:
+    """Shallow merge of two JSON objects, the keys of `new` winning (an SQL function)."""
+    if new == "{}":
+        return old
+    merged = json.loads(old)
+    merged.update(json.loads(new))
+    return dumps(merged)
+
+
+def column(conn: sqlite3.Connection, query: str, params: Sequence[Any]) -> list[str]:
+    """The first column of a query's rows."""
+    return [row[0] for row in conn.execute(query, params)]
+
+
+def write_edges(conn: sqlite3.Connection, edges: Sequence[Edge]) -> None:
+    """Upsert edges whose ends are stored, with their support."""
+    rows = [(e.id, e.source, e.name, e.target, e.dataset, dumps(e.properties)) for e in edges]
+    support = [(e.id, s.document_id, s.chunk_id) for e in edges for s in e.support]
+    conn.executemany(q.UPSERT_EDGE, rows)
+    conn.executemany(q.ADD_SUPPORT, support)
+
+
+def resolve(conn: sqlite3.Connection, missing: Iterable[str]) -> dict[str, str]:
+    """Missing node ids that redirects lead to a stored node: id -> that node."""
+    return graph_merge.resolve(
+        missing,
+        lambda ids: dict(conn.execute(q.REDIRECTS, (id_array(ids),)).fetchall()),
+        lambda ids: set(column(conn, q.STORED_NODES, (id_array(ids),))),
+    )
+
+
+def raise_if_missing(missing: Sequence[str]) -> None:
+    """ValueError naming a few edge endpoints that are not stored nodes."""
+    if missing:
+        raise ValueError(
+            f"{len(missing)} edge endpoint(s) are not stored nodes, e.g. "
+            f"{sorted(missing)[:3]}; upsert the nodes before their edges"
+        )
+
+
+def load_nodes(
+    conn: sqlite3.Connection, ids: Iterable[str], *, ordered: bool = False
+) -> list[Node]:
+    """Nodes with these ids, in storage order (or in the order of `ids`)."""
+    ids = list(ids)
+    nodes = to_nodes(conn, conn.execute(f"{q.NODE_COLUMNS} WHERE id IN {q.SET1}", (id_array(ids),)))
+    if not ordered:
+        return nodes
+    by_id = {node.id: node for node in nodes}
+    return [by_id[i] for i in ids if i in by_id]
+
+
+def time_branch(
+    conn: sqlite3.Connection,
+    dataset: str,
+    type_: str,
+    branch: tuple[int, int | None, int | None],
+    start: int | None,
+    end: int | None,
+    limit: int,
+) -> list[tuple]:
+    """One bin's overlapping nodes as `timeline.order_key`-like tuples ending with the id."""
+    time_bin, low, high = branch
+    query = "SELECT lo, hi, id FROM node_times WHERE dataset = ? AND type = ? AND bin = ?"
+    params: list[Any] = [dataset, type_, time_bin]
+    # Only the bounds that exist, so that SQLite sees a plain range on `pos`.
+    for clause, value in (("pos > ?", low), ("pos < ?", high)):
+        if value is not None:
+            query, params = f"{query} AND {clause}", [*params, value]
+    if start is not None:
+        query, params = f"{query} AND (hi IS NULL OR hi > ?)", [*params, start]
+    if end is not None:
+        query, params = f"{query} AND (lo IS NULL OR lo < ?)", [*params, end]
+    rows = conn.execute(f"{query} ORDER BY pos, hi, id LIMIT ?", [*params, limit])
+    return [(lo is not None, lo or 0, hi is None, hi or 0, i) for lo, hi, i in rows]
+
+
+def to_nodes(conn: sqlite3.Connection, rows: Iterable[tuple]) -> list[Node]:
+    """Node records from `q.NODE_COLUMNS` rows, with their support."""
+    rows = list(rows)
+    support = support_of(conn, [row[0] for row in rows])
+    return [
+        Node(id=i, type=t, dataset=d, name=n, properties=loads(p), support=support[i])
+        for i, t, d, n, p in rows
+    ]
+
+
+def to_edges(conn: sqlite3.Connection, rows: Iterable[tuple]) -> list[Edge]:
+    """Edge records from `q.EDGE_COLUMNS` rows, with their support."""
+    rows = list(rows)
+    support = support_of(conn, [row[0] for row in rows])
+    return [
+        Edge(source=s, name=n, target=t, dataset=d, properties=loads(p), support=support[i])
+        for i, s, n, t, d, p in rows
+    ]
+
+
+def support_of(conn: sqlite3.Connection, item_ids: list[str]) -> dict[str, list[Support]]:
+    """The support of each item, read in one query."""
+    support: dict[str, list[Support]] = {item_id: [] for item_id in item_ids}
+    query = f"SELECT item_id, document_id, chunk_id FROM support WHERE item_id IN {q.SET1}"
+    for item_id, document_id, chunk_id in conn.execute(query, (id_array(support),)):
+        support[item_id].append(Support(document_id=document_id, chunk_id=chunk_id))
+    return support
+
+
+def remove(conn: sqlite3.Connection, node_ids: list[str], edge_ids: list[str]) -> Removed:
+    """Delete nodes, edges and the edges the nodes leave dangling, with their support."""
+    nodes = id_array(node_ids)
+    edge_set = set(edge_ids).union(
+        column(conn, f"SELECT id FROM edges WHERE {q.TOUCHING}", (nodes,))
+    )
+    edges = id_array(edge_set)
+    conn.execute(f"DELETE FROM edges WHERE id IN {q.SET1}", (edges,))
+    conn.execute(f"DELETE FROM nodes WHERE id IN {q.SET1}", (nodes,))
+    conn.execute(f"DELETE FROM node_times WHERE id IN {q.SET1}", (nodes,))
+    for items in (nodes, edges):
+        conn.execute(f"DELETE FROM support WHERE item_id IN {q.SET1}", (items,))
+    return Removed(node_ids=sorted(set(node_ids)), edge_ids=sorted(edge_set))
