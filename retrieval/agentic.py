@@ -17,12 +17,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, create_model
 
-from retrieval.answer import answer, ask, context_block
+from retrieval.answer import CompletionMixin, ask, context_block
 from retrieval.base import RetrievalContext
 from retrieval.lucky import available_types, describe, routed_type
 from retrieval.models import SearchResult, SearchType
 from retrieval.multistep import LLM_FAILURES, merge, user_block
-from retrieval.response_model import ResponseModel
 
 log = logging.getLogger("cogmill.retrieval")
 
@@ -56,8 +55,9 @@ class ToolCall:
     error: str = ""
 
 
-class AgenticRetriever:
-    """Context gathered by an LLM-driven loop over the other retrievers."""
+class AgenticRetriever(CompletionMixin):
+    """Context gathered by an LLM-driven loop over the other retrievers; the answer is drawn
+    from everything the loop gathered."""
 
     def __init__(self, ctx: RetrievalContext) -> None:
         self.ctx = ctx
@@ -93,15 +93,6 @@ class AgenticRetriever:
         trace = ", ".join(f"{c.tool.value}({c.added} new)" for c in self.calls)
         self.note = f"AGENTIC_COMPLETION made {len(self.calls)} tool call(s): {trace or 'none'}"
         return results
-
-    def get_completion(
-        self,
-        query: str,
-        results: list[SearchResult],
-        response_model: ResponseModel | None = None,
-    ) -> str | dict[str, Any]:
-        """An answer from everything the loop gathered."""
-        return answer(self.ctx, query, results, response_model=response_model)
 
     def _run(
         self,

@@ -7,13 +7,14 @@ Retrievers are synchronous (the CLI, API worker threads and Celery threads call 
 Stable API (other retrievers build on it):
 - `ask(ctx, messages, schema)` -> a validated instance of `schema`;
 - `answer(ctx, query, results, instructions=..., response_model=...)` -> the answer text, or a
-  dict that follows `response_model` (a pydantic model class or a JSON Schema dict).
+  dict that follows `response_model` (a pydantic model class or a JSON Schema dict);
+- `CompletionMixin`: the one `get_completion` of every search type that answers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -110,22 +111,39 @@ def answer(
     return reply.model_dump(mode="json")
 
 
-class CompletionMixin:
-    """`get_completion` for retrievers that keep their RetrievalContext in `self.ctx`.
+class Answering(Protocol):
+    """What `CompletionMixin` needs of the retriever it is mixed into."""
 
-    `instructions` (a class attribute) are added to the system prompt of every answer.
+    @property
+    def ctx(self) -> RetrievalContext | None: ...
+
+    def prepare_answer(self, query: str, results: list[SearchResult]) -> str | None: ...
+
+
+class CompletionMixin:
+    """`get_completion` for every retriever that answers: one `answer` over its results.
+
+    The retriever keeps its RetrievalContext in `self.ctx` (None: it cannot answer). Its
+    `instructions` (a class attribute) are added to the system prompt; a type that does more
+    before the answer (more rounds of evidence, sub-answers, a summary) overrides
+    `prepare_answer`, which returns the final answer's instructions.
     """
 
-    ctx: RetrievalContext
     instructions: str | None = None
 
     def get_completion(
-        self,
+        self: Answering,
         query: str,
-        results: Sequence[SearchResult],
+        results: list[SearchResult],
         response_model: ResponseModel | None = None,
     ) -> str | dict[str, Any]:
         """The LLM's answer from the results (structured when `response_model` is given)."""
-        return answer(
-            self.ctx, query, results, instructions=self.instructions, response_model=response_model
-        )
+        ctx = self.ctx
+        if ctx is None:
+            raise ValueError(f"{type(self).__name__} needs ctx= to answer")
+        instructions = self.prepare_answer(query, results)
+        return answer(ctx, query, results, instructions=instructions, response_model=response_model)
+
+    def prepare_answer(self, query: str, results: list[SearchResult]) -> str | None:
+        """The final answer's instructions, after any work first (may extend `results`)."""
+        return self.instructions

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from retrieval.answer import answer
+from retrieval.answer import CompletionMixin, answer
 from retrieval.base import RetrievalContext
 from retrieval.models import SearchResult
 from retrieval.multistep import fresh, graph_retriever, max_rounds, merge, text_of, triplet_ends
-from retrieval.response_model import ResponseModel
 
 log = logging.getLogger("cogmill.retrieval")
 
@@ -26,7 +24,7 @@ FINAL_INSTRUCTIONS = (
 )
 
 
-class ContextExtensionRetriever:
+class ContextExtensionRetriever(CompletionMixin):
     """Triplets of the question, then of each round's answer (or best triplet) in turn."""
 
     def __init__(self, ctx: RetrievalContext) -> None:
@@ -43,21 +41,14 @@ class ContextExtensionRetriever:
             self._extend(results, self._best_unused_triplet)
         return results
 
-    def get_completion(
-        self,
-        query: str,
-        results: list[SearchResult],
-        response_model: ResponseModel | None = None,
-    ) -> str | dict[str, Any]:
-        """Answer, search with the answer, repeat; then answer from the whole context."""
+    def prepare_answer(self, query: str, results: list[SearchResult]) -> str | None:
+        """Answer, search with the answer, repeat; the final answer reads the whole context."""
 
         def next_query(current: list[SearchResult]) -> str | None:
             return text_of(answer(self.ctx, query, current))
 
         self._extend(results, next_query)
-        return answer(
-            self.ctx, query, results, instructions=FINAL_INSTRUCTIONS, response_model=response_model
-        )
+        return FINAL_INSTRUCTIONS
 
     def _extend(
         self, results: list[SearchResult], next_query: Callable[[list[SearchResult]], str | None]

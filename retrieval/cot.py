@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from retrieval.answer import answer, ask, context_block
+from retrieval.answer import CompletionMixin, answer, ask, context_block
 from retrieval.base import RetrievalContext
 from retrieval.models import SearchResult
 from retrieval.multistep import fresh, graph_retriever, max_rounds, merge, text_of, user_block
@@ -39,7 +39,7 @@ class AnswerValidation(BaseModel):
     follow_up: str = Field(default="", description="A question for the missing facts")
 
 
-class CotRetriever:
+class CotRetriever(CompletionMixin):
     """Rounds of answer → validate → follow-up question → more triplets."""
 
     def __init__(self, ctx: RetrievalContext) -> None:
@@ -58,7 +58,9 @@ class CotRetriever:
         results: list[SearchResult],
         response_model: ResponseModel | None = None,
     ) -> str | dict[str, Any]:
-        """The last round's answer; `results` is extended with the follow-ups' triplets."""
+        """The last round's answer; `results` is extended with the follow-ups' triplets.
+
+        Differs from the mixin's: the rounds' own answer is the reply (no final call)."""
         limit = max_rounds(self.ctx)
         self.rounds, self.follow_ups = 0, []
         reply = ""
@@ -78,7 +80,7 @@ class CotRetriever:
         if response_model is None:
             return reply
         # The rounds reason in text; the structured reply is one more call over all evidence.
-        return answer(self.ctx, query, results, response_model=response_model)
+        return super().get_completion(query, results, response_model)
 
     def _validate(
         self, query: str, reply: str, results: Sequence[SearchResult]

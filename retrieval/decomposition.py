@@ -12,15 +12,13 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import BaseModel, Field
 
-from retrieval.answer import answer, ask
+from retrieval.answer import CompletionMixin, answer, ask
 from retrieval.base import RetrievalContext
 from retrieval.models import SearchResult
 from retrieval.multistep import LLM_FAILURES, graph_retriever, merge, text_of, user_block
-from retrieval.response_model import ResponseModel
 
 log = logging.getLogger("cogmill.retrieval")
 
@@ -70,7 +68,7 @@ def split_question(query: str, limit: int) -> list[str]:
     return list(dict.fromkeys(q + mark for q in questions))[:limit]
 
 
-class DecompositionRetriever:
+class DecompositionRetriever(CompletionMixin):
     """Triplets per sub-question; answers per sub-question combined into one."""
 
     def __init__(self, ctx: RetrievalContext) -> None:
@@ -99,21 +97,15 @@ class DecompositionRetriever:
         )
         return results
 
-    def get_completion(
-        self,
-        query: str,
-        results: list[SearchResult],
-        response_model: ResponseModel | None = None,
-    ) -> str | dict[str, Any]:
-        """Each sub-question answered from its own triplets, then one combined answer."""
+    def prepare_answer(self, query: str, results: list[SearchResult]) -> str | None:
+        """Each sub-question answered from its own triplets; the final answer combines them."""
         if len(self.sub_questions) < 2:
-            return answer(self.ctx, query, results, response_model=response_model)
+            return None
         answers = [
             f"- {q} → {text_of(answer(self.ctx, q, self.per_question.get(q, [])))}"
             for q in self.sub_questions
         ]
-        combine = COMBINE_INSTRUCTIONS.format(answers="\n".join(answers))
-        return answer(self.ctx, query, results, instructions=combine, response_model=response_model)
+        return COMBINE_INSTRUCTIONS.format(answers="\n".join(answers))
 
     def _decompose(self, query: str) -> list[str]:
         limit = self.ctx.settings.search_max_subquestions

@@ -9,15 +9,13 @@ union of the triplets' provenance.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import BaseModel
 
-from retrieval.answer import answer, ask, context_block
+from retrieval.answer import CompletionMixin, ask, context_block
 from retrieval.base import RetrievalContext
 from retrieval.models import SearchResult, Source
 from retrieval.multistep import first_line, graph_retriever, user_block
-from retrieval.response_model import ResponseModel
 
 SUMMARY_PROMPT = (
     "Summarise the numbered knowledge-graph triplets below into a short paragraph that keeps "
@@ -62,7 +60,7 @@ def summary_result(text: str, results: Sequence[SearchResult]) -> SearchResult:
     return SearchResult(text=SUMMARY_PREFIX + text, score=score, sources=list(sources.values()))
 
 
-class GraphSummaryRetriever:
+class GraphSummaryRetriever(CompletionMixin):
     """Triplets, a summary of them first, then the answer from summary and triplets."""
 
     def __init__(self, ctx: RetrievalContext) -> None:
@@ -75,13 +73,8 @@ class GraphSummaryRetriever:
             return triplets  # the LLM writes the summary in get_completion
         return [summary_result(extractive_summary(triplets), triplets), *triplets]
 
-    def get_completion(
-        self,
-        query: str,
-        results: list[SearchResult],
-        response_model: ResponseModel | None = None,
-    ) -> str | dict[str, Any]:
-        """Summarise the triplets (the summary is put first in `results`), then answer."""
+    def prepare_answer(self, query: str, results: list[SearchResult]) -> str | None:
+        """Summarise the triplets (the summary is put first in `results`) for the answer."""
         if results:
             user = user_block(("Question", query.strip()), ("Context", context_block(results)))
             messages = [
@@ -91,10 +84,4 @@ class GraphSummaryRetriever:
             summary = ask(self.ctx, messages, GraphSummary).summary.strip()
             if summary:
                 results.insert(0, summary_result(summary, results))
-        return answer(
-            self.ctx,
-            query,
-            results,
-            instructions=ANSWER_INSTRUCTIONS,
-            response_model=response_model,
-        )
+        return ANSWER_INSTRUCTIONS

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, create_model
 
-from retrieval.answer import answer, ask
+from retrieval.answer import CompletionMixin, ask
 from retrieval.base import RetrievalContext, Retriever
 from retrieval.models import SearchResult, SearchType
 from retrieval.multistep import LLM_FAILURES, user_block
@@ -74,7 +74,7 @@ def routed_type(query: str, allowed: Sequence[SearchType]) -> tuple[SearchType, 
     return DEFAULT_TYPE, "the default (the router's choices are not available)"
 
 
-class FeelingLuckyRetriever:
+class FeelingLuckyRetriever(CompletionMixin):
     """Runs the search type the LLM (or the router) picks for the question."""
 
     def __init__(self, ctx: RetrievalContext) -> None:
@@ -105,7 +105,7 @@ class FeelingLuckyRetriever:
         """The chosen type's own completion, or a plain answer from its context."""
         complete = getattr(self.delegate, "get_completion", None)
         if complete is None:
-            return answer(self.ctx, query, results, response_model=response_model)
+            return super().get_completion(query, results, response_model)
         if response_model is None:
             return complete(query, results)
         return complete(query, results, response_model=response_model)
