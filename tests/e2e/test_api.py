@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
+from api.http.app import create_app
 from api.demo import SAMPLE_CORPUS
 from core.settings import Settings
 from retrieval.models import SearchType

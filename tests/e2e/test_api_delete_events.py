@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from api.app import create_app
+from api.http.app import create_app
 from api.cli import app as cli_app
 from api.demo import SAMPLE_CORPUS
 from core.models.jobs import Job

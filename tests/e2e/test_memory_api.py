@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from api.app import create_app
+from api.http.app import create_app
 from api.cli import app as cli_app
 from core.settings import Settings
 from tests.llm_server import LLMTestServer

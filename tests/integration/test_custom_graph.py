@@ -184,7 +184,7 @@ def test_the_api_validates_and_applies_graph_models_and_ontologies(
 ) -> None:
     from fastapi.testclient import TestClient
 
-    from api.app import create_app
+    from api.http.app import create_app
 
     rt = Runtime(Settings(home=tmp_path / "api"))
     rt.__dict__["embedder"] = embedder

@@ -304,7 +304,7 @@ def test_search_without_a_type_routes(runtime: Runtime, monkeypatch: pytest.Monk
 def test_api_routes_and_searches_without_a_type(runtime: Runtime) -> None:
     from fastapi.testclient import TestClient
 
-    from api.app import create_app
+    from api.http.app import create_app
 
     app = create_app(runtime)
     app.state.runtime = runtime  # no lifespan: the module's runtime and worker serve it

@@ -260,7 +260,7 @@ def test_the_redis_lexical_index_ranks_like_the_sqlite_one(tmp_path: Path) -> No
 def test_the_api_takes_a_json_schema_as_response_model(runtime: Runtime) -> None:
     from fastapi.testclient import TestClient
 
-    from api.app import create_app
+    from api.http.app import create_app
 
     app = create_app(runtime)
     app.state.runtime = runtime  # no lifespan: this module's worker and runtime are used

@@ -8,9 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Path, Query
 from fastapi.responses import StreamingResponse
 
-from api.deps import JobsDep
 from api.export import follow_job, sse_lines
-from api.schemas import ApiError, error_responses
+from api.http.deps import JobsDep
+from api.http.schemas import ApiError, error_responses
 from core.models.jobs import Job
 from workers.jobs import JobNotFoundError, JobTracker
 

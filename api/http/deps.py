@@ -18,7 +18,7 @@ from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect
 
-from api.schemas import ApiError, DocumentsAdd
+from api.http.schemas import ApiError, DocumentsAdd
 from core.catalog import check_dataset_name
 from core.models.graph import dataset_id
 from workers.jobs import JobTracker

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 from fastapi import APIRouter, Response
 
-from api.deps import RuntimeDep
-from api.schemas import Health, Readiness
+from api.http.deps import RuntimeDep
+from api.http.schemas import Health, Readiness
 from workers.runtime import Runtime
 
 router = APIRouter(tags=["health"])

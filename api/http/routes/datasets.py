@@ -7,8 +7,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from api.deps import DatasetName, JobsDep, KnownDataset, RuntimeDep, UploadsDep
-from api.schemas import (
+from api.http.deps import DatasetName, JobsDep, KnownDataset, RuntimeDep, UploadsDep
+from api.http.schemas import (
     AddResult,
     ApiError,
     DatasetPublic,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.schemas import RouteRequest, error_responses
+from api.http.schemas import RouteRequest, error_responses
 from retrieval.models import Route
 from retrieval.router import route as route_query
 

@@ -10,10 +10,8 @@ from typing import TypeVar
 
 from fastapi import APIRouter, Response
 
-from api.deps import RuntimeDep
-from api.memory import forget as run_forget
-from api.memory import remember_in_dataset, remember_note, sessions
-from api.schemas import (
+from api.http.deps import RuntimeDep
+from api.http.schemas import (
     ApiError,
     ForgetRequest,
     ForgetResult,
@@ -23,6 +21,8 @@ from api.schemas import (
     RememberResult,
     error_responses,
 )
+from api.memory import forget as run_forget
+from api.memory import remember_in_dataset, remember_note, sessions
 from retrieval.memory import ImproveResult, RecallResponse, improve, recall
 
 router = APIRouter(prefix="/api/v1", tags=["memory"])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import RuntimeDep
-from api.schemas import SearchRequest, error_responses
+from api.http.deps import RuntimeDep
+from api.http.schemas import SearchRequest, error_responses
 from retrieval.models import SearchResponse
 from retrieval.search import search as run_search
 

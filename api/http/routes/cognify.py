@@ -6,8 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from api.deps import KnownDataset, RuntimeDep
-from api.schemas import CognifyRequest, JobAccepted, error_responses
+from api.http.deps import KnownDataset, RuntimeDep
+from api.http.schemas import CognifyRequest, JobAccepted, error_responses
 from core.models.custom import graph_model_of
 from core.ontology import store_ontology
 from workers.orchestration import cognify

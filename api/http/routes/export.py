@@ -9,9 +9,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from api.deps import KnownDataset, RuntimeDep
 from api.export import EXPORT_FORMATS, export_lines
-from api.schemas import error_responses
+from api.http.deps import KnownDataset, RuntimeDep
+from api.http.schemas import error_responses
 
 router = APIRouter(prefix="/api/v1/datasets", tags=["datasets"])
 

@@ -1,7 +1,4 @@
-"""The session-memory commands of `cogmill`: remember, recall, improve, forget.
-
-Registered on the main typer app by api/cli.py (kept apart so cli.py stays readable).
-"""
+"""Session-memory commands: remember, recall, improve, forget."""
 
 from __future__ import annotations
 
@@ -10,11 +7,13 @@ from typing import Annotated
 
 import typer
 
-from api.cli import app, guarded, out, runtime_session, wait_for
+from api.cli.render import guarded, out, print_ranked, runtime_session, wait_for
 from api.memory import Forgotten, remember_in_dataset, remember_note, sessions
 from api.memory import forget as run_forget
 from retrieval.memory import DEFAULT_THRESHOLD, RecallResponse, improve, recall
 from retrieval.models import SearchType
+
+app = typer.Typer()
 
 SessionOption = Annotated[str | None, typer.Option("--session", "-s", help="Session id")]
 
@@ -34,11 +33,11 @@ def remember(
             raise ValueError("give exactly one of --session or --dataset")
         if session is not None:
             with runtime_session() as rt:
-                note = remember_note(rt, session, text)  # type: ignore[arg-type]
+                note = remember_note(rt, session, text)
             return f"remembered in session {session} (note {note.id})"
         assert dataset is not None
         with runtime_session(with_worker=True) as rt:
-            name, job = remember_in_dataset(rt, dataset, text)  # type: ignore[arg-type]
+            name, job = remember_in_dataset(rt, dataset, text)
             job = wait_for(job, sys.stderr.isatty())
         if job.status.value != "succeeded" or job.errors:
             problems = "; ".join(e.message for e in job.errors) or job.message
@@ -56,13 +55,7 @@ def print_recall(response: RecallResponse, as_json: bool) -> None:
         out.print(f"[dim]{response.note}[/dim]")
     if response.answer:
         out.print(f"[bold]answer[/bold] ({response.answer_source}): {response.answer}")
-    if not response.results:
-        out.print("no results")
-    for rank, result in enumerate(response.results, 1):
-        names = ", ".join(dict.fromkeys(s.document_name for s in result.sources))
-        out.print(f"[bold]{rank}.[/bold] ({result.score:.3f}) [magenta]{result.source}[/magenta] "
-                  f"[cyan]{names}[/cyan]")  # fmt: skip
-        out.print("   " + result.text.replace("\n", "\n   ")[:600], markup=False)
+    print_ranked(response.results, lambda result: f"[magenta]{result.source}[/magenta] ")
     if response.qa_id:
         out.print(f"qa id {response.qa_id} (cogmill improve --session {response.session} "
                   f"--qa {response.qa_id} --feedback up|down)", markup=False)  # fmt: skip
@@ -92,7 +85,7 @@ def recall_command(
     def body() -> RecallResponse:
         with runtime_session() as rt:
             return recall(
-                rt.retrieval(),  # type: ignore[attr-defined]
+                rt.retrieval(),
                 query,
                 session=session,
                 datasets=dataset or [],
@@ -127,7 +120,7 @@ def improve_command(
                 ) from None
         indexes = None if result is None else [i - 1 for i in result]
         with runtime_session() as rt:
-            done = improve(rt.graph, sessions(rt), session, qa, score, indexes)  # type: ignore[arg-type]
+            done = improve(rt.graph, sessions(rt), session, qa, score, indexes)
         line = f"feedback {done.feedback:+g} on {qa}: {done.edges} edge weight(s) changed"
         return (
             line
@@ -155,7 +148,7 @@ def forget(
             raise ValueError("--all deletes every dataset and session; add --yes to confirm")
         with runtime_session() as rt:
             return run_forget(
-                rt,  # type: ignore[arg-type]
+                rt,
                 session=session,
                 dataset=dataset,
                 document=document,

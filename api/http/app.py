@@ -16,8 +16,8 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from api.routes import cognify, datasets, export, health, jobs, memory, route, search
-from api.schemas import DocumentsAdd, ErrorDetail, ErrorResponse, error_code, error_responses
+from api.http.routes import cognify, datasets, export, health, jobs, memory, route, search
+from api.http.schemas import DocumentsAdd, ErrorDetail, ErrorResponse, error_code, error_responses
 from core.catalog import CatalogError
 from core.embeddings.local import ModelNotInstalledError
 from core.ports import StoreError

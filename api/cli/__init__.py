@@ -1,0 +1,29 @@
+"""The `cogmill` command line, a module per command group.
+
+ingest: add, add-sql, cognify, delete, export · search: search, route · jobs: list, show,
+cancel, watch · ops: worker, serve, demo, eval · memory: remember, recall, improve, forget.
+Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from api.cli import ingest, jobs, memory, ops, search
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="cogmill: knowledge-graph memory for LLM applications.",
+)
+app.add_typer(ingest.app)
+app.add_typer(search.app)
+app.add_typer(jobs.app, name="jobs")
+app.add_typer(ops.app)
+app.add_typer(memory.app)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

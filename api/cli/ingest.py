@@ -1,0 +1,293 @@
+"""Ingestion commands: add, add-sql, cognify, delete, export."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from api.cli.render import (
+    err,
+    fail,
+    guarded,
+    out,
+    print_add_report,
+    runtime_session,
+    wait_for,
+)
+from core.catalog import AddReport, CatalogError, iter_files
+from core.models.jobs import Job
+
+if TYPE_CHECKING:
+    from pipelines.foreign_keys import KeyDeclarations
+    from workers.runtime import Runtime
+
+app = typer.Typer()
+
+PipelineOption = Annotated[
+    str | None,
+    typer.Option(
+        "--pipeline",
+        help="Pipeline for these documents; default: `structured` for record files "
+        "(.csv, .tsv, .jsonl, a .json list of objects, SQLite databases), else `default`",
+    ),
+]
+KeysOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--keys",
+        exists=True,
+        dir_okay=False,
+        help="YAML declaring table keys (kept for the dataset), e.g. 'orders: {primary_key: "
+        "order_id, foreign_keys: {customer_id: customers.customer_id}}'",
+    ),
+]
+PrimaryKeyOption = Annotated[
+    list[str] | None,
+    typer.Option("--primary-key", help="Declare TABLE=COLUMN as a table's key (repeatable)"),
+]
+ForeignKeyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--foreign-key",
+        help="Declare TABLE.COLUMN=TABLE.COLUMN as a reference (repeatable); declared "
+        "references replace the inferred ones of that table",
+    ),
+]
+
+
+def read_declarations(
+    keys: Path | None, primary: list[str] | None, foreign: list[str] | None
+) -> KeyDeclarations | None:
+    """The key declarations given on the command line (None when there are none)."""
+    from pipelines.foreign_keys import KeyDeclarations, parse_key_flags, parse_keys_yaml
+
+    if not (keys or primary or foreign):
+        return None
+    declared = KeyDeclarations()
+    if keys is not None:
+        declared = parse_keys_yaml(keys.read_text(encoding="utf-8"), str(keys))
+    return declared.merged(parse_key_flags(primary or [], foreign or []))
+
+
+def declare(rt: Runtime, dataset: str, declared: KeyDeclarations | None) -> None:
+    """Store declared keys on the dataset; tell whether the tables will be relinked."""
+    from pipelines.structured import declare_keys
+
+    if declared is not None and declare_keys(rt.graph, dataset, declared):
+        out.print(f"keys declared for {', '.join(sorted(declared.tables))}; the next cognify "
+                  "relinks the dataset's tables")  # fmt: skip
+
+
+def check_pipeline(name: str | None) -> None:
+    from pipelines.definitions import get_pipeline
+
+    if name is not None:
+        get_pipeline(name)  # an unknown name is a usage error listing the known ones
+
+
+@app.command()
+def add(
+    paths: Annotated[list[Path], typer.Argument(help="Files or directories (recursive)")],
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset name")],
+    node_set: Annotated[
+        str | None,
+        typer.Option("--node-set", help="Group the documents in a node set (e.g. coding_rules)"),
+    ] = None,
+    pipeline: PipelineOption = None,
+    keys: KeysOption = None,
+    primary_key: PrimaryKeyOption = None,
+    foreign_key: ForeignKeyOption = None,
+) -> None:
+    """Add documents to a dataset (unchanged files are skipped by content hash).
+
+    Record files become tables (the `structured` pipeline): rows are nodes, foreign keys
+    REFERENCES edges. Keys are inferred unless declared with --keys, --primary-key or
+    --foreign-key (declarations are kept for the dataset and apply to later cognify runs).
+    """
+    from pipelines.tables import check_source
+
+    def body() -> AddReport:
+        check_pipeline(pipeline)
+        declared = read_declarations(keys, primary_key, foreign_key)
+        with runtime_session() as rt:
+            rt.catalog.ensure_dataset(dataset)
+            report = AddReport()
+            for path, problem in iter_files(paths):
+                if problem:
+                    report.rejected.append((str(path), problem))
+                else:
+                    rt.catalog.add_file(
+                        dataset, path, path.name, report, check_source, node_set, pipeline
+                    )
+            declare(rt, dataset, declared)
+            return report
+
+    print_add_report(guarded(body), dataset)
+
+
+@app.command("add-sql")
+def add_sql(
+    url: Annotated[str, typer.Argument(help="SQLAlchemy URL, e.g. sqlite:///shop.db")],
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset name")],
+    table: Annotated[
+        list[str] | None, typer.Option("--table", "-t", help="Only this table (repeatable)")
+    ] = None,
+    keys: KeysOption = None,
+    primary_key: PrimaryKeyOption = None,
+    foreign_key: ForeignKeyOption = None,
+) -> None:
+    """Add the tables of a database reachable through a SQLAlchemy URL (`structured` pipeline).
+
+    The tables are copied into a SQLite snapshot with their primary and foreign keys, stored
+    as one document named after the URL (password hidden). Run add-sql again to take a new
+    snapshot: unchanged data is skipped, changed data is relinked by the next cognify.
+    Other databases need their SQLAlchemy driver installed (e.g. psycopg for PostgreSQL).
+    """
+    import tempfile
+
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from pipelines.tables import check_source, snapshot_sql
+
+    def body() -> AddReport:
+        declared = read_declarations(keys, primary_key, foreign_key)
+        try:
+            name = make_url(url).render_as_string(hide_password=True)
+        except ArgumentError as error:
+            raise ValueError(f"{error}; give a SQLAlchemy URL such as sqlite:///shop.db") from None
+        with runtime_session() as rt, tempfile.TemporaryDirectory() as tmp:
+            rt.catalog.ensure_dataset(dataset)
+            snapshot = Path(tmp) / "snapshot.sqlite"
+            copied = snapshot_sql(url, snapshot, table or [])
+            out.print(f"copied tables {', '.join(copied)}", markup=False)
+            report = AddReport()
+            rt.catalog.add_file(dataset, snapshot, name, report, check_source, None, "structured")
+            declare(rt, dataset, declared)
+            return report
+
+    print_add_report(guarded(body), dataset)
+
+
+@app.command()
+def cognify(
+    dataset: Annotated[str, typer.Argument(help="Dataset to process")],
+    all_documents: Annotated[bool, typer.Option("--all", help="Reprocess every document")] = False,
+    pipeline: Annotated[
+        str | None,
+        typer.Option(help="Pipeline for every document (default: each document's own)"),
+    ] = None,
+    graph_model: Annotated[
+        str | None,
+        typer.Option(
+            "--graph-model",
+            help="JSON Schema file (or pydantic module:Class) of node classes that replaces the "
+            "default extraction schema; add --all to re-extract processed documents",
+        ),
+    ] = None,
+    ontology: Annotated[
+        Path | None,
+        typer.Option(
+            "--ontology", help="OWL/RDF file (.owl .rdf .ttl .nt .jsonld) to align entities with"
+        ),
+    ] = None,
+) -> None:
+    """Build the knowledge graph and vectors of a dataset's new and changed documents."""
+    from core.models.custom import load_graph_model
+    from core.ontology import store_ontology_file
+    from workers.orchestration import cognify as plan
+
+    started = time.perf_counter()
+
+    def body() -> Job:
+        options = {"graph_model": load_graph_model(graph_model)} if graph_model else {}
+        with runtime_session(with_worker=True) as rt:
+            if ontology is not None:
+                options["ontology"] = store_ontology_file(rt.blobs, ontology)
+            mode = "all" if all_documents else "changed"
+            job = plan(rt, dataset, pipeline, mode, options)
+            return wait_for(job, sys.stderr.isatty())
+
+    job = guarded(body)
+    c = job.counts
+    out.print(f"job {job.id}: {job.status.value}" + (f" ({job.message})" if job.message else ""))
+    out.print(
+        f"documents {c.get('documents', 0)}, chunks {c.get('chunks', 0)}, "
+        f"entities {c.get('entities', 0)}, relationships {c.get('relationships', 0)}, "
+        f"errors {len(job.errors)}, seconds {time.perf_counter() - started:.1f}"
+    )
+    for error in job.errors:
+        out.print(f"  rejected {error.document_name}: {error.step}: {error.message}", markup=False)
+    if job.status.value != "succeeded":
+        raise typer.Exit(1)
+    if job.errors:
+        out.print(f"finished with {len(job.errors)} rejected document(s); the others are processed")
+
+
+@app.command()
+def delete(
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset to delete from")],
+    document: Annotated[
+        str | None, typer.Option("--document", help="File name as added; omit for the dataset")
+    ] = None,
+) -> None:
+    """Delete one document (and what only it supported) or a whole dataset."""
+
+    def body() -> int:
+        from workers.jobs import JobTracker
+
+        with runtime_session() as rt:
+            jobs = JobTracker(rt.state).list()
+            running = [j.id for j in jobs if j.dataset == dataset and not j.status.finished]
+            if running:  # deleting under a job races its writes (the API answers 409)
+                fail(
+                    f"a cognify job on {dataset!r} is running ({running[0]}); wait for it "
+                    f"(`cogmill jobs watch {running[0]}`) or cancel it, then delete again"
+                )
+            if document is None:
+                removed = rt.catalog.remove_dataset(dataset)
+            else:
+                removed = rt.catalog.remove_named(dataset, document)
+            return len(removed.node_ids) + len(removed.edge_ids)
+
+    count = guarded(body)
+    target = f"document {document}" if document else "dataset"
+    out.print(f"deleted {target} from {dataset}: {count} nodes and edges removed", markup=False)
+
+
+@app.command("export")
+def export_graph(
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset to export")],
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="jsonl (a node or edge per line) or graphml")
+    ] = "jsonl",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", dir_okay=False, help="File (default: stdout)")
+    ] = None,
+) -> None:
+    """Export a dataset's nodes and edges, written page by page."""
+    from api.export import export_lines
+    from core.catalog import check_dataset_name
+    from core.models.graph import dataset_id
+
+    def body() -> None:
+        with runtime_session() as rt:
+            if not rt.graph.get_nodes([dataset_id(check_dataset_name(dataset))]):
+                raise CatalogError(f"dataset {dataset!r} does not exist; `cogmill add` first")
+            lines = export_lines(rt.graph, dataset, fmt.lower())
+            if output is None:
+                for text in lines:
+                    sys.stdout.write(text)
+                return
+            partial = output.with_name(output.name + ".partial")
+            with partial.open("w", encoding="utf-8") as file:
+                file.writelines(lines)
+            partial.replace(output)  # a failed export never leaves a truncated file
+
+    guarded(body)
+    if output is not None:
+        err.print(f"exported {dataset} to {output}", markup=False)

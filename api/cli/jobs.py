@@ -1,0 +1,86 @@
+"""`cogmill jobs`: list, show, cancel and watch cognify jobs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from api.cli.render import guarded, out, runtime_session
+from core.models.jobs import Job
+
+app = typer.Typer(no_args_is_help=True, help="List, inspect and cancel cognify jobs.")
+
+
+@app.command("list")
+def jobs_list() -> None:
+    """Jobs known to the state store, newest first."""
+    from workers.jobs import JobTracker
+
+    def body() -> list[Job]:
+        with runtime_session() as rt:
+            return sorted(JobTracker(rt.state).list(), key=lambda j: j.created_at, reverse=True)
+
+    for job in guarded(body):
+        out.print(
+            f"{job.id}  {job.status.value:<9}  {job.dataset:<20} "
+            f"{job.counts.get('documents', 0)}/{job.total_documents} docs  "
+            f"{job.created_at:%Y-%m-%d %H:%M:%S}",
+            markup=False,
+        )
+
+
+@app.command("show")
+def jobs_show(job_id: str) -> None:
+    """One job as JSON: status, counts and per-document errors."""
+    from workers.jobs import JobTracker
+
+    def body() -> Job:
+        with runtime_session() as rt:
+            return JobTracker(rt.state).get(job_id)
+
+    out.print_json(guarded(body).model_dump_json())
+
+
+@app.command("cancel")
+def jobs_cancel(job_id: str) -> None:
+    """Stop a job: queued batches are skipped, running steps stop at their next boundary."""
+    from workers.jobs import JobTracker
+
+    def body() -> Job:
+        with runtime_session() as rt:
+            return JobTracker(rt.state).cancel(job_id)
+
+    job = guarded(body)
+    out.print(
+        f"job {job.id}: cancel requested"
+        if not job.status.finished
+        else f"job {job.id} already {job.status.value}"
+    )
+
+
+@app.command("watch")
+def jobs_watch(
+    job_id: str,
+    after: Annotated[int, typer.Option(min=0, help="Skip events up to this id")] = 0,
+) -> None:
+    """Follow a job's events until it ends; exit 0 when it succeeded, 1 otherwise."""
+    from api.export import follow_job
+    from workers.jobs import JobTracker
+
+    def body() -> str:
+        status = ""
+        with runtime_session() as rt:
+            for event in follow_job(JobTracker(rt.state), job_id, after=after):
+                if event is None:
+                    continue
+                fields = {k: v for k, v in event.data.items() if k not in ("event", "at")}
+                detail = " ".join(f"{k}={v}" for k, v in fields.items() if v not in ("", None))
+                label = f"#{event.seq}" if event.seq is not None else "  "
+                out.print(f"{label} {event.kind} {detail}".rstrip(), markup=False)
+                status = str(event.data.get("status", status))
+        return status
+
+    status = guarded(body)
+    if status != "succeeded":
+        raise typer.Exit(1)

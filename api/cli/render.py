@@ -1,0 +1,130 @@
+"""What every `cogmill` command shares: the consoles, the error guard, the runtime, printing.
+
+Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, NoReturn, Protocol, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from core.catalog import AddReport, CatalogError
+from core.models.jobs import Job
+from core.ports import StoreError
+from core.settings import Settings
+from core.stores.factory import NotAvailableError
+from retrieval.models import SearchResponse
+
+if TYPE_CHECKING:
+    from retrieval.models import Source
+    from workers.runtime import Runtime
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+USAGE_ERRORS = (CatalogError, ValueError, LookupError)
+FAILURES = (StoreError, NotAvailableError, OSError, RuntimeError)
+T = TypeVar("T")
+
+
+class Ranked(Protocol):
+    """A search or recall result as printed."""
+
+    text: str
+    score: float
+    sources: list[Source]
+
+
+R = TypeVar("R", bound=Ranked)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err.print(f"error: {message}", markup=False)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def runtime_session(with_worker: bool = False) -> Iterator[Runtime]:
+    """A Runtime for this command (and embedded worker threads when the broker is in-process)."""
+    from workers.embedded import open_runtime
+
+    with open_runtime(Settings(), with_worker=with_worker) as runtime:
+        yield runtime
+
+
+def guarded(action: Callable[[], T]) -> T:
+    """Run a command body, turning known errors into one line and the right exit code."""
+    try:
+        return action()
+    except typer.Exit:
+        raise
+    except USAGE_ERRORS as error:
+        fail(str(error), 2)
+    except FAILURES as error:
+        fail(str(error), 1)
+
+
+def wait_for(job: Job, show_progress: bool) -> Job:
+    """Poll a job until it finishes, with a progress bar on a terminal."""
+    from workers.jobs import JobTracker
+    from workers.runtime import current_runtime
+
+    tracker = JobTracker(current_runtime().state)
+    columns = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} docs"),
+        TimeElapsedColumn(),
+    ]
+    with Progress(*columns, console=err, disable=not show_progress, transient=True) as progress:
+        bar = progress.add_task(f"cognify {job.dataset}", total=job.total_documents)
+        while not job.status.finished:
+            time.sleep(0.2)
+            job = tracker.get(job.id)
+            done = job.counts.get("documents", 0) + len({e.document_id for e in job.errors})
+            progress.update(bar, completed=done)
+    return tracker.get(job.id)
+
+
+def print_add_report(report: AddReport, dataset: str) -> None:
+    for name in report.added:
+        out.print(f"added      {name}", markup=False)
+    for name in report.replaced:
+        out.print(f"replaced   {name} (content changed)", markup=False)
+    for name in report.unchanged:
+        out.print(f"unchanged  {name} (same content, skipped)", markup=False)
+    for name, reason in report.rejected:
+        out.print(f"rejected   {name}: {reason}", markup=False)
+    stored = len(report.added) + len(report.replaced) + len(report.unchanged)
+    out.print(
+        f"{len(report.added)} added, {len(report.replaced)} replaced, "
+        f"{len(report.unchanged)} unchanged, {len(report.rejected)} rejected "
+        f"in dataset {dataset}"
+    )
+    if report.rejected and not stored:
+        raise typer.Exit(1)
+
+
+def print_ranked(results: Sequence[R], label: Callable[[R], str]) -> None:
+    """Ranked results: score, `label` (rich markup) and the documents, then the text."""
+    if not results:
+        out.print("no results")
+    for rank, result in enumerate(results, 1):
+        names = ", ".join(dict.fromkeys(s.document_name for s in result.sources))
+        out.print(f"[bold]{rank}.[/bold] ({result.score:.3f}) {label(result)}[cyan]{names}[/cyan]")
+        out.print("   " + result.text.replace("\n", "\n   ")[:600], markup=False)
+
+
+def print_response(response: SearchResponse, as_json: bool) -> None:
+    if as_json:
+        out.print_json(response.model_dump_json(exclude_none=True))
+        return
+    if response.note:
+        out.print(f"[dim]{response.note}[/dim]")
+    print_ranked(response.results, lambda result: "")

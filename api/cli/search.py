@@ -1,0 +1,84 @@
+"""Search commands: search (with provenance) and route (the query router's choice)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from api.cli.render import err, guarded, out, print_response, runtime_session
+from retrieval.models import SearchResponse, SearchType
+from retrieval.search import QA_ID_KEY
+from retrieval.search import search as run_search
+
+app = typer.Typer()
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="The question")],
+    dataset: Annotated[list[str], typer.Option("--dataset", "-d", help="Dataset(s) to search")],
+    search_type: Annotated[
+        SearchType | None,
+        typer.Option(
+            "--type", "-t", case_sensitive=False, help="Search type (default: the query router's)"
+        ),
+    ] = None,
+    top_k: Annotated[
+        int | None,
+        typer.Option("--top-k", "-k", min=1, max=1000, help="Results (default: from the query)"),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    response_model: Annotated[
+        Path | None,
+        typer.Option(
+            "--response-model",
+            help="JSON Schema file: the answer follows it (printed in `answer_json`)",
+        ),
+    ] = None,
+    session: Annotated[
+        str | None,
+        typer.Option("--session", "-s", help="Record the question and answer in this session"),
+    ] = None,
+) -> None:
+    """Search datasets; results carry the chunks and documents they came from."""
+
+    def body() -> SearchResponse:
+        schema = None
+        if response_model is not None:
+            from retrieval.response_model import load_schema
+
+            try:
+                text = response_model.read_text(encoding="utf-8")
+            except OSError as err:
+                raise ValueError(f"cannot read --response-model {response_model}: {err}") from err
+            schema = load_schema(text, origin=f"--response-model {response_model}")
+        with runtime_session() as rt:
+            ctx = rt.retrieval()
+            response = run_search(ctx, query, dataset, search_type, top_k, schema, session)
+            qa_ids.append(ctx.extras.get(QA_ID_KEY, ""))
+            return response
+
+    qa_ids: list[str] = []
+    print_response(guarded(body), as_json)
+    if session:  # on stderr with --json, so stdout stays one JSON object
+        (err if as_json else out).print(f"qa id {qa_ids[0]} in session {session}", markup=False)
+
+
+@app.command("route")
+def route_query(
+    query: Annotated[str, typer.Argument(help="The question")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """The search type the rule-based query router picks (no LLM, no stores)."""
+    from retrieval.router import route
+
+    chosen = guarded(lambda: route(query))
+    if as_json:
+        out.print_json(chosen.model_dump_json())
+        return
+    out.print(
+        f"{chosen.search_type.value} (confidence {chosen.confidence:.2f}); runner-up "
+        f"{chosen.runner_up.value} ({chosen.runner_up_score:.2f})"
+    )
