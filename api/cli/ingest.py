@@ -11,13 +11,13 @@ import typer
 
 from api.cli.render import (
     err,
-    fail,
     guarded,
     out,
     print_add_report,
     runtime_session,
     wait_for,
 )
+from api.services.delete import Deleted, delete_dataset, delete_document
 from core.catalog import AddReport, CatalogError, iter_files
 from core.models.jobs import Job
 
@@ -237,25 +237,15 @@ def delete(
 ) -> None:
     """Delete one document (and what only it supported) or a whole dataset."""
 
-    def body() -> int:
-        from workers.jobs import JobTracker
-
+    def body() -> Deleted:
         with runtime_session() as rt:
-            jobs = JobTracker(rt.state).list()
-            running = [j.id for j in jobs if j.dataset == dataset and not j.status.finished]
-            if running:  # deleting under a job races its writes (the API answers 409)
-                fail(
-                    f"a cognify job on {dataset!r} is running ({running[0]}); wait for it "
-                    f"(`cogmill jobs watch {running[0]}`) or cancel it, then delete again"
-                )
             if document is None:
-                removed = rt.catalog.remove_dataset(dataset)
-            else:
-                removed = rt.catalog.remove_named(dataset, document)
-            return len(removed.node_ids) + len(removed.edge_ids)
+                return delete_dataset(rt, dataset)
+            return delete_document(rt, dataset, document)
 
-    count = guarded(body)
+    done = guarded(body)
     target = f"document {document}" if document else "dataset"
+    count = done.nodes_removed + done.edges_removed
     out.print(f"deleted {target} from {dataset}: {count} nodes and edges removed", markup=False)
 
 

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from api.services.datasets import DatasetNotFoundError, JobRunningError
 from core.catalog import AddReport, CatalogError
 from core.models.jobs import Job
 from core.ports import StoreError
@@ -64,6 +65,12 @@ def guarded(action: Callable[[], T]) -> T:
         return action()
     except typer.Exit:
         raise
+    except DatasetNotFoundError as error:
+        fail(f"{error}; `cogmill add` documents to it first", 2)
+    except JobRunningError as error:
+        job = error.job_ids[0]
+        fail(f"{error} (`cogmill jobs watch {job}` follows it, `cogmill jobs cancel {job}` "
+             "cancels it)")  # fmt: skip
     except USAGE_ERRORS as error:
         fail(str(error), 2)
     except FAILURES as error:

@@ -18,6 +18,8 @@ from starlette.exceptions import HTTPException
 
 from api.http.routes import cognify, datasets, export, health, jobs, memory, route, search
 from api.http.schemas import DocumentsAdd, ErrorDetail, ErrorResponse, error_code, error_responses
+from api.services.datasets import DatasetNotFoundError, JobRunningError
+from api.services.delete import DocumentNotFoundError
 from core.catalog import CatalogError
 from core.embeddings.local import ModelNotInstalledError
 from core.ports import StoreError
@@ -65,6 +67,33 @@ def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     code = getattr(exc, "code", None) or error_code(exc.status_code)
     return error(exc.status_code, code, str(exc.detail))
+
+
+def _dataset_not_found(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, DatasetNotFoundError)
+    hint = f"add documents with POST /api/v1/datasets/{exc.dataset}/data first"
+    return error(404, "dataset_not_found", f"{exc}; {hint}")
+
+
+def _document_not_found(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, DocumentNotFoundError)
+    hint = f"GET /api/v1/datasets/{exc.dataset}/data lists its documents"
+    return error(404, "document_not_found", f"{exc}; {hint}")
+
+
+def _job_running(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, JobRunningError)
+    job = f"/api/v1/jobs/{exc.job_ids[0]}"
+    hint = f"GET {job}/events follows it, POST {job}/cancel cancels it"
+    return error(409, "job_running", f"{exc} ({hint})")
+
+
+# Errors whose answer adds a hint naming this face's routes.
+HINTED_ERRORS: list[tuple[type[Exception], Callable[[Request, Exception], JSONResponse]]] = [
+    (DatasetNotFoundError, _dataset_not_found),
+    (DocumentNotFoundError, _document_not_found),
+    (JobRunningError, _job_running),
+]
 
 
 def _validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -153,6 +182,8 @@ def create_app(runtime: Runtime | None = None) -> FastAPI:
     app.include_router(export.router)
     for exc_type, status, code in DOMAIN_ERRORS:
         app.add_exception_handler(exc_type, _domain_handler(status, code))
+    for exc_type, handler in HINTED_ERRORS:
+        app.add_exception_handler(exc_type, handler)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(ValidationError, _bug)

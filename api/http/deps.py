@@ -19,8 +19,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect
 
 from api.http.schemas import ApiError, DocumentsAdd
-from core.catalog import check_dataset_name
-from core.models.graph import dataset_id
+from api.services import datasets
 from workers.jobs import JobTracker
 from workers.runtime import Runtime
 
@@ -47,22 +46,15 @@ JobsDep = Annotated[JobTracker, Depends(get_jobs)]
 
 def dataset_name(name: Annotated[str, PathParam(description="Dataset name")]) -> str:
     """The path's dataset name; CatalogError (400) says what is allowed."""
-    return check_dataset_name(name)
+    return datasets.checked(name)
 
 
 DatasetName = Annotated[str, Depends(dataset_name)]
 
 
 def known_dataset(name: DatasetName, runtime: RuntimeDep) -> str:
-    """A dataset that exists; 404 otherwise."""
-    if not runtime.graph.get_nodes([dataset_id(name)]):
-        raise ApiError(
-            404,
-            "dataset_not_found",
-            f"dataset {name!r} does not exist; add documents with "
-            f"POST /api/v1/datasets/{name}/data first",
-        )
-    return name
+    """A dataset that exists; DatasetNotFoundError (404) otherwise."""
+    return datasets.existing(runtime, name)
 
 
 KnownDataset = Annotated[str, Depends(known_dataset)]

@@ -1,0 +1,54 @@
+"""Delete a document or a whole dataset, refused while a cognify job on the dataset runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from api.services.datasets import ensure_idle, existing, unregister
+from core.catalog import CatalogError
+from core.models.graph import Removed
+from workers.runtime import Runtime
+
+
+class DocumentNotFoundError(LookupError):
+    """No document of the dataset was added under that name."""
+
+    def __init__(self, dataset: str, document: str, reason: str) -> None:
+        super().__init__(reason)
+        self.dataset, self.document = dataset, document
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """What a delete removed: the graph's nodes and edges (with their vectors and index
+    entries)."""
+
+    dataset: str
+    document: str | None
+    nodes_removed: int
+    edges_removed: int
+
+    @classmethod
+    def of(cls, dataset: str, document: str | None, removed: Removed) -> Deleted:
+        return cls(dataset, document, len(removed.node_ids), len(removed.edge_ids))
+
+
+def delete_document(rt: Runtime, dataset: str, document: str) -> Deleted:
+    """Delete a document: its chunks and whatever only it supported (graph, vectors, lexical
+    index); shared entities and edges only lose its support. Raises DatasetNotFoundError,
+    DocumentNotFoundError, JobRunningError."""
+    ensure_idle(rt, existing(rt, dataset))
+    try:
+        removed = rt.catalog.remove_named(dataset, document)
+    except CatalogError as err:
+        raise DocumentNotFoundError(dataset, document, str(err)) from err
+    return Deleted.of(dataset, document, removed)
+
+
+def delete_dataset(rt: Runtime, dataset: str) -> Deleted:
+    """Delete a whole dataset: every node, edge, vector, index entry and stored file. Raises
+    DatasetNotFoundError, JobRunningError."""
+    ensure_idle(rt, existing(rt, dataset))
+    removed = rt.catalog.remove_dataset(dataset)
+    unregister(rt, dataset)
+    return Deleted.of(dataset, None, removed)
