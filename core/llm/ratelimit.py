@@ -14,10 +14,7 @@ import threading
 import time
 from typing import Any, Protocol, runtime_checkable
 
-import redis
-
-from core.ports import StoreError
-from core.stores.state_redis import redact_url
+from core.stores.redis_connection import RedisConnection
 
 
 @runtime_checkable
@@ -149,12 +146,10 @@ class RedisRateLimiter:
             raise ValueError("key must name the shared bucket, e.g. 'cogmill:ratelimit:gpt-4o'")
         self._limits = _Limits(requests_per_minute, tokens_per_minute, burst_seconds)
         self.key = key
-        self.url = redact_url(redis_url)
-        self._redis: Any = (
-            client
-            if client is not None
-            else redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=10)
+        self._conn = RedisConnection(
+            redis_url, role="rate limiter", decode_responses=False, socket_timeout=10, client=client
         )
+        self.url, self._redis = self._conn.url, self._conn.client
         # register_script runs EVALSHA and loads the script again after a server restart.
         self._script = self._redis.register_script(_RESERVE_LUA)
 
@@ -177,11 +172,9 @@ class RedisRateLimiter:
             repr(limits.token_capacity),
             str(tokens),
         ]
-        try:
+        with self._conn.errors():
             return float(self._script(keys=[self.key], args=args))
-        except redis.RedisError as err:
-            raise StoreError(f"rate limiter at Redis {self.url}: {err}") from err
 
     def close(self) -> None:
         """Release connections."""
-        self._redis.close()
+        self._conn.close()

@@ -9,15 +9,11 @@ counts exact.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
-import redis
-
 from core.lexical import CorpusStats, LexicalDoc, Posting, term_counts
-from core.ports import StoreError
-from core.stores.state_redis import redact_url
+from core.stores.redis_connection import RedisConnection
 
 _ADD = """
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
@@ -49,24 +45,10 @@ class RedisLexicalIndex:
     def __init__(self, url: str, *, prefix: str = "cogmill:", client: Any = None) -> None:
         """`client`: an open client (decode_responses=True) to use instead of connecting to
         `url`, e.g. a fakeredis one in tests; the index closes it."""
-        self.url = redact_url(url)
-        self.prefix = prefix
-        self._redis: Any = (
-            client
-            if client is not None
-            else redis.Redis.from_url(
-                url, decode_responses=True, socket_connect_timeout=5, socket_timeout=30
-            )
-        )
+        self._conn = RedisConnection(url, role="lexical index", client=client)
+        self.url, self.prefix, self._redis = self._conn.url, prefix, self._conn.client
         self._add = self._redis.register_script(_ADD)
         self._remove = self._redis.register_script(_REMOVE)
-
-    @contextmanager
-    def _errors(self) -> Iterator[None]:
-        try:
-            yield
-        except redis.RedisError as err:
-            raise StoreError(f"lexical index in Redis at {self.url}: {err}") from err
 
     def _keys(self, dataset: str) -> tuple[str, str, str]:
         """(lengths hash, total counter, term key prefix) of a dataset."""
@@ -77,7 +59,7 @@ class RedisLexicalIndex:
         """Index chunks; a chunk id already indexed is left as it is. Raises StoreError."""
         lengths, total, terms = self._keys(dataset)
         unique = list({d.chunk_id: d for d in docs}.values())
-        with self._errors():
+        with self._conn.errors():
             for start in range(0, len(unique), _PIPELINE_BATCH):
                 pipe = self._redis.pipeline(transaction=False)
                 for doc in unique[start : start + _PIPELINE_BATCH]:
@@ -94,7 +76,7 @@ class RedisLexicalIndex:
     def remove(self, dataset: str, ids: Sequence[str]) -> None:
         """Drop the postings of these ids (ids that are not indexed chunks are ignored)."""
         lengths, total, terms = self._keys(dataset)
-        with self._errors():
+        with self._conn.errors():
             for start in range(0, len(ids), _PIPELINE_BATCH):
                 pipe = self._redis.pipeline(transaction=False)
                 for chunk in ids[start : start + _PIPELINE_BATCH]:
@@ -106,7 +88,7 @@ class RedisLexicalIndex:
 
     def remove_dataset(self, dataset: str) -> None:
         """Drop every posting of a dataset. Raises StoreError."""
-        with self._errors():
+        with self._conn.errors():
             batch: list[str] = []
             for key in self._redis.scan_iter(match=f"{self.prefix}lex:{dataset}:*", count=1000):
                 batch.append(key)
@@ -118,13 +100,13 @@ class RedisLexicalIndex:
 
     def count(self, dataset: str) -> int:
         """Number of chunks indexed for a dataset."""
-        with self._errors():
+        with self._conn.errors():
             return int(self._redis.hlen(self._keys(dataset)[0]))
 
     def corpus_stats(self, datasets: Sequence[str], terms: Sequence[str]) -> CorpusStats:
         """Chunk count, total length and document frequency of `terms` over the datasets."""
         stats = CorpusStats()
-        with self._errors():
+        with self._conn.errors():
             pipe = self._redis.pipeline(transaction=False)
             for dataset in datasets:
                 lengths, total, prefix = self._keys(dataset)
@@ -143,7 +125,7 @@ class RedisLexicalIndex:
     def postings(self, datasets: Sequence[str], terms: Sequence[str]) -> list[Posting]:
         """Every posting of `terms` in the datasets."""
         found: list[Posting] = []
-        with self._errors():
+        with self._conn.errors():
             for dataset in datasets:
                 lengths, _total, prefix = self._keys(dataset)
                 pipe = self._redis.pipeline(transaction=False)
@@ -164,4 +146,4 @@ class RedisLexicalIndex:
 
     def close(self) -> None:
         """Close the connection pool."""
-        self._redis.close()
+        self._conn.close()

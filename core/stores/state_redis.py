@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
-from core.ports import StoreError
+from core.stores.redis_connection import RedisConnection
 
 _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
 
@@ -22,25 +20,8 @@ class RedisStateStore:
     def __init__(self, url: str, *, prefix: str = "cogmill:", client: Any = None) -> None:
         """`client`: an open client (decode_responses=True) to use instead of connecting to
         `url`, e.g. a fakeredis one in tests; the store closes it."""
-        self.url = redact_url(url)
-        self.prefix = prefix
-        # from_url gives the client its own thread-safe connection pool (closed by close()).
-        # Typed Any: redis-py annotates sync results as `Awaitable | value`, which no caller wants.
-        self._redis: Any = (
-            client
-            if client is not None
-            else redis.Redis.from_url(
-                url, decode_responses=True, socket_connect_timeout=5, socket_timeout=30
-            )
-        )
-
-    @contextmanager
-    def _errors(self) -> Iterator[None]:
-        """Turn driver errors into StoreError naming the server (never its password)."""
-        try:
-            yield
-        except redis.RedisError as err:
-            raise StoreError(f"Redis at {self.url}: {err}") from err
+        self._conn = RedisConnection(url, client=client)
+        self.url, self.prefix, self._redis = self._conn.url, prefix, self._conn.client
 
     def _key(self, key: str) -> str:
         return self.prefix + key
@@ -51,37 +32,37 @@ class RedisStateStore:
             raise ValueError(f"ttl must be positive seconds, got {ttl!r}")
         # PX, not EX: TTLs below a second are legitimate; a plain SET also clears an old TTL.
         px = math.ceil(ttl * 1000) if ttl is not None else None
-        with self._errors():
+        with self._conn.errors():
             self._redis.set(self._key(key), value, px=px)
 
     def get(self, key: str) -> str | None:
         """The value, or None when missing or expired."""
-        with self._errors():
+        with self._conn.errors():
             return self._redis.get(self._key(key))
 
     def get_many(self, keys: Sequence[str]) -> list[str | None]:
         """Each key's value in order (None where missing or expired), in one round trip."""
         if not keys:
             return []
-        with self._errors():
+        with self._conn.errors():
             return self._redis.mget([self._key(key) for key in keys])
 
     def delete(self, key: str) -> None:
         """Remove a key of any kind (no error when missing)."""
-        with self._errors():
+        with self._conn.errors():
             self._redis.delete(self._key(key))
 
     def keys(self, prefix: str) -> list[str]:
         """Live keys of any kind starting with `prefix`, sorted."""
         pattern = _GLOB_SPECIAL.sub(r"\\\1", self.prefix + prefix) + "*"
-        with self._errors():
+        with self._conn.errors():
             # SCAN may return a key more than once; the set removes repeats.
             found = set(self._redis.scan_iter(match=pattern, count=1000))
         return sorted(key[len(self.prefix) :] for key in found)
 
     def incr(self, key: str, amount: int = 1) -> int:
         """Atomically add to an integer counter and return the new value. ValueError if not one."""
-        with self._errors():
+        with self._conn.errors():
             try:
                 return self._redis.incrby(self._key(key), amount)
             except redis.ResponseError as err:
@@ -91,17 +72,17 @@ class RedisStateStore:
 
     def add_member(self, key: str, member: str) -> bool:
         """Add to a set; True when the member was new (idempotent completion counting)."""
-        with self._errors():
+        with self._conn.errors():
             return self._redis.sadd(self._key(key), member) == 1
 
     def remove_member(self, key: str, member: str) -> bool:
         """Remove from a set; True when the member was there."""
-        with self._errors():
+        with self._conn.errors():
             return self._redis.srem(self._key(key), member) == 1
 
     def count_members(self, key: str) -> int:
         """Size of a set (0 when missing)."""
-        with self._errors():
+        with self._conn.errors():
             return self._redis.scard(self._key(key))
 
     def add_members(self, members: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
@@ -109,7 +90,7 @@ class RedisStateStore:
         if not members:
             return {}
         added = [key for key, items in members.items() if items]
-        with self._errors():
+        with self._conn.errors():
             pipe = self._redis.pipeline(transaction=True)  # MULTI: the reads follow every add
             for key in added:
                 pipe.sadd(self._key(key), *members[key])
@@ -122,7 +103,7 @@ class RedisStateStore:
         """Append to an ordered stream and return the event's sequence number (from 1)."""
         # A stream is a list that is only ever appended to, so the length RPUSH returns
         # (atomically) is the event's number and list index + 1 is every event's number.
-        with self._errors():
+        with self._conn.errors():
             return self._redis.rpush(self._key(stream), event)
 
     def read_events(
@@ -131,19 +112,11 @@ class RedisStateStore:
         """Events with sequence numbers above `after`, oldest first. ValueError on limit < 1."""
         if after < 0 or limit < 1:
             raise ValueError(f"need after >= 0 and limit >= 1, got after={after}, limit={limit}")
-        with self._errors():
+        with self._conn.errors():
             events = self._redis.lrange(self._key(stream), after, after + limit - 1)
         return [(after + 1 + i, event) for i, event in enumerate(events)]
 
     def close(self) -> None:
         """Close the connection pool (idempotent)."""
-        self._redis.close()
+        self._conn.close()
 
-
-def redact_url(url: str) -> str:
-    """The URL without password or query (which may carry one), for messages and logs."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = f"{parts.username or ''}:***@{netloc.rpartition('@')[2]}"
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
