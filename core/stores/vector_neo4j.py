@@ -19,16 +19,16 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
-from urllib.parse import urlsplit
 
 import neo4j
-from neo4j.exceptions import DriverError, Neo4jError
+from neo4j.exceptions import Neo4jError
 
 from core.models.vectors import VectorHit, VectorPoint, check_collection, check_dim, point_id
 from core.ports import StoreError, batched
+from core.stores.neo4j_connection import Neo4jConnection
 
 _NAMESPACE = re.compile(r"[A-Za-z][A-Za-z0-9]{0,31}")
 _WRITE_BATCH = 1000  # rows per UNWIND transaction: ~1.5 MB of parameters at 384 dims
@@ -122,31 +122,23 @@ class Neo4jVectorStore:
         if not _NAMESPACE.fullmatch(namespace):
             raise ValueError(f"bad namespace {namespace!r}: a letter, then letters or digits")
         self.dim, self.database, self.namespace = dim, database, namespace
-        parts = urlsplit(uri)  # host:port names the server in messages, never credentials
-        self.where = f"{parts.hostname or 'localhost'}:{parts.port or 7687}"
         self._base = f"{namespace}Vector"
-        auth = (user, password) if password else None
         # `timeout` bounds both connecting and retrying transient failures (a restarting server).
-        self._driver = neo4j.GraphDatabase.driver(
+        self._conn = Neo4jConnection(
             uri,
-            auth=auth,
+            user=user,
+            password=password,
+            database=database,
             connection_timeout=timeout,
             max_transaction_retry_time=timeout,
-            notifications_min_severity="OFF",  # see graph_neo4j
         )
+        self.where, self._driver = self._conn.where, self._conn.driver
         self._lock = threading.Lock()  # serialises schema creation within this process
         self._ready: set[str] = set()  # collections whose schema is known to be in place
-        self._closed = False
 
-    @contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
-        """Turn driver errors into StoreError naming the server and the action."""
-        if self._closed:
-            raise StoreError(f"vector store on Neo4j at {self.where} is closed")
-        try:
-            yield
-        except (Neo4jError, DriverError) as err:
-            raise StoreError(f"Neo4j at {self.where}: vector {action} failed: {err}") from err
+    def _errors(self, action: str) -> AbstractContextManager[None]:
+        """Driver errors as StoreError naming the server and the action (also once closed)."""
+        return self._conn.errors(f"vector {action}")
 
     def _run(self, query: str, **params: Any) -> list[neo4j.Record]:
         """Run one query in a managed (retried) transaction and return its records."""
@@ -182,7 +174,7 @@ class Neo4jVectorStore:
                 self._ddl(template, **names)
             if not self._find_index(collection):
                 raise StoreError(
-                    f"vector index {names['index']} was not created on Neo4j at {self.where}: "
+                    f"vector index {names['index']} was not created on {self.where}: "
                     f"does another index cover :{names['label']}(embedding)?"
                 )
             self._ready.add(collection)
@@ -197,7 +189,7 @@ class Neo4jVectorStore:
         found = f"{config['vector.dimensions']}-d {config['vector.similarity_function']}"
         if found != f"{self.dim}-d COSINE":
             raise StoreError(
-                f"vector collection {collection!r} on Neo4j at {self.where} holds {found} "
+                f"vector collection {collection!r} on {self.where} holds {found} "
                 f"vectors; this store needs {self.dim}-d COSINE"
             )
         if rows[0]["state"] != "ONLINE":
@@ -367,5 +359,4 @@ class Neo4jVectorStore:
 
     def close(self) -> None:
         """Release the driver's connections; later calls raise StoreError. Safe to call twice."""
-        self._closed = True
-        self._driver.close()
+        self._conn.close()
