@@ -17,6 +17,7 @@ from typing import BinaryIO
 from core.entity_keys import EntityKeyIndex
 from core.lexical import LexicalIndex
 from core.models.graph import Node, Removed, dataset_id, document_id
+from core.models.vocabulary import DATASET, DOCUMENT
 from core.ports import BlobStore, GraphStore, VectorStore
 
 DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
@@ -121,14 +122,14 @@ class Catalog:
     def ensure_dataset(self, dataset: str) -> None:
         check_dataset_name(dataset)
         self.graph.upsert_nodes(
-            [Node(id=dataset_id(dataset), type="Dataset", dataset=dataset, name=dataset)]
+            [Node(id=dataset_id(dataset), type=DATASET, dataset=dataset, name=dataset)]
         )
 
     def documents(self, dataset: str, page: int = 1000) -> Iterator[Node]:
         """Every Document node of a dataset, streamed page by page."""
         offset = 0
         while True:
-            batch = self.graph.find_nodes(dataset, "Document", limit=page, offset=offset)
+            batch = self.graph.find_nodes(dataset, DOCUMENT, limit=page, offset=offset)
             yield from batch
             if len(batch) < page:
                 return
@@ -181,11 +182,11 @@ class Catalog:
         explicit choice (a plain re-add keeps what `cognify --pipeline` set)."""
         if chosen is None:
             return
-        for doc in self.graph.find_nodes(dataset, "Document", name=name, limit=10):
+        for doc in self.graph.find_nodes(dataset, DOCUMENT, name=name, limit=10):
             current = doc.properties.get("pipeline")
             if current != chosen and (explicit or doc.properties.get("status") == "added"):
                 self.graph.upsert_nodes(
-                    [Node(id=doc.id, type="Document", dataset=dataset,
+                    [Node(id=doc.id, type=DOCUMENT, dataset=dataset,
                           properties={"pipeline": chosen})]
                 )  # fmt: skip
 
@@ -194,14 +195,14 @@ class Catalog:
     ) -> None:
         digest = _hash_stream(stream)
         doc_id = document_id(dataset, digest)
-        existing = self.graph.find_nodes(dataset, "Document", name=name, limit=10)
+        existing = self.graph.find_nodes(dataset, DOCUMENT, name=name, limit=10)
         same = next((node for node in existing if node.id == doc_id), None)
         if same is not None:
             if node_set is not None and same.properties.get("node_set", "") != node_set:
                 # A new node set for the same content: the next cognify re-labels its chunks.
                 props = {"node_set": node_set, "status": "added"}
                 self.graph.upsert_nodes(
-                    [Node(id=doc_id, type="Document", dataset=dataset, properties=props)]
+                    [Node(id=doc_id, type=DOCUMENT, dataset=dataset, properties=props)]
                 )
             report.unchanged.append(name)
             return
@@ -212,7 +213,7 @@ class Catalog:
             [
                 Node(
                     id=doc_id,
-                    type="Document",
+                    type=DOCUMENT,
                     dataset=dataset,
                     name=name,
                     properties={
@@ -246,7 +247,7 @@ class Catalog:
 
     def remove_named(self, dataset: str, name: str) -> Removed:
         """Remove the document added under `name`. Raises CatalogError when there is none."""
-        docs = self.graph.find_nodes(check_dataset_name(dataset), "Document", name=name, limit=10)
+        docs = self.graph.find_nodes(check_dataset_name(dataset), DOCUMENT, name=name, limit=10)
         if not docs:
             raise CatalogError(f"dataset {dataset!r} has no document named {name!r}")
         removed = Removed()

@@ -16,8 +16,12 @@ import unicodedata
 from dataclasses import dataclass
 from datetime import date
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
+from core.models.graph import Node
+from core.models.vocabulary import INTERVAL
 
 
 class Granularity(StrEnum):
@@ -172,6 +176,37 @@ def years_span(first: int, count: int, granularity: Granularity) -> TimeSpan:
         start=days_from_civil(first, 1, 1),
         end=days_from_civil(first + count, 1, 1),
         granularity=granularity,
+    )
+
+
+def time_properties(span: TimeSpan) -> dict[str, Any]:
+    """The sortable time values of a span as stored on a node (no None: Neo4j cannot store it)."""
+    props: dict[str, Any] = {
+        "time": iso_day(span.sort_key),
+        "epoch": epoch_seconds(span.sort_key),
+        "granularity": span.granularity.value,
+        "label": span.label,
+    }
+    if span.start is not None:
+        props["start"] = iso_day(span.start)
+        props["start_epoch"] = epoch_seconds(span.start)
+    if span.end is not None:
+        props["end"] = iso_day(span.end)
+        props["end_epoch"] = epoch_seconds(span.end)
+    return props
+
+
+def span_of(node: Node) -> TimeSpan | None:
+    """The span stored on an Event, Timestamp or Interval node (None if it has none)."""
+    props = node.properties
+    start, end = props.get("start_epoch"), props.get("end_epoch")
+    if start is None and end is None:
+        return None
+    return TimeSpan(
+        start=None if start is None else int(start) // 86_400,
+        end=None if end is None else int(end) // 86_400,
+        granularity=props.get("granularity", "day"),
+        is_range=node.type == INTERVAL or bool(props.get("is_range")),
     )
 
 

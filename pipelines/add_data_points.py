@@ -8,13 +8,10 @@ from typing import ClassVar
 from core.lexical import LexicalDoc, LexicalIndex
 from core.models.graph import Edge, Node
 from core.models.vectors import VectorPoint
+from core.models.vocabulary import CHUNK, DOCUMENT, ENTITY, STRUCTURAL_EDGES
 from core.ports import Embedder, GraphStore, VectorStore, batched
-from pipelines.graph_builder import (
-    STRUCTURAL_EDGES,
-    BuiltGraph,
-    EmbedItem,
-    build_graph,
-)
+from pipelines.built_graph import BuiltGraph, EmbedItem
+from pipelines.graph_builder import build_graph
 from pipelines.models import ExtractedBatch, WriteReport
 from pipelines.resolve_entities import add_alias_nodes
 from pipelines.summarize_documents import add_document_summaries
@@ -56,7 +53,7 @@ class AddDataPoints:
                 [
                     Node(
                         id=d.id,
-                        type="Document",
+                        type=DOCUMENT,
                         dataset=batch.dataset,
                         properties={"derived": True},
                     )
@@ -97,12 +94,12 @@ class AddDataPoints:
         return WriteReport(
             dataset=batch.dataset,
             documents=[doc.id for doc in documents],
-            chunks=sum(1 for n in built.nodes.values() if n.type == "DocumentChunk"),
+            chunks=sum(1 for n in built.nodes.values() if n.type == CHUNK),
             entities=sum(1 for n in built.nodes.values() if _is_entity(n, built)),
             relationships=len(relations),
             vectors=vectors,
             errors=list(batch.errors),
-            entity_names={n.id: n.name for n in built.nodes.values() if n.type == "Entity"},
+            entity_names={n.id: n.name for n in built.nodes.values() if n.type == ENTITY},
             nodes_written=len(built.nodes),
             edges_written=len(built.edges),
             graph_write_ms=graph_write_ms,
@@ -131,7 +128,7 @@ class AddDataPoints:
         docs = [
             LexicalDoc(node.id, str(node.properties.get("document_id", "")), str(text))
             for node in built.nodes.values()
-            if node.type == "DocumentChunk" and (text := node.properties.get("text"))
+            if node.type == CHUNK and (text := node.properties.get("text"))
         ]
         self.lexical.add(dataset, docs)
 
@@ -156,4 +153,4 @@ class AddDataPoints:
 
 def _is_entity(node: Node, built: BuiltGraph) -> bool:
     """Entities are Entity nodes, or under a custom graph model the nodes of its classes."""
-    return node.type == "Entity" or node.type in built.custom_fields
+    return node.type == ENTITY or node.type in built.custom_fields

@@ -9,102 +9,37 @@ Everything built here is deduplicated within the batch and carries its provenanc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from core.models.extraction import KnowledgeGraph, OntologyAlignment
 from core.models.graph import (
     Edge,
     Node,
     Support,
+    edge_type_id,
     entity_id,
     entity_type_id,
     normalise_name,
-    stable_id,
     summary_id,
 )
-from pipelines.models import Chunk, ExtractedEvent
-from pipelines.temporal_builder import TEMPORAL_EDGES, add_events
-
-PART_OF, MENTIONS, IS_A, SUMMARIZES = "PART_OF", "MENTIONS", "IS_A", "SUMMARIZES"
-SUBCLASS_OF = "SUBCLASS_OF"
-# Alias -ALIAS_OF-> Entity: a name that resolved to the entity (pipelines/resolve_entities.py).
-ALIAS_OF = "ALIAS_OF"
-# Property (and vector payload key) of chunks added to a node set.
-NODE_SET = "node_set"
-# Event edges (AT, DURING, INVOLVES) are structural too: they are not entity relationships.
-STRUCTURAL_EDGES = (
-    frozenset({PART_OF, MENTIONS, IS_A, SUMMARIZES, SUBCLASS_OF, ALIAS_OF}) | TEMPORAL_EDGES
+from core.models.vocabulary import (
+    CHUNK,
+    EDGE_TYPE,
+    ENTITY,
+    ENTITY_COLLECTION,
+    ENTITY_TYPE,
+    INDEX_FIELDS,
+    IS_A,
+    MENTIONS,
+    NODE_SET,
+    PART_OF,
+    SUBCLASS_OF,
+    SUMMARIZES,
+    TEXT_SUMMARY,
+    collection,
+    relation_label,
 )
-
-# Tables (pipelines/structured.py): row IN_TABLE table is structural; row REFERENCES row (a
-# foreign key) is a relation that graph search follows.
-IN_TABLE, REFERENCES = "IN_TABLE", "REFERENCES"
-STRUCTURAL_EDGES |= {IN_TABLE}
-
-# A relationship name of a dataset: a node without edges whose vector (EdgeType_relationship_name)
-# scores relations by name in graph search; its support is the chunks whose edges use the name.
-EDGE_TYPE = "EdgeType"
-
-# Node type -> its fields embedded into the `<Type>_<field>` collections.
-INDEX_FIELDS: dict[str, tuple[str, ...]] = {
-    "DocumentChunk": ("text",),
-    "Entity": ("name",),
-    "TextSummary": ("text",),
-    EDGE_TYPE: ("relationship_name",),
-    "Event": ("text",),
-    "TableRow": ("text",),
-    "Table": ("name",),
-}
-
-
-def edge_type_id(dataset: str, name: str) -> str:
-    """Relationship names are embedded once per dataset, keyed by name."""
-    return stable_id("edge_type", dataset, name)
-
-
-def relation_label(name: str) -> str:
-    """Readable form of a relationship name, for embedding and display."""
-    return name.replace("_", " ").strip()
-
-
-@dataclass
-class EmbedItem:
-    id: str
-    text: str
-    payload: dict[str, str]
-
-
-@dataclass
-class BuiltGraph:
-    nodes: dict[str, Node] = field(default_factory=dict)
-    edges: dict[tuple[str, str, str], Edge] = field(default_factory=dict)
-    to_embed: dict[str, list[EmbedItem]] = field(default_factory=dict)
-    # Custom graph model classes met in the batch -> their embedded fields.
-    custom_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
-
-    def add_node(self, node: Node) -> None:
-        existing = self.nodes.get(node.id)
-        if existing is None:
-            self.nodes[node.id] = node
-            return
-        existing.properties.update({k: v for k, v in node.properties.items() if v})
-        _union(existing.support, node.support)
-
-    def add_edge(self, edge: Edge) -> None:
-        key = (edge.source, edge.name, edge.target)
-        existing = self.edges.get(key)
-        if existing is None:
-            self.edges[key] = edge
-            return
-        _union(existing.support, edge.support)
-
-    def embed(self, collection: str, item: EmbedItem) -> None:
-        self.to_embed.setdefault(collection, []).append(item)
-
-
-def _union(into: list[Support], more: list[Support]) -> None:
-    seen = {(s.document_id, s.chunk_id) for s in into}
-    into.extend(s for s in more if (s.document_id, s.chunk_id) not in seen)
+from pipelines.built_graph import BuiltGraph, EmbedItem
+from pipelines.models import Chunk, ExtractedEvent
+from pipelines.temporal_builder import add_events
 
 
 def build_graph(
@@ -131,7 +66,7 @@ def build_graph(
         fields = INDEX_FIELDS.get(node.type) or built.custom_fields.get(node.type, ())
         if node.type in built.custom_fields and node.type not in INDEX_FIELDS:
             # The graph retrievers find entry points in Entity_name, custom classes included.
-            built.embed("Entity_name", EmbedItem(node.id, node.name, {"type": node.type}))
+            built.embed(ENTITY_COLLECTION, EmbedItem(node.id, node.name, {"type": node.type}))
         for field_name in fields:
             text = node.name if field_name == "name" else _text(node.properties.get(field_name))
             if text.strip():
@@ -140,7 +75,7 @@ def build_graph(
                     payload["name"] = node.name
                 if NODE_SET in node.properties:
                     payload[NODE_SET] = node.properties[NODE_SET]
-                built.embed(f"{node.type}_{field_name}", EmbedItem(node.id, text, payload))
+                built.embed(collection(node.type, field_name), EmbedItem(node.id, text, payload))
     return built
 
 
@@ -149,7 +84,7 @@ def _add_chunk(built: BuiltGraph, dataset: str, chunk: Chunk, graph: KnowledgeGr
     built.add_node(
         Node(
             id=chunk.id,
-            type="DocumentChunk",
+            type=CHUNK,
             dataset=dataset,
             support=support,
             properties={
@@ -175,7 +110,7 @@ def _add_chunk(built: BuiltGraph, dataset: str, chunk: Chunk, graph: KnowledgeGr
         built.add_node(
             Node(
                 id=sid,
-                type="TextSummary",
+                type=TEXT_SUMMARY,
                 dataset=dataset,
                 support=support,
                 properties={"text": graph.summary},
@@ -199,7 +134,7 @@ def _add_chunk(built: BuiltGraph, dataset: str, chunk: Chunk, graph: KnowledgeGr
         built.add_node(
             Node(
                 id=eid,
-                type=entity.type if entity.type in graph.node_classes else "Entity",
+                type=entity.type if entity.type in graph.node_classes else ENTITY,
                 dataset=dataset,
                 name=entity.name.strip(),
                 support=support,
@@ -207,7 +142,7 @@ def _add_chunk(built: BuiltGraph, dataset: str, chunk: Chunk, graph: KnowledgeGr
             )
         )
         built.add_node(
-            Node(id=tid, type="EntityType", dataset=dataset, name=type_name, support=support)
+            Node(id=tid, type=ENTITY_TYPE, dataset=dataset, name=type_name, support=support)
         )
         built.add_edge(
             Edge(source=chunk.id, target=eid, name=MENTIONS, dataset=dataset, support=support)
@@ -262,7 +197,7 @@ def _add_ontology_classes(
         built.add_node(
             Node(
                 id=cid,
-                type="EntityType",
+                type=ENTITY_TYPE,
                 dataset=dataset,
                 name=ref.label,
                 support=support,

@@ -25,14 +25,13 @@ import numpy as np
 
 from core.aliases import canonical_name, is_abbreviated, resolution_key, same_entity
 from core.entity_keys import EntityKeyIndex
-from core.models.graph import Edge, Node, Support, entity_id, normalise_name
+from core.models.graph import Edge, Node, Support, alias_id, entity_id, normalise_name
 from core.models.vectors import VectorPoint
+from core.models.vocabulary import ALIAS, ALIAS_OF, ENTITY, ENTITY_COLLECTION, IS_A
 from core.ports import Embedder, GraphStore, VectorStore, batched
-from pipelines.graph_builder import ALIAS_OF, IS_A
 from pipelines.models import WriteReport
-from pipelines.resolve_entities import ALIAS, alias_id, types_compatible
+from pipelines.resolve_entities import types_compatible
 
-ENTITY_COLLECTION = "Entity_name"
 RECONCILE_BATCH = 256
 # Type node names by id, kept per process: a type's id is derived from its name, so the pair
 # never changes, while reading a type node loads its support (every entity of that type).
@@ -81,7 +80,7 @@ class ReconcileEntities:
             return  # the usual case, decided without reading the graph
         # The graph has the last word: a candidate may have been merged away or deleted.
         wanted = sorted({i for pair in pairs for i in pair})
-        known = {n.id: n for n in self.graph.get_nodes(wanted) if n.type == "Entity"}
+        known = {n.id: n for n in self.graph.get_nodes(wanted) if n.type == ENTITY}
         pairs = {(a, b) for a, b in pairs if a in known and b in known}
         if not pairs:
             return
@@ -185,11 +184,11 @@ def merge_entities(
     described = [d for m in members if (d := m.properties.get("description"))]
     properties = {} if stored or not described else {"description": described[0]}
     # No support of its own: what it gets comes from the members, read inside merge_nodes.
-    entity = Node(id=target, type="Entity", dataset=dataset, name=name, properties=properties)
+    entity = Node(id=target, type=ENTITY, dataset=dataset, name=name, properties=properties)
     graph.upsert_nodes([entity])
     if not stored:
         vector = embedder.embed([name])[0].tolist()
-        point = VectorPoint(id=target, vector=vector, dataset=dataset, payload={"type": "Entity"})
+        point = VectorPoint(id=target, vector=vector, dataset=dataset, payload={"type": ENTITY})
         vectors.upsert(ENTITY_COLLECTION, [point])
     merged = graph.merge_nodes(sorted(m.id for m in sources), target)
     renamed = [

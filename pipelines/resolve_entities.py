@@ -18,20 +18,15 @@ from typing import ClassVar
 
 from core.aliases import canonical_name, group_names, strip_affixes
 from core.models.extraction import KnowledgeGraph
-from core.models.graph import Edge, Node, Support, entity_id, normalise_name, stable_id
+from core.models.graph import Edge, Node, Support, alias_id, entity_id, normalise_name
+from core.models.vocabulary import ALIAS, ALIAS_OF
 from core.ports import GraphReader, batched
-from pipelines.graph_builder import ALIAS_OF, BuiltGraph
+from pipelines.built_graph import BuiltGraph
 from pipelines.models import EntityAlias, ExtractedBatch
 
-ALIAS = "Alias"
 # Types that say nothing about what an entity is; they fit every other type.
 GENERIC_TYPES = frozenset({"thing", "entity", "concept", "other", ""})
 READ_BATCH = 500
-
-
-def alias_id(dataset: str, name: str) -> str:
-    """Alias nodes are keyed by the alias's normalised name within a dataset."""
-    return stable_id("alias", dataset, normalise_name(name))
 
 
 def types_compatible(a: set[str], b: set[str]) -> bool:

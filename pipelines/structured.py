@@ -23,8 +23,19 @@ from pydantic import BaseModel, Field
 
 from core.models.graph import Edge, Node, Support, dataset_id, stable_id
 from core.models.jobs import DocumentError
+from core.models.vocabulary import (
+    DATASET,
+    DOCUMENT,
+    IN_TABLE,
+    REFERENCES,
+    ROW_COLLECTION,
+    TABLE,
+    TABLE_COLLECTION,
+    TABLE_ROW,
+)
 from core.ports import BlobStore, Embedder, GraphStore, VectorStore
 from pipelines.add_data_points import AddDataPoints
+from pipelines.built_graph import BuiltGraph, EmbedItem
 from pipelines.foreign_keys import (
     KeyDeclarations,
     KeyPlan,
@@ -33,14 +44,11 @@ from pipelines.foreign_keys import (
     plan_keys,
     profile_rows,
 )
-from pipelines.graph_builder import IN_TABLE, REFERENCES, BuiltGraph, EmbedItem
 from pipelines.models import DocumentBatch, DocumentRef, WriteReport
 from pipelines.tables import TableProblem, TableSource, key_text, open_tables
 
 log = logging.getLogger("cogmill.structured")
 
-ROW_COLLECTION = "TableRow_text"
-TABLE_COLLECTION = "Table_name"
 DECLARATIONS = "table_keys"  # Dataset node property holding the declared keys
 ROW_TEXT_CHARS = 2000
 
@@ -98,15 +106,15 @@ def declare_keys(graph: GraphStore, dataset: str, more: KeyDeclarations) -> bool
     if after == before:
         return False
     graph.upsert_nodes(
-        [Node(id=dataset_id(dataset), type="Dataset", dataset=dataset, name=dataset,
+        [Node(id=dataset_id(dataset), type=DATASET, dataset=dataset, name=dataset,
               properties={DECLARATIONS: after.model_dump()})]
     )  # fmt: skip
     stale, offset = [], 0
-    while page := graph.find_nodes(dataset, "Document", limit=1000, offset=offset):
+    while page := graph.find_nodes(dataset, DOCUMENT, limit=1000, offset=offset):
         stale += [d for d in page if d.properties.get("pipeline") == "structured"]
         offset += len(page)
     graph.upsert_nodes(
-        [Node(id=d.id, type="Document", dataset=dataset, properties={"pipeline_version": ""})
+        [Node(id=d.id, type=DOCUMENT, dataset=dataset, properties={"pipeline_version": ""})
          for d in stale]
     )  # fmt: skip
     return True
@@ -285,7 +293,7 @@ class LinkRows:
             tid = table_id(dataset, info.name)
             refs = plan.references.get(info.name, [])
             built.add_node(Node(
-                id=tid, type="Table", dataset=dataset, name=info.name,
+                id=tid, type=TABLE, dataset=dataset, name=info.name,
                 support=[Support(document_id=info.document.id, chunk_id=tid)],
                 properties={
                     "columns": info.columns,
@@ -296,7 +304,7 @@ class LinkRows:
                     "document_name": info.document.name,
                 },
             ))  # fmt: skip
-            built.embed(TABLE_COLLECTION, EmbedItem(tid, info.name, {"type": "Table"}))
+            built.embed(TABLE_COLLECTION, EmbedItem(tid, info.name, {"type": TABLE}))
         return self.writer.write(dataset, built)
 
     def _write_rows(
@@ -319,7 +327,7 @@ class LinkRows:
                 support = [Support(document_id=info.document.id, chunk_id=rid)]
                 text = row_text(info.name, row)
                 built.add_node(Node(
-                    id=rid, type="TableRow", dataset=dataset,
+                    id=rid, type=TABLE_ROW, dataset=dataset,
                     name=f"{info.name} {'/'.join(key)}" if key else f"{info.name} row {index + 1}",
                     support=support,
                     properties={
@@ -333,7 +341,7 @@ class LinkRows:
                 if rid in reuse:
                     written.add(rid)
                 else:
-                    built.embed(ROW_COLLECTION, EmbedItem(rid, text, {"type": "TableRow"}))
+                    built.embed(ROW_COLLECTION, EmbedItem(rid, text, {"type": TABLE_ROW}))
             rows += len(part)
             vectors += self.writer.write(dataset, built)
         return rows, vectors
@@ -364,7 +372,7 @@ class LinkRows:
         if dangling:
             log.info("dangling_references table=%s count=%s", info.name, dangling)
             self.graph.upsert_nodes([Node(
-                id=tid, type="Table", dataset=dataset, properties={"dangling_references": dangling}
+                id=tid, type=TABLE, dataset=dataset, properties={"dangling_references": dangling}
             )])  # fmt: skip
         return total
 

@@ -28,7 +28,8 @@ from pydantic import BaseModel
 
 from core.llm.aio import run_sync
 from core.models.graph import Edge, Node, Support, stable_id, summary_id
-from pipelines.graph_builder import SUMMARIZES, BuiltGraph, EmbedItem
+from core.models.vocabulary import SUMMARIZES, SUMMARY_COLLECTION, TEXT_SUMMARY
+from pipelines.built_graph import BuiltGraph, EmbedItem
 from pipelines.models import DocumentSummary, ExtractedBatch
 
 if TYPE_CHECKING:
@@ -172,7 +173,7 @@ def add_document_summaries(
         built.add_node(
             Node(
                 id=sid,
-                type="TextSummary",
+                type=TEXT_SUMMARY,
                 dataset=dataset,
                 support=support,
                 properties={
@@ -185,10 +186,10 @@ def add_document_summaries(
             )
         )
         built.embed(
-            "TextSummary_text",
+            SUMMARY_COLLECTION,
             EmbedItem(
                 sid,
                 summary.text,
-                {"type": "TextSummary", "scope": "segment" if summary.segment else "document"},
+                {"type": TEXT_SUMMARY, "scope": "segment" if summary.segment else "document"},
             ),
         )

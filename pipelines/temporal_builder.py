@@ -16,19 +16,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
 
 from core.models.extraction import KnowledgeGraph
 from core.models.graph import Edge, Node, Support, entity_id, normalise_name, stable_id
-from core.temporal import TimeSpan, epoch_seconds, iso_day
+from core.models.vocabulary import AT, DURING, EVENT, INTERVAL, INVOLVES, TIMESTAMP
+from core.temporal import TimeSpan, time_properties
+from pipelines.built_graph import BuiltGraph
 from pipelines.models import Chunk, ExtractedEvent
 
-if TYPE_CHECKING:
-    from pipelines.graph_builder import BuiltGraph
-
-AT, DURING, INVOLVES = "AT", "DURING", "INVOLVES"
-TEMPORAL_EDGES = frozenset({AT, DURING, INVOLVES})
-EVENT, TIMESTAMP, INTERVAL = "Event", "Timestamp", "Interval"
 # Entities that are dates themselves are the event's time, not a participant.
 NOT_PARTICIPANTS = frozenset({"date", "time"})
 EVENT_NAME_CHARS = 120
@@ -47,37 +42,6 @@ def event_id(dataset: str, text: str, span: TimeSpan) -> str:
 def time_node_id(dataset: str, span: TimeSpan) -> str:
     kind = TIMESTAMP if span.is_point else INTERVAL
     return stable_id(kind.lower(), dataset, span_key(span))
-
-
-def time_properties(span: TimeSpan) -> dict[str, Any]:
-    """The sortable time values of a span (no None values: Neo4j cannot store them)."""
-    props: dict[str, Any] = {
-        "time": iso_day(span.sort_key),
-        "epoch": epoch_seconds(span.sort_key),
-        "granularity": span.granularity.value,
-        "label": span.label,
-    }
-    if span.start is not None:
-        props["start"] = iso_day(span.start)
-        props["start_epoch"] = epoch_seconds(span.start)
-    if span.end is not None:
-        props["end"] = iso_day(span.end)
-        props["end_epoch"] = epoch_seconds(span.end)
-    return props
-
-
-def span_of(node: Node) -> TimeSpan | None:
-    """The span stored on an Event, Timestamp or Interval node (None if it has none)."""
-    props = node.properties
-    start, end = props.get("start_epoch"), props.get("end_epoch")
-    if start is None and end is None:
-        return None
-    return TimeSpan(
-        start=None if start is None else int(start) // 86_400,
-        end=None if end is None else int(end) // 86_400,
-        granularity=props.get("granularity", "day"),
-        is_range=node.type == INTERVAL or bool(props.get("is_range")),
-    )
 
 
 def add_events(

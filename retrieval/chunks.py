@@ -5,13 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.models.graph import Node
+from core.models.vocabulary import CHUNK_COLLECTION, ROW_COLLECTION
 from core.ports import Embedder, GraphReader, VectorStore
 from retrieval.models import SearchResult, Source
-
-CHUNK_COLLECTION = "DocumentChunk_text"
-# Rows of record files and databases (the `structured` pipeline) are passages too: each is
-# stored with its text, document id and name, like a chunk.
-ROW_COLLECTION = "TableRow_text"
 
 
 def chunk_source(chunk: Node) -> Source:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from core.models.graph import Node
-from pipelines.graph_builder import NODE_SET, PART_OF
+from core.models.vocabulary import CHUNK, DOCUMENT, NODE_SET, PART_OF
 from retrieval.answer import answer
 from retrieval.base import RetrievalContext
 from retrieval.chunks import chunk_source
@@ -106,7 +106,7 @@ class CodingRulesRetriever:
         chunks = [
             node
             for node in self.ctx.graph.get_nodes(ids)
-            if node.type == "DocumentChunk" and node.properties.get(NODE_SET) == self.node_set
+            if node.type == CHUNK and node.properties.get(NODE_SET) == self.node_set
         ]
         return sorted(
             chunks,
@@ -119,7 +119,7 @@ class CodingRulesRetriever:
     def _documents(self, dataset: str, page: int = 500) -> Iterator[Node]:
         offset = 0
         while offset < MAX_DOCUMENTS:
-            batch = self.ctx.graph.find_nodes(dataset, "Document", limit=page, offset=offset)
+            batch = self.ctx.graph.find_nodes(dataset, DOCUMENT, limit=page, offset=offset)
             yield from (d for d in batch if d.properties.get(NODE_SET) == self.node_set)
             if len(batch) < page:
                 return

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from core.models.graph import Node
+from core.models.vocabulary import CHUNK
 from core.stores.cypher_neo4j import CypherError, Neo4jCypherRunner
 from retrieval.answer import CompletionMixin, ask
 from retrieval.base import RetrievalContext
@@ -138,7 +139,7 @@ def _node_ids(value: Any) -> list[str]:
 
 def _chunks_of(node: Node) -> list[str]:
     """The chunk a chunk node is, or the first chunks that support any other node."""
-    if node.type == "DocumentChunk":
+    if node.type == CHUNK:
         return [node.id]
     return [s.chunk_id for s in node.support if s.chunk_id][:MAX_SUPPORT_SOURCES]
 

@@ -11,28 +11,30 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from core.models.graph import Edge
-from core.ports import Embedder, GraphReader, VectorStore
-from pipelines.graph_builder import (
+from core.models.vocabulary import (
+    CHUNK_COLLECTION,
+    EDGE_TYPE_COLLECTION,
+    ENTITY_COLLECTION,
     IN_TABLE,
     MENTIONS,
     REFERENCES,
+    ROW_COLLECTION,
     STRUCTURAL_EDGES,
     relation_label,
 )
+from core.ports import Embedder, GraphReader, VectorStore
 from retrieval.answer import answer
-from retrieval.chunks import CHUNK_COLLECTION, ROW_COLLECTION, chunk_source
+from retrieval.chunks import chunk_source
 from retrieval.models import SearchResult
 
 if TYPE_CHECKING:
     from retrieval.base import RetrievalContext
     from retrieval.response_model import ResponseModel
 
-ENTITY_COLLECTION = "Entity_name"
 GRAPH_INSTRUCTIONS = (
     "Each context item is a fact `subject —relation→ object` followed by the passage it was "
     "read from; chain facts across items when the question needs several steps."
 )
-EDGE_TYPE_COLLECTION = "EdgeType_relationship_name"
 FEEDBACK_WEIGHT = "feedback_weight"
 
 

@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from core.lexical import bm25_search
+from core.models.vocabulary import CHUNK, CHUNK_COLLECTION, SUMMARY_COLLECTION
 from retrieval.answer import CompletionMixin
 from retrieval.base import RetrievalContext
-from retrieval.chunks import CHUNK_COLLECTION, chunk_source
+from retrieval.chunks import chunk_source
 from retrieval.graph_completion import GraphCompletionRetriever
 from retrieval.lexical import LexicalRetriever, lexical_index
 from retrieval.models import SearchResult
-from retrieval.summaries import SUMMARY_COLLECTION
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,6 @@ class HybridRetriever(CompletionMixin):
                 sources=[chunk_source(nodes[chunk])],
             )
             for chunk, score in pool
-            if chunk in nodes and nodes[chunk].type == "DocumentChunk"
+            if chunk in nodes and nodes[chunk].type == CHUNK
         ]
         return results[:top_k]

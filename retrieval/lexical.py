@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.lexical import LexicalDoc, LexicalIndex, bm25_search
+from core.models.vocabulary import CHUNK
 from core.ports import GraphReader
 from core.stores import factory
 from retrieval.base import RetrievalContext
@@ -62,7 +63,7 @@ class LexicalRetriever:
             return 0
         added, offset = 0, 0
         while True:
-            page = self.graph.find_nodes(dataset, "DocumentChunk", limit=_PAGE, offset=offset)
+            page = self.graph.find_nodes(dataset, CHUNK, limit=_PAGE, offset=offset)
             docs = [
                 LexicalDoc(n.id, str(n.properties.get("document_id", "")), str(text))
                 for n in page

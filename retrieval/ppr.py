@@ -21,14 +21,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from core.models.graph import Node, entity_id, normalise_name
+from core.models.graph import Node, alias_id, entity_id, normalise_name
+from core.models.vocabulary import (
+    ALIAS,
+    ALIAS_OF,
+    CHUNK_COLLECTION,
+    ENTITY,
+    ENTITY_COLLECTION,
+    MENTIONS,
+    REFERENCES,
+    ROW_COLLECTION,
+    STRUCTURAL_EDGES,
+    SUMMARIZES,
+    SUMMARY_COLLECTION,
+)
 from core.ports import Embedder, GraphReader, VectorStore
 from core.settings import Settings
-from pipelines.graph_builder import ALIAS_OF, MENTIONS, REFERENCES, STRUCTURAL_EDGES, SUMMARIZES
-from pipelines.resolve_entities import ALIAS, alias_id
 from retrieval.answer import answer
-from retrieval.chunks import CHUNK_COLLECTION, ROW_COLLECTION, chunk_source
-from retrieval.graph_completion import ENTITY_COLLECTION
+from retrieval.chunks import chunk_source
 from retrieval.models import SearchResult
 from retrieval.pagerank import WeightedGraph, personalised_pagerank
 
@@ -36,7 +46,6 @@ if TYPE_CHECKING:
     from retrieval.base import RetrievalContext
     from retrieval.response_model import ResponseModel
 
-SUMMARY_COLLECTION = "TextSummary_text"
 MAX_NGRAM = 6
 _TOKEN = re.compile(r"[\w][\w'’.&-]*")
 _POSSESSIVE = re.compile(r"['’]s?$")
@@ -229,7 +238,7 @@ class PPRRetriever:
         ids = {entity_id(d, span): span for span in spans for d in datasets}
         aliases = {alias_id(d, span): span for span in spans for d in datasets}
         nodes = self.graph.get_nodes([*ids, *aliases])
-        found = {node.id for node in nodes if node.type == "Entity"}
+        found = {node.id for node in nodes if node.type == ENTITY}
         named = {node.id for node in nodes if node.type == ALIAS}
         if named:
             for edge in self.graph.edges_of(list(named), names=[ALIAS_OF], limit=len(named)):
@@ -320,7 +329,7 @@ class Neighbourhood:
         todo = [i for i in ids if i not in self.entities][: max(room, 0)]
         new = []
         for node in self.graph.get_nodes(todo) if todo else []:
-            if node.type == "Entity":
+            if node.type == ENTITY:
                 self.entities[node.id] = list(
                     dict.fromkeys(s.chunk_id for s in node.support if s.chunk_id)
                 )

@@ -7,8 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from core.catalog import check_dataset_name
-from pipelines.graph_builder import NODE_SET
-from pipelines.temporal_builder import EVENT
+from core.models.vocabulary import DOCUMENT, EVENT, NODE_SET, TEXT_SUMMARY
 from retrieval.agentic import AgenticRetriever
 from retrieval.base import RetrievalContext, Retriever
 from retrieval.chunks import ChunksRetriever
@@ -34,7 +33,6 @@ from retrieval.temporal import TemporalRetriever
 from retrieval.triplets import TripletRetriever
 
 QA_ID_KEY = "session_qa_id"
-SUMMARY = "TextSummary"
 NO_LLM_NOTE = "no LLM is configured (COGMILL_LLM_BASE_URL): returning the retrieved context"
 
 # One factory per search type; a retriever that answers defines `get_completion`.
@@ -166,7 +164,7 @@ class DatasetLimits:
                 return f"no documents in node set {node_set!r} of {names}"
         if search_type is SearchType.TEMPORAL and not self._has(EVENT):
             return f"no events in {names} (cognify with the temporal pipeline)"
-        if search_type is SearchType.SUMMARIES and not self._has(SUMMARY):
+        if search_type is SearchType.SUMMARIES and not self._has(TEXT_SUMMARY):
             return f"no summaries in {names}"
         return None
 
@@ -176,7 +174,7 @@ class DatasetLimits:
     def _in_node_set(self, dataset: str, node_set: str, page: int = 500) -> bool:
         """Whether one of the dataset's documents (the first MAX_DOCUMENTS) is in the set."""
         for offset in range(0, MAX_DOCUMENTS, page):
-            batch = self.ctx.graph.find_nodes(dataset, "Document", limit=page, offset=offset)
+            batch = self.ctx.graph.find_nodes(dataset, DOCUMENT, limit=page, offset=offset)
             if any(d.properties.get(NODE_SET) == node_set for d in batch):
                 return True
             if len(batch) < page:

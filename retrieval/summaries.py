@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.models.graph import Node
+from core.models.vocabulary import DOCUMENT, SUMMARY_COLLECTION
 from core.ports import Embedder, GraphReader, VectorStore
 from retrieval.chunks import chunk_source
 from retrieval.models import SearchResult, Source
-
-SUMMARY_COLLECTION = "TextSummary_text"
 
 
 class SummariesRetriever:
@@ -42,6 +41,6 @@ class SummariesRetriever:
 
 def _source(node: Node) -> Source:
     """Provenance of a summary's origin: a chunk, or a whole document (no chunk id)."""
-    if node.type == "Document":
+    if node.type == DOCUMENT:
         return Source(document_id=node.id, document_name=node.name, chunk_id="")
     return chunk_source(node)

@@ -31,8 +31,16 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from core.models.graph import Node
-from core.temporal import TimeSpan, epoch_seconds, find_spans
-from pipelines.temporal_builder import AT, DURING, EVENT, INTERVAL, INVOLVES, TIMESTAMP, span_of
+from core.models.vocabulary import (
+    AT,
+    DURING,
+    EVENT,
+    EVENT_COLLECTION,
+    INTERVAL,
+    INVOLVES,
+    TIMESTAMP,
+)
+from core.temporal import TimeSpan, epoch_seconds, find_spans, span_of
 from retrieval.answer import answer
 from retrieval.base import RetrievalContext
 from retrieval.chunks import chunk_source
@@ -42,7 +50,6 @@ from retrieval.ppr import PPRParams, PPRRetriever
 if TYPE_CHECKING:
     from retrieval.response_model import ResponseModel
 
-EVENT_COLLECTION = f"{EVENT}_text"
 INSTRUCTIONS = (
     "Context items start with the dated events they hold, then their passage. Answer with the "
     "events that fall in the time the question asks about, in time order, and give their dates."

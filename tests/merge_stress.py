@@ -35,10 +35,10 @@ import numpy as np
 
 from core.models.extraction import ExtractedEntity, ExtractedRelationship, KnowledgeGraph
 from core.models.graph import chunk_id, document_id
+from core.models.vocabulary import INDEX_FIELDS
 from core.ports import Embedder
 from core.settings import Settings
 from pipelines.add_data_points import AddDataPoints
-from pipelines.graph_builder import INDEX_FIELDS
 from pipelines.models import Chunk, DocumentRef, ExtractedBatch
 from pipelines.reconcile_entities import ReconcileEntities
 from pipelines.resolve_entities import ResolveEntities

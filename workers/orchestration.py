@@ -20,6 +20,7 @@ from typing import Any
 from core.catalog import check_dataset_name
 from core.models.graph import Node, dataset_id
 from core.models.jobs import Job, JobStatus
+from core.models.vocabulary import DOCUMENT
 from pipelines.base import Pipeline
 from pipelines.classify import Classify, DocumentProblem, kind_for
 from pipelines.definitions import get_pipeline
@@ -159,7 +160,7 @@ def _assign(runtime: Runtime, dataset: str, docs: list[Node], pipeline: str) -> 
     """Make `pipeline` the documents' own, so a later plain `cognify` keeps using it."""
     runtime.graph.upsert_nodes(
         [
-            Node(id=d.id, type="Document", dataset=dataset, properties={"pipeline": pipeline})
+            Node(id=d.id, type=DOCUMENT, dataset=dataset, properties={"pipeline": pipeline})
             for d in docs
             if pipeline_of(d) != pipeline
         ]
@@ -283,12 +284,12 @@ def _processed(dataset: str, doc_id: str, pipeline: Pipeline) -> Node:
         "pipeline_version": pipeline.version,
         "error": "",
     }
-    return Node(id=doc_id, type="Document", dataset=dataset, properties=properties)
+    return Node(id=doc_id, type=DOCUMENT, dataset=dataset, properties=properties)
 
 
 def _failed(dataset: str, doc_id: str, error: str) -> Node:
     properties = {"status": "failed", "error": error}
-    return Node(id=doc_id, type="Document", dataset=dataset, properties=properties)
+    return Node(id=doc_id, type=DOCUMENT, dataset=dataset, properties=properties)
 
 
 def _segment_key(job_id: str, doc_id: str, what: str) -> str:

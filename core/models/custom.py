@@ -40,10 +40,25 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from core.models.extraction import ExtractedEntity, ExtractedRelationship, KnowledgeGraph
 from core.models.graph import normalise_name
+from core.models.vocabulary import (
+    CHUNK,
+    DATASET,
+    DOCUMENT,
+    EDGE_TYPE,
+    ENTITY,
+    ENTITY_TYPE,
+    EVENT,
+    INTERVAL,
+    NODE_SET_LABEL,
+    TABLE,
+    TABLE_ROW,
+    TEXT_SUMMARY,
+    TIMESTAMP,
+)
 
 RESERVED_TYPES = frozenset({
-    "Dataset", "Document", "DocumentChunk", "Entity", "EntityType", "EdgeType", "TextSummary",
-    "Event", "Timestamp", "Interval", "Table", "TableRow", "NodeSet", "Node",
+    DATASET, DOCUMENT, CHUNK, ENTITY, ENTITY_TYPE, EDGE_TYPE, TEXT_SUMMARY,
+    EVENT, TIMESTAMP, INTERVAL, TABLE, TABLE_ROW, NODE_SET_LABEL, "Node",
 })  # fmt: skip
 RESERVED_FIELDS = frozenset({"id", "type", "dataset", "properties", "ontology_uri", "support"})
 SCALARS: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}

@@ -62,6 +62,16 @@ def summary_id(chunk: str) -> str:
     return stable_id("summary", chunk)
 
 
+def edge_type_id(dataset: str, name: str) -> str:
+    """Relationship names are embedded once per dataset, keyed by name."""
+    return stable_id("edge_type", dataset, name)
+
+
+def alias_id(dataset: str, name: str) -> str:
+    """Alias nodes are keyed by the alias's normalised name within a dataset."""
+    return stable_id("alias", dataset, normalise_name(name))
+
+
 def edge_id(source: str, name: str, target: str) -> str:
     """The id of an edge is its key (source, name, target); used for edge vectors."""
     return stable_id("edge", source, name, target)

@@ -19,9 +19,9 @@ import redis
 
 from core.catalog import AddReport
 from core.models.jobs import Job, JobStatus
+from core.models.vocabulary import INDEX_FIELDS
 from core.settings import Settings
 from pipelines.classify import check_supported
-from pipelines.graph_builder import INDEX_FIELDS
 from tests.llm_server import LLMTestServer
 from tests.services import neo4j_uri, redis_url
 from workers.celery_app import configure

@@ -22,10 +22,9 @@ import redis
 from core.catalog import AddReport
 from core.models.graph import entity_id
 from core.models.jobs import JobStatus
+from core.models.vocabulary import ALIAS, AT, INDEX_FIELDS, INVOLVES
 from pipelines.classify import check_supported
-from pipelines.graph_builder import INDEX_FIELDS
-from pipelines.resolve_entities import ALIAS, aliases_of
-from pipelines.temporal_builder import AT, INVOLVES
+from pipelines.resolve_entities import aliases_of
 from tests.backends import EMBEDDED, LOCAL_DIM, Backend
 from tests.e2e.test_distributed import Workers, close_runtime, open_runtime, wait, worker_env
 from tests.llm_server import LLMTestServer

@@ -15,10 +15,10 @@ import pytest
 from core.catalog import AddReport
 from core.models.graph import entity_id
 from core.models.jobs import Job
+from core.models.vocabulary import SUBCLASS_OF
 from core.ontology import store_ontology_file
 from core.settings import Settings
 from pipelines.classify import check_supported
-from pipelines.graph_builder import SUBCLASS_OF
 from retrieval.models import SearchType
 from retrieval.search import search
 from tests.backends import (  # noqa: F401 - fixtures used by name

@@ -11,13 +11,14 @@ import pytest
 from core.llm.cache import LLMCache
 from core.llm.client import LLMClient
 from core.models.extraction import KnowledgeGraph
-from core.models.graph import Edge, Node, Support, entity_id, summary_id
+from core.models.graph import Edge, Node, Support, alias_id, entity_id, summary_id
 from core.models.jobs import Job
+from core.models.vocabulary import ALIAS
 from core.stores.state_sqlite import SQLiteStateStore
 from pipelines.classify import check_supported
 from pipelines.models import Chunk, DocumentRef, ExtractedBatch
 from pipelines.reconcile_entities import merge_entities
-from pipelines.resolve_entities import ALIAS, alias_id, aliases_of
+from pipelines.resolve_entities import aliases_of
 from pipelines.summarize_documents import SummarizeDocuments, document_summary_id
 from tests.backends import (  # noqa: F401 - the fixtures `backend`, `models`
     Backend,

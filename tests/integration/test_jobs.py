@@ -11,10 +11,10 @@ import pytest
 from api.demo import SAMPLE_CORPUS
 from core.catalog import AddReport
 from core.models.jobs import Job, JobStatus
+from core.models.vocabulary import INDEX_FIELDS
 from core.settings import Settings
 from core.stores.state_redis import RedisStateStore
 from pipelines.classify import check_supported
-from pipelines.graph_builder import INDEX_FIELDS
 from pipelines.models import DocumentBatch
 from tests.backends import (  # noqa: F401 - fixture used by name
     FAKEREDIS,

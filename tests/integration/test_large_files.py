@@ -15,10 +15,10 @@ import pytest
 from core.catalog import AddReport
 from core.models.graph import Node, chunk_id
 from core.models.jobs import Job, JobStatus
+from core.models.vocabulary import INDEX_FIELDS
 from core.settings import Settings
 from pipelines.classify import check_supported
 from pipelines.formats.segments import segment_count
-from pipelines.graph_builder import INDEX_FIELDS
 from tests.backends import finished, models_fixture  # noqa: F401 - fixtures used by name
 from workers.celery_app import configure
 from workers.embedded import EmbeddedWorker

@@ -14,11 +14,11 @@ import pytest
 
 from core.catalog import AddReport
 from core.models.jobs import JobStatus
+from core.models.vocabulary import CHUNK_COLLECTION
 from core.settings import Settings
 from pipelines.classify import check_supported
 from retrieval.agentic import AgenticRetriever
 from retrieval.base import RetrievalContext
-from retrieval.chunks import CHUNK_COLLECTION
 from retrieval.context_extension import ContextExtensionRetriever
 from retrieval.decomposition import DecompositionRetriever
 from retrieval.lucky import FeelingLuckyRetriever

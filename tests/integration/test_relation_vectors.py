@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from core.catalog import AddReport
+from core.models.graph import edge_type_id
 from core.models.jobs import Job
+from core.models.vocabulary import EDGE_TYPE, EDGE_TYPE_COLLECTION
 from pipelines.classify import check_supported
-from pipelines.graph_builder import EDGE_TYPE, edge_type_id
-from retrieval.graph_completion import EDGE_TYPE_COLLECTION
 from retrieval.models import SearchType
 from retrieval.search import search
 from tests.backends import (  # noqa: F401 - fixtures used by name

@@ -15,9 +15,10 @@ from typer.testing import CliRunner
 from api.cli import app
 from core.catalog import AddReport
 from core.models.jobs import Job, JobStatus
+from core.models.vocabulary import ROW_COLLECTION
 from core.settings import Settings
 from pipelines.foreign_keys import parse_key_flags
-from pipelines.structured import ROW_COLLECTION, declare_keys, row_id, table_id
+from pipelines.structured import declare_keys, row_id, table_id
 from pipelines.tables import check_source, snapshot_sql
 from retrieval.models import SearchType
 from retrieval.search import search

@@ -16,8 +16,8 @@ import pytest
 from core.catalog import AddReport
 from core.models.graph import Node
 from core.models.jobs import Job
+from core.models.vocabulary import AT, DURING, INVOLVES
 from pipelines.classify import check_supported
-from pipelines.temporal_builder import AT, DURING, INVOLVES
 from retrieval.models import SearchResult, SearchType
 from retrieval.search import search
 from retrieval.temporal import TemporalRetriever

@@ -8,6 +8,7 @@ import pytest
 
 from core.models.extraction import ExtractedEntity, KnowledgeGraph
 from core.models.graph import entity_id, entity_type_id
+from core.models.vocabulary import SUBCLASS_OF
 from core.ontology import (
     InvalidOntology,
     format_for,
@@ -17,7 +18,7 @@ from core.ontology import (
 )
 from core.stores.blob_fs import FileBlobStore
 from pipelines.align_ontology import OntologyAligner
-from pipelines.graph_builder import SUBCLASS_OF, build_graph
+from pipelines.graph_builder import build_graph
 from pipelines.models import Chunk
 
 pytestmark = pytest.mark.unit

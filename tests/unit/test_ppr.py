@@ -8,10 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.models.graph import Edge, Node, Support, entity_id, stable_id
+from core.models.graph import Edge, Node, Support, alias_id, entity_id, stable_id
+from core.models.vocabulary import ALIAS, ALIAS_OF, MENTIONS
 from core.stores.graph_sqlite import SQLiteGraphStore
-from pipelines.graph_builder import ALIAS_OF, MENTIONS
-from pipelines.resolve_entities import ALIAS, alias_id
 from retrieval.pagerank import WeightedGraph, personalised_pagerank
 from retrieval.ppr import Neighbourhood, PPRParams, PPRRetriever, query_ngrams
 

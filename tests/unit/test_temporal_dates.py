@@ -7,6 +7,7 @@ from datetime import date
 import pytest
 
 from core.models.extraction import ExtractedEntity, KnowledgeGraph
+from core.models.vocabulary import AT, DURING, INVOLVES
 from core.temporal import (
     Granularity,
     TimeSpan,
@@ -15,10 +16,10 @@ from core.temporal import (
     find_spans,
     iso_day,
     parse_time,
+    span_of,
 )
 from pipelines.graph_builder import build_graph
 from pipelines.models import Chunk, ExtractedEvent
-from pipelines.temporal_builder import AT, DURING, INVOLVES, span_of
 
 pytestmark = pytest.mark.unit
 NOW = date(2026, 11, 30)
