@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from core.catalog import check_dataset_name
 from core.models.graph import dataset_id
+from core.models.vocabulary import DOCUMENT
 from workers.jobs import JobTracker
 from workers.runtime import Runtime
 
@@ -85,7 +86,7 @@ def names(rt: Runtime) -> list[str]:
 
 def list_datasets(rt: Runtime) -> list[DatasetInfo]:
     """Every dataset with its document count."""
-    return [DatasetInfo(n, rt.graph.count(n).get("Document", 0)) for n in names(rt)]
+    return [DatasetInfo(n, rt.graph.count(n).get(DOCUMENT, 0)) for n in names(rt)]
 
 
 def running_jobs(rt: Runtime, name: str) -> list[str]:
