@@ -8,9 +8,8 @@ from typing import Annotated
 import typer
 
 from api.cli.render import err, guarded, out, print_response, runtime_session
-from retrieval.models import SearchResponse, SearchType
-from retrieval.search import QA_ID_KEY
-from retrieval.search import search as run_search
+from api.services import search as service
+from retrieval.models import SearchType
 
 app = typer.Typer()
 
@@ -44,7 +43,7 @@ def search(
 ) -> None:
     """Search datasets; results carry the chunks and documents they came from."""
 
-    def body() -> SearchResponse:
+    def body() -> service.Searched:
         schema = None
         if response_model is not None:
             from retrieval.response_model import load_schema
@@ -55,15 +54,13 @@ def search(
                 raise ValueError(f"cannot read --response-model {response_model}: {err}") from err
             schema = load_schema(text, origin=f"--response-model {response_model}")
         with runtime_session() as rt:
-            ctx = rt.retrieval()
-            response = run_search(ctx, query, dataset, search_type, top_k, schema, session)
-            qa_ids.append(ctx.extras.get(QA_ID_KEY, ""))
-            return response
+            return service.search(rt, query, dataset, search_type, top_k, schema, session)
 
-    qa_ids: list[str] = []
-    print_response(guarded(body), as_json)
+    searched = guarded(body)
+    print_response(searched.response, as_json)
     if session:  # on stderr with --json, so stdout stays one JSON object
-        (err if as_json else out).print(f"qa id {qa_ids[0]} in session {session}", markup=False)
+        line = f"qa id {searched.qa_id} in session {session}"
+        (err if as_json else out).print(line, markup=False)
 
 
 @app.command("route")
@@ -72,9 +69,7 @@ def route_query(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
 ) -> None:
     """The search type the rule-based query router picks (no LLM, no stores)."""
-    from retrieval.router import route
-
-    chosen = guarded(lambda: route(query))
+    chosen = guarded(lambda: service.route(query))
     if as_json:
         out.print_json(chosen.model_dump_json())
         return

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.http.schemas import RouteRequest, error_responses
+from api.services import search as service
 from retrieval.models import Route
-from retrieval.router import route as route_query
 
 router = APIRouter(prefix="/api/v1", tags=["search"])
 
@@ -14,4 +14,4 @@ router = APIRouter(prefix="/api/v1", tags=["search"])
 @router.post("/route", response_model=Route, responses=error_responses(422))
 def route(body: RouteRequest) -> Route:
     """The rule-based router's search type, confidence and runner-up (no LLM, no stores)."""
-    return route_query(body.query)
+    return service.route(body.query)

@@ -6,8 +6,8 @@ from fastapi import APIRouter
 
 from api.http.deps import RuntimeDep
 from api.http.schemas import SearchRequest, error_responses
+from api.services import search as service
 from retrieval.models import SearchResponse
-from retrieval.search import search as run_search
 
 router = APIRouter(prefix="/api/v1", tags=["search"])
 
@@ -21,11 +21,7 @@ router = APIRouter(prefix="/api/v1", tags=["search"])
 )
 def search(body: SearchRequest, runtime: RuntimeDep) -> SearchResponse:
     """Search datasets; results carry the chunks and documents they came from."""
-    return run_search(
-        runtime.retrieval(),
-        body.query,
-        body.datasets,
-        body.search_type,
-        body.top_k,
-        body.response_model,
+    searched = service.search(
+        runtime, body.query, body.datasets, body.search_type, body.top_k, body.response_model
     )
+    return searched.response
