@@ -8,9 +8,8 @@ from typing import Annotated
 import typer
 
 from api.cli.render import guarded, out, print_ranked, runtime_session, wait_for
-from api.memory import Forgotten, remember_in_dataset, remember_note, sessions
-from api.memory import forget as run_forget
-from retrieval.memory import DEFAULT_THRESHOLD, RecallResponse, improve, recall
+from api.services import memory
+from retrieval.memory import DEFAULT_THRESHOLD, RecallResponse
 from retrieval.models import SearchType
 
 app = typer.Typer()
@@ -33,16 +32,16 @@ def remember(
             raise ValueError("give exactly one of --session or --dataset")
         if session is not None:
             with runtime_session() as rt:
-                note = remember_note(rt, session, text)
+                note = memory.remember_note(rt, session, text)
             return f"remembered in session {session} (note {note.id})"
         assert dataset is not None
         with runtime_session(with_worker=True) as rt:
-            name, job = remember_in_dataset(rt, dataset, text)
-            job = wait_for(job, sys.stderr.isatty())
+            done = memory.remember_in_dataset(rt, dataset, text)
+            job = wait_for(done.job, sys.stderr.isatty())
         if job.status.value != "succeeded" or job.errors:
             problems = "; ".join(e.message for e in job.errors) or job.message
             raise RuntimeError(f"job {job.id} {job.status.value}: {problems}")
-        return f"remembered in dataset {dataset} as {name} (job {job.id})"
+        return f"remembered in dataset {dataset} as {done.document} (job {job.id})"
 
     out.print(guarded(body), markup=False)
 
@@ -84,8 +83,8 @@ def recall_command(
 
     def body() -> RecallResponse:
         with runtime_session() as rt:
-            return recall(
-                rt.retrieval(),
+            return memory.recall(
+                rt,
                 query,
                 session=session,
                 datasets=dataset or [],
@@ -110,17 +109,10 @@ def improve_command(
     """Feedback on an answer: reweigh the graph edges its results were read from."""
 
     def body() -> str:
-        score = {"up": 1.0, "down": -1.0}.get(feedback)
-        if score is None:
-            try:
-                score = float(feedback)
-            except ValueError:
-                raise ValueError(
-                    f"--feedback must be up, down or a number, got {feedback!r}"
-                ) from None
+        score = memory.feedback_score(feedback)
         indexes = None if result is None else [i - 1 for i in result]
         with runtime_session() as rt:
-            done = improve(rt.graph, sessions(rt), session, qa, score, indexes)
+            done = memory.improve(rt, session, qa, score, indexes)
         line = f"feedback {done.feedback:+g} on {qa}: {done.edges} edge weight(s) changed"
         return (
             line
@@ -143,11 +135,11 @@ def forget(
 ) -> None:
     """Forget a session, a document, a dataset, or everything (--all --yes)."""
 
-    def body() -> Forgotten:
+    def body() -> memory.Forgotten:
         if everything and not yes:
             raise ValueError("--all deletes every dataset and session; add --yes to confirm")
         with runtime_session() as rt:
-            return run_forget(
+            return memory.forget(
                 rt,
                 session=session,
                 dataset=dataset,

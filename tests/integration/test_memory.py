@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import redis
 
-from api.memory import forget, remember_in_dataset, remember_note, sessions
+from api.services.memory import forget, remember_in_dataset, remember_note, sessions
 from core.models.jobs import Job
 from core.settings import Settings
 from core.stores.state_redis import RedisStateStore
@@ -198,13 +198,14 @@ def test_remember_a_note_in_a_session_and_recall_it(runtime: Runtime) -> None:
 
 def test_remember_in_a_dataset_then_search_finds_it(runtime: Runtime) -> None:
     text = "Ada Lovelace wrote the first program for the Analytical Engine."
-    name, job = remember_in_dataset(runtime, "corpus", text)
-    assert finished(runtime, job).status.value == "succeeded"
+    done = remember_in_dataset(runtime, "corpus", text)
+    name = done.document
+    assert finished(runtime, done.job).status.value == "succeeded" and done.dataset == "corpus"
     assert name.startswith("memory-") and name.endswith(".txt")
     found = search(runtime.retrieval(), "Analytical Engine program", ["corpus"], SearchType.CHUNKS)
     assert found.results[0].sources[0].document_name == name
-    again, job = remember_in_dataset(runtime, "corpus", text)  # same text: same document
-    assert again == name and "nothing to do" in finished(runtime, job).message
+    again = remember_in_dataset(runtime, "corpus", text)  # same text: same document
+    assert again.document == name and "nothing to do" in finished(runtime, again.job).message
     forget(runtime, dataset="corpus", document=name)
     after = search(runtime.retrieval(), "Analytical Engine program", ["corpus"], SearchType.CHUNKS)
     assert all(s.document_name != name for r in after.results for s in r.sources)

@@ -1,6 +1,6 @@
-"""Session memory: remember, recall, improve, forget (the same as the CLI commands).
+"""Session memory: remember, recall, improve, forget (the same use cases as the CLI commands).
 
-Sessions are not per tenant: the API has no tenants yet (see api/memory.py).
+Sessions are not per tenant: the API has no tenants yet (see api/services/memory.py).
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ from api.http.schemas import (
     RememberResult,
     error_responses,
 )
-from api.memory import forget as run_forget
-from api.memory import remember_in_dataset, remember_note, sessions
-from retrieval.memory import ImproveResult, RecallResponse, improve, recall
+from api.services import memory
+from retrieval.memory import ImproveResult, RecallResponse
 
 router = APIRouter(prefix="/api/v1", tags=["memory"])
 T = TypeVar("T")
@@ -47,17 +46,17 @@ def not_found(action: Callable[[], T]) -> T:
 def remember(body: RememberRequest, runtime: RuntimeDep, response: Response) -> RememberResult:
     """Keep a note in a session (200), or add the text to a dataset and cognify it (202)."""
     if body.session is not None:
-        note = remember_note(runtime, body.session, body.text)
+        note = memory.remember_note(runtime, body.session, body.text)
         return RememberResult(stored_in="session", session=body.session, note_id=note.id)
     assert body.dataset is not None
-    name, job = remember_in_dataset(runtime, body.dataset, body.text)
+    done = memory.remember_in_dataset(runtime, body.dataset, body.text)
     response.status_code = 202
     return RememberResult(
         stored_in="dataset",
-        dataset=body.dataset,
-        document=name,
-        job_id=job.id,
-        job_status=job.status,
+        dataset=done.dataset,
+        document=done.document,
+        job_id=done.job.id,
+        job_status=done.job.status,
     )
 
 
@@ -69,8 +68,8 @@ def remember(body: RememberRequest, runtime: RuntimeDep, response: Response) -> 
 )
 def recall_memory(body: RecallRequest, runtime: RuntimeDep) -> RecallResponse:
     """Results from the session and/or the graph, each tagged with its `source`."""
-    return recall(
-        runtime.retrieval(),
+    return memory.recall(
+        runtime,
         body.query,
         session=body.session,
         datasets=body.datasets,
@@ -89,27 +88,20 @@ def recall_memory(body: RecallRequest, runtime: RuntimeDep) -> RecallResponse:
 )
 def improve_answer(body: ImproveRequest, runtime: RuntimeDep) -> ImproveResult:
     """Feedback on an answer: reweigh the graph edges its results were read from."""
-    return not_found(
-        lambda: improve(
-            runtime.graph,
-            sessions(runtime),
-            body.session,
-            body.qa_id,
-            body.score(),
-            body.results,
-        )
-    )
+    score = memory.feedback_score(body.feedback)
+    return not_found(lambda: memory.improve(runtime, body.session, body.qa_id, score, body.results))
 
 
 @router.post(
     "/forget",
     response_model=ForgetResult,
-    responses=error_responses(400, 404, 422, 503),
+    responses=error_responses(400, 404, 409, 422, 503),
 )
 def forget(body: ForgetRequest, runtime: RuntimeDep) -> ForgetResult:
-    """Forget a session, a document, a dataset, or everything (`everything` + `confirm`)."""
+    """Forget a session, a document, a dataset, or everything (`everything` + `confirm`);
+    409 while a cognify job runs on a dataset it would remove from."""
     done = not_found(
-        lambda: run_forget(
+        lambda: memory.forget(
             runtime,
             session=body.session,
             dataset=body.dataset,

@@ -1,0 +1,186 @@
+"""remember, recall, improve, forget: the session-memory use cases every face calls.
+
+Sessions are per server (or per Redis prefix): the API has no tenants yet, so anyone who can
+call it can read a session whose id they know. Issue 14's tenant goes into `sessions` (the
+session key prefix) and, for datasets, into api/services/datasets.py's `checked`/`existing`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from api.services.datasets import checked, ensure_idle, names, register
+from api.services.delete import Deleted, delete_dataset, delete_document
+from core.catalog import AddReport
+from core.models.jobs import Job
+from pipelines.classify import check_supported
+from retrieval.memory import DEFAULT_THRESHOLD, ImproveResult, RecallResponse
+from retrieval.memory import improve as improve_answer
+from retrieval.memory import recall as recall_memory
+from retrieval.models import SearchType
+from retrieval.sessions import Note, SessionStore
+from workers.orchestration import cognify
+from workers.runtime import Runtime
+
+
+def sessions(rt: Runtime) -> SessionStore:
+    """The session store (where a tenant's key prefix will go)."""
+    return SessionStore(rt.state, rt.settings.session_ttl_seconds)
+
+
+def remember_note(rt: Runtime, session: str, text: str) -> Note:
+    """Keep a note in a session (expires with the session TTL). Raises SessionError."""
+    return sessions(rt).add_note(session, text)
+
+
+def memory_document_name(text: str) -> str:
+    """The document a remembered text becomes: named by its content, so remembering the same
+    text twice is one document."""
+    return f"memory-{hashlib.sha256(text.strip().encode()).hexdigest()[:16]}.txt"
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """A text remembered in a dataset: the document it became and the cognify job started
+    for it (already finished when the text was known)."""
+
+    dataset: str
+    document: str
+    job: Job
+
+
+def remember_in_dataset(rt: Runtime, dataset: str, text: str) -> Remembered:
+    """Add the text to a dataset as a small document and start a cognify job for it.
+
+    Raises ValueError (CatalogError for a bad dataset name) when there is nothing to store.
+    """
+    checked(dataset)
+    if not text.strip():
+        raise ValueError("the text is empty; pass the text to remember")
+    name = memory_document_name(text)
+    register(rt, dataset)
+    report = AddReport()
+    with tempfile.TemporaryDirectory(prefix=".memory-", dir=rt.settings.home) as tmp:
+        path = Path(tmp) / name
+        path.write_text(text.strip() + "\n", encoding="utf-8")
+        rt.catalog.add_file(dataset, path, name, report, check_supported)
+    if report.rejected:
+        raise ValueError(f"cannot remember this text: {report.rejected[0][1]}")
+    return Remembered(dataset, name, cognify(rt, dataset))
+
+
+def recall(
+    rt: Runtime,
+    query: str,
+    *,
+    session: str | None = None,
+    datasets: Sequence[str] = (),
+    scope: str = "auto",
+    top_k: int = 10,
+    search_type: SearchType = SearchType.GRAPH_COMPLETION,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> RecallResponse:
+    """Results from the session's lane and/or the graph's (see retrieval/memory.py), each
+    tagged with its source. Raises ValueError for a bad request."""
+    return recall_memory(
+        rt.retrieval(), query, session=session, datasets=datasets, scope=scope, top_k=top_k,
+        search_type=search_type, threshold=threshold,
+    )  # fmt: skip
+
+
+def feedback_score(feedback: str | float) -> float:
+    """The score of feedback given as `up` (+1), `down` (-1) or a number; `improve` checks
+    its range. Raises ValueError for anything else."""
+    if isinstance(feedback, str):
+        named = {"up": 1.0, "down": -1.0}.get(feedback.strip().lower())
+        if named is not None:
+            return named
+        try:
+            return float(feedback)
+        except ValueError:
+            raise ValueError(f"feedback must be up, down or a number, got {feedback!r}") from None
+    return float(feedback)
+
+
+def improve(
+    rt: Runtime, session: str, qa_id: str, feedback: float, results: Sequence[int] | None = None
+) -> ImproveResult:
+    """Reweigh the graph edges an answer's results (all, or the 0-based `results`) were read
+    from. Raises LookupError (SessionNotFoundError) for an unknown answer, ValueError else."""
+    return improve_answer(rt.graph, sessions(rt), session, qa_id, feedback, results)
+
+
+@dataclass
+class Forgotten:
+    """What forget removed."""
+
+    session_keys: int = 0
+    sessions: list[str] = field(default_factory=list)
+    datasets: list[str] = field(default_factory=list)
+    documents: list[str] = field(default_factory=list)
+    graph_items: int = 0
+
+    def count(self, deleted: Deleted) -> None:
+        self.graph_items += deleted.nodes_removed + deleted.edges_removed
+
+
+def forget(
+    rt: Runtime,
+    *,
+    session: str | None = None,
+    dataset: str | None = None,
+    document: str | None = None,
+    everything: bool = False,
+    confirm: bool = False,
+) -> Forgotten:
+    """Forget one session, one document of a dataset, a dataset, or everything.
+
+    Exactly one target: `session`, `dataset` (with `document` for one document), or
+    `everything` (which needs `confirm`). Raises ValueError for a bad combination, LookupError
+    for something that does not exist, and JobRunningError (nothing forgotten) while a
+    cognify job runs on a dataset it would remove from.
+    """
+    targets = sum((session is not None, dataset is not None, everything))
+    if targets != 1:
+        raise ValueError(
+            "forget needs exactly one target: a session, a dataset (optionally with a "
+            "document), or everything"
+        )
+    if document is not None and dataset is None:
+        raise ValueError("a document is forgotten from a dataset: give the dataset too")
+    done = Forgotten()
+    if everything:
+        if not confirm:
+            raise ValueError("forgetting everything deletes every dataset and session; confirm it")
+        return _forget_everything(rt, done)
+    if session is not None:
+        store = sessions(rt)
+        if not store.exists(session):
+            raise LookupError(f"no session {session!r} (never used, forgotten or expired)")
+        done.session_keys, done.sessions = store.forget(session), [session]
+        return done
+    assert dataset is not None
+    if document is not None:
+        done.count(delete_document(rt, dataset, document))
+        done.documents = [document]
+    else:
+        done.count(delete_dataset(rt, dataset))
+        done.datasets = [dataset]
+    return done
+
+
+def _forget_everything(rt: Runtime, done: Forgotten) -> Forgotten:
+    known = names(rt)
+    for name in known:  # every dataset idle before anything is removed
+        ensure_idle(rt, name)
+    store = sessions(rt)
+    done.sessions = store.sessions()
+    done.session_keys = store.forget_all()
+    for name in known:
+        done.count(delete_dataset(rt, name))
+        done.datasets.append(name)
+    return done
