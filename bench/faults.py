@@ -28,13 +28,13 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from common import services
 
-from core.models.jobs import JobStatus  # noqa: E402
-from tests.e2e.faults.harness import Stack, write_corpus  # noqa: E402
-from tests.e2e.faults.injectors import RECOVERY_TARGET_S  # noqa: E402
-from tests.e2e.faults.kinds import (  # noqa: E402
+from core.models.jobs import JobStatus
+from tests.distributed import write_corpus
+from tests.e2e.faults.harness import Stack
+from tests.e2e.faults.injectors import RECOVERY_TARGET_S
+from tests.e2e.faults.kinds import (
     FullDisk,
     delete_with_kill,
     disk_full,
@@ -45,9 +45,8 @@ from tests.e2e.faults.kinds import (  # noqa: E402
     server_kills,
     worker_kills,
 )
-from tests.e2e.faults.scenario import Outcome, Scenario, cleanup, run  # noqa: E402
-from tests.e2e.faults.servers import OwnNeo4j, OwnRedis  # noqa: E402
-from tests.services import neo4j_uri, redis_url  # noqa: E402
+from tests.e2e.faults.scenario import Outcome, Scenario, cleanup, run
+from tests.e2e.faults.servers import OwnNeo4j, OwnRedis
 
 KINDS = ("worker", "child", "llm", "hang", "redis", "neo4j", "disk", "recognify", "delete")
 
@@ -103,7 +102,8 @@ def main() -> int:
         parser.error(f"unknown kinds {sorted(unknown)}; choose among {','.join(KINDS)}")
 
     folder = Path(tempfile.mkdtemp(prefix="cogmill-bench-faults-"))
-    shared = Stack(redis_url().rsplit("/", 1)[0] + "/7", neo4j_uri())
+    redis_url, neo4j_uri = services()
+    shared = Stack(redis_url.rsplit("/", 1)[0] + "/7", neo4j_uri)
     corpus = write_corpus(folder / "corpus", args.documents)
     dataset = f"bench-faults-{uuid.uuid4().hex[:8]}"
     own_redis = OwnRedis(folder / "own-redis")

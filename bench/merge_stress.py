@@ -13,7 +13,7 @@ prints one line; each backend ends with "N/50 identical to the serial run".
 
 Writers are threads with their own store connections (Neo4j) or sharing the process's stores
 (embedded); with --processes, Neo4j writers are worker processes instead. Needs Redis and
-Neo4j for the neo4j backend (`deploy/services.sh start`; the URLs below are its defaults).
+Neo4j for the neo4j backend (`eval "$(deploy/services.sh start)"`; bench/common.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import logging
 import multiprocessing as mp
-import os
 import sys
 import tempfile
 import time
@@ -31,11 +30,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from common import services
 
-from core.settings import Settings  # noqa: E402
-from tests.merge_stress import (  # noqa: E402
+from core.settings import Settings
+from tests.merge_stress import (
     Corpus,
     MemoEmbedder,
     RunResult,
@@ -48,7 +46,7 @@ from tests.merge_stress import (  # noqa: E402
     snapshot,
     writers_on,
 )
-from workers.runtime import Runtime  # noqa: E402
+from workers.runtime import Runtime
 
 
 class _Retries(logging.Handler):
@@ -64,8 +62,6 @@ class _Retries(logging.Handler):
 
 
 RETRIES = _Retries()
-NEO4J = os.environ.get("COGMILL_TEST_NEO4J_URI", "bolt://127.0.0.1:7687")
-REDIS = os.environ.get("COGMILL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 def main() -> int:
@@ -95,7 +91,8 @@ def bench(backend: str, args: argparse.Namespace, home: Path, embedder: MemoEmbe
     """Serial reference, then `args.runs` concurrent runs; how many were identical."""
     tag = uuid.uuid4().hex[:8]
     if backend == "neo4j":
-        settings = distributed_settings(home, NEO4J, REDIS, f"cogmill-bench:{tag}:")
+        redis_url, neo4j_uri = services()
+        settings = distributed_settings(home, neo4j_uri, redis_url, f"cogmill-bench:{tag}:")
     else:
         settings = Settings(home=home)
     corpus = make_corpus(f"merge-stress-{tag}", documents=args.documents)

@@ -15,13 +15,20 @@ A module uses the fixture `backend` by importing it: `from tests.backends import
 runs it) and once on the shared test Redis (marked `services`, as CI runs it). fakeredis lives
 in one process: what needs several processes on one server (a rate limit shared by worker
 processes, Celery's broker) is tested on the real server only, and says so where it is.
+
+Set-up every test shares instead of writing it again: `installed_runtime` (a runtime on some
+settings, installed for tasks) and `threaded_runtime` (the same with Celery worker threads),
+`add_files` / `write_files` / `ingest` (add a corpus, cognify it), `finished` / `succeeded`
+(a job's end, polled with a deadline) and `http_finished` (the same through the HTTP API),
+`llm_settings` (the test LLM server as LLM and embedder). Worker processes on Redis and Neo4j
+are tests/distributed.py's.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,13 +38,17 @@ import fakeredis
 import pytest
 import redis
 
+from core.catalog import AddReport
 from core.models.jobs import Job, JobStatus
+from core.ports import StoreError
 from core.settings import Settings
+from pipelines.classify import check_supported
 from tests.llm_server import LLMTestServer
 from tests.services import neo4j_uri, redis_url
 from workers.celery_app import configure
 from workers.embedded import EmbeddedWorker
 from workers.jobs import JobTracker
+from workers.orchestration import cognify
 from workers.runtime import Runtime, use_runtime
 
 EMBEDDED, NEO4J = "embedded", "neo4j"
@@ -92,28 +103,25 @@ class Backend:
     ) -> Iterator[Runtime]:
         """A runtime on this backend with worker threads running; the test's data is removed
         from the shared servers when it ends. `shared` presets loaded models (embedder...)."""
-        rt = Runtime(self.settings(**overrides))
-        rt.__dict__.update(shared or {})  # cached_property slots: share the loaded models
-        dim = rt.settings.embedding_dim
+        settings = self.settings(**overrides)
+        shared = dict(shared or {})
+        dim = settings.embedding_dim
         if self.distributed and dim != LOCAL_DIM:
             from core.stores.vector_neo4j import Neo4jVectorStore
 
-            rt.__dict__["vectors"] = Neo4jVectorStore(
+            shared["vectors"] = Neo4jVectorStore(
                 str(self.neo4j), dim, namespace=f"CogmillTest{dim}"
             )
-        if self.distributed:  # never a silent fallback to the embedded stores
-            kinds = (type(rt.graph).__name__, type(rt.vectors).__name__, type(rt.state).__name__)
-            assert kinds == ("Neo4jGraphStore", "Neo4jVectorStore", "RedisStateStore"), kinds
-        use_runtime(rt)
-        try:
-            with EmbeddedWorker(configure(rt.settings), threads=threads):
-                yield rt
-        finally:
+        with threaded_runtime(settings, shared, threads) as rt:
+            if self.distributed:  # never a silent fallback to the embedded stores
+                kinds = (
+                    type(rt.graph).__name__, type(rt.vectors).__name__, type(rt.state).__name__
+                )  # fmt: skip
+                assert kinds == ("Neo4jGraphStore", "Neo4jVectorStore", "RedisStateStore"), kinds
             try:
-                self.clean(rt)
+                yield rt
             finally:
-                rt.close()
-                use_runtime(None)
+                self.clean(rt)
 
     def clean(self, rt: Runtime) -> None:
         """Remove the test's datasets and Redis keys from the shared servers."""
@@ -214,14 +222,40 @@ def redis_backend_fixture(request: pytest.FixtureRequest) -> Iterator[RedisBacke
     backend.clean()
 
 
-def finished(rt: Runtime, job: Job, timeout: float = 120) -> Job:
-    """The job once it has finished; the test fails after `timeout` seconds."""
+FINISHED = {status.value for status in JobStatus if status.finished}
+
+
+class JobStuckError(AssertionError):
+    """A job did not finish in time."""
+
+
+def finished(
+    rt: Runtime,
+    job: Job,
+    timeout: float = 120,
+    *,
+    interval: float = 0.05,
+    on_tick: Callable[[Job | None], None] | None = None,
+    outages: bool = False,
+) -> Job:
+    """The job once it has finished, read every `interval` seconds; JobStuckError after
+    `timeout` seconds. `on_tick` sees every look at the unfinished job; with `outages`, a
+    state store that does not answer (a Redis being killed) is waited out (the look is None)."""
     tracker, deadline = JobTracker(rt.state), time.monotonic() + timeout
-    while not job.status.finished:
-        assert time.monotonic() < deadline, f"job did not finish: {job}"
-        time.sleep(0.05)
-        job = tracker.get(job.id)
-    return job
+    current: Job | None = job
+    while current is None or not current.status.finished:
+        if time.monotonic() > deadline:
+            raise JobStuckError(f"job {job.id} not finished after {timeout:.0f}s: {current}")
+        time.sleep(interval)
+        try:
+            current = tracker.get(job.id)
+        except StoreError:
+            if not outages:
+                raise
+            current = None
+        if on_tick is not None and (current is None or not current.status.finished):
+            on_tick(current)
+    return current
 
 
 def succeeded(rt: Runtime, job: Job, timeout: float = 120) -> Job:
@@ -229,3 +263,87 @@ def succeeded(rt: Runtime, job: Job, timeout: float = 120) -> Job:
     job = finished(rt, job, timeout)
     assert job.status is JobStatus.SUCCEEDED and not job.errors, job
     return job
+
+
+def llm_settings(server: LLMTestServer, embedding_dim: int = 64) -> dict[str, Any]:
+    """Settings fields that make the test LLM server the LLM and the embedder (its vectors of
+    `embedding_dim`, the server's default)."""
+    return {
+        "llm_base_url": server.base_url,
+        "llm_model": "test",
+        "embedding_base_url": server.base_url,
+        "embedding_dim": embedding_dim,
+    }
+
+
+def http_finished(client: Any, job_id: str, timeout: float = 120) -> dict[str, Any]:
+    """The job as `GET /api/v1/jobs/{id}` shows it once finished, read through `client` (an
+    HTTP client of the API, e.g. FastAPI's TestClient) every 0.1 s; fails after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    job = client.get(f"/api/v1/jobs/{job_id}").json()
+    while job["status"] not in FINISHED:
+        assert time.monotonic() < deadline, f"job did not finish: {job}"
+        time.sleep(0.1)
+        job = client.get(f"/api/v1/jobs/{job_id}").json()
+    return job
+
+
+@contextmanager
+def installed_runtime(
+    settings: Settings, shared: dict[str, Any] | None = None
+) -> Iterator[Runtime]:
+    """A runtime on `settings`, installed for tasks, no worker running; closed afterwards.
+    `shared` presets loaded models or stores (embedder, state...)."""
+    rt = Runtime(settings)
+    rt.__dict__.update(shared or {})  # cached_property slots: share the loaded models
+    use_runtime(rt)
+    try:
+        yield rt
+    finally:
+        rt.close()
+        use_runtime(None)
+
+
+@contextmanager
+def threaded_runtime(
+    settings: Settings, shared: dict[str, Any] | None = None, threads: int = 2
+) -> Iterator[Runtime]:
+    """`installed_runtime` with Celery worker threads in this process (`memory://` broker)."""
+    with installed_runtime(settings, shared) as rt, worker_threads(rt, threads):
+        yield rt
+
+
+def worker_threads(rt: Runtime, threads: int = 2) -> EmbeddedWorker:
+    """Celery worker threads for the runtime's settings, to run in a `with` block."""
+    return EmbeddedWorker(configure(rt.settings), threads=threads)
+
+
+def add_files(
+    rt: Runtime,
+    dataset: str,
+    paths: Iterable[Path],
+    *,
+    node_set: str | None = None,
+    pipeline: str | None = None,
+) -> AddReport:
+    """Add files to a dataset as `cogmill add` does (each under its own file name)."""
+    rt.catalog.ensure_dataset(dataset)
+    report = AddReport()
+    for path in paths:
+        rt.catalog.add_file(dataset, path, path.name, report, check_supported, node_set, pipeline)
+    return report
+
+
+def write_files(folder: Path, files: dict[str, str]) -> list[Path]:
+    """Write `files` (name -> text) into `folder` (made when missing); their paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return [folder / name for name in files]
+
+
+def ingest(rt: Runtime, dataset: str, paths: Iterable[Path], timeout: float = 120) -> Job:
+    """Add the files to a dataset (none may be rejected) and cognify it: the succeeded job."""
+    report = add_files(rt, dataset, paths)
+    assert not report.rejected, report.rejected
+    return succeeded(rt, cognify(rt, dataset), timeout)

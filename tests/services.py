@@ -19,26 +19,40 @@ import redis
 def redis_url() -> str:
     """The test Redis URL once it answers PING; skips or fails the test otherwise."""
     url = _env("COGMILL_TEST_REDIS_URL", "Redis")
-    where = _host_port(url, default_port=6379)
-    try:
-        # A missing server refuses at once; 10 s only spares a busy one (a loaded machine).
-        with redis.Redis.from_url(url, socket_connect_timeout=10, socket_timeout=10) as client:
-            client.ping()
-    except (redis.RedisError, ValueError) as err:
-        _unavailable(f"Redis at {where} (COGMILL_TEST_REDIS_URL) does not answer: {err}")
+    if (problem := redis_problem(url)) is not None:
+        _unavailable(f"{problem} (COGMILL_TEST_REDIS_URL)")
     return url
 
 
 def neo4j_uri() -> str:
     """The test Neo4j bolt URI once its port accepts connections; skips or fails otherwise."""
     uri = _env("COGMILL_TEST_NEO4J_URI", "Neo4j")
+    if (problem := neo4j_problem(uri)) is not None:
+        _unavailable(f"{problem} (COGMILL_TEST_NEO4J_URI)")
+    return uri
+
+
+def redis_problem(url: str) -> str | None:
+    """Why the Redis at `url` cannot be used (it does not answer PING), or None."""
+    where = _host_port(url, default_port=6379)
+    try:
+        # A missing server refuses at once; 10 s only spares a busy one (a loaded machine).
+        with redis.Redis.from_url(url, socket_connect_timeout=10, socket_timeout=10) as client:
+            client.ping()
+    except (redis.RedisError, ValueError) as err:
+        return f"Redis at {where} does not answer: {err}"
+    return None
+
+
+def neo4j_problem(uri: str) -> str | None:
+    """Why the Neo4j at `uri` cannot be used (its bolt port refuses), or None."""
     where = _host_port(uri, default_port=7687)
     host, _, port = where.rpartition(":")
     try:
         socket.create_connection((host, int(port)), timeout=10).close()
     except OSError as err:
-        _unavailable(f"Neo4j at {where} (COGMILL_TEST_NEO4J_URI) does not answer: {err}")
-    return uri
+        return f"Neo4j at {where} does not answer: {err}"
+    return None
 
 
 def _env(name: str, service: str) -> str:

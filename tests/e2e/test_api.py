@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +14,7 @@ from api.http.app import create_app
 from core.settings import Settings
 from retrieval.models import SearchType
 from retrieval.search import search as run_search
+from tests.backends import http_finished
 from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
@@ -58,13 +58,7 @@ def uploaded(client: TestClient) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def cognified(client: TestClient, uploaded: list[dict[str, Any]]) -> tuple[Any, dict[str, Any]]:
     accepted = client.post("/api/v1/datasets/sample/cognify", json={"all": False})
-    job = accepted.json()
-    deadline = time.monotonic() + 120
-    while job["status"] not in ("succeeded", "failed", "cancelled"):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.1)
-        job = client.get(accepted.headers["location"]).json()
-    return accepted, job
+    return accepted, http_finished(client, accepted.json()["job_id"])
 
 
 def assert_error(response: Any, status: int, code: str, *words: str) -> None:

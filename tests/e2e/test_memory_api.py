@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +13,10 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from api.http.app import create_app
 from api.cli import app as cli_app
+from api.http.app import create_app
 from core.settings import Settings
+from tests.backends import http_finished, llm_settings
 from tests.llm_server import LLMTestServer
 from workers.runtime import Runtime
 
@@ -32,19 +32,10 @@ def llm() -> Iterator[LLMTestServer]:
         yield server
 
 
-def model_settings(llm: LLMTestServer) -> dict[str, Any]:
-    return {
-        "llm_base_url": llm.base_url,
-        "llm_model": "test",
-        "embedding_base_url": llm.base_url,
-        "embedding_dim": 64,
-    }
-
-
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> Iterator[TestClient]:
     home = tmp_path_factory.mktemp("memory-api")
-    runtime = Runtime(Settings(home=home, **model_settings(llm)))
+    runtime = Runtime(Settings(home=home, **llm_settings(llm)))
     with TestClient(create_app(runtime)) as client:
         yield client
 
@@ -56,22 +47,12 @@ def assert_error(response: Any, status: int, code: str, *words: str) -> None:
     assert all(word in body["error"]["message"] for word in words), body
 
 
-def wait_job(client: TestClient, job_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 120
-    job = client.get(f"/api/v1/jobs/{job_id}").json()
-    while job["status"] not in ("succeeded", "failed", "cancelled"):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.1)
-        job = client.get(f"/api/v1/jobs/{job_id}").json()
-    return job
-
-
 @pytest.fixture(scope="module")
 def remembered(client: TestClient) -> dict[str, Any]:
     response = client.post("/api/v1/remember", json={"text": FACT, "dataset": "api"})
     assert response.status_code == 202, response.text
     body = response.json()
-    assert wait_job(client, body["job_id"])["status"] == "succeeded"
+    assert http_finished(client, body["job_id"])["status"] == "succeeded"
     return body
 
 
@@ -147,7 +128,7 @@ def test_forget_everything_over_http(client: TestClient, remembered: Any) -> Non
 def cli(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> Callable[..., Any]:
     home: Path = tmp_path_factory.mktemp("memory-cli")
     env = {"COGMILL_HOME": str(home)}
-    env |= {f"COGMILL_{k.upper()}": str(v) for k, v in model_settings(llm).items()}
+    env |= {f"COGMILL_{k.upper()}": str(v) for k, v in llm_settings(llm).items()}
     runner = CliRunner()
 
     def run(*args: str) -> tuple[int, str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,12 +19,13 @@ from core.models.jobs import Job
 from core.settings import Settings
 from pipelines.classify import check_supported
 from tests import sample_files as sf
-from tests.backends import models_fixture  # noqa: F401 - fixture used by name
-from workers.celery_app import configure
-from workers.embedded import EmbeddedWorker
-from workers.jobs import JobTracker
+from tests.backends import (  # noqa: F401 - fixture used by name
+    finished,
+    models_fixture,
+    threaded_runtime,
+)
 from workers.orchestration import cognify
-from workers.runtime import Runtime, use_runtime
+from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 
@@ -85,13 +85,9 @@ BAD: dict[str, tuple[bytes, str | None, str]] = {
 
 @pytest.fixture
 def runtime(tmp_path: Path, models: dict[str, object]) -> Iterator[Runtime]:
-    rt = Runtime(Settings(home=tmp_path / "home", batch_size=8, max_file_bytes=MAX_FILE_BYTES))
-    rt.__dict__.update(models)
-    use_runtime(rt)
-    with EmbeddedWorker(configure(rt.settings), threads=2):
+    settings = Settings(home=tmp_path / "home", batch_size=8, max_file_bytes=MAX_FILE_BYTES)
+    with threaded_runtime(settings, models) as rt:
         yield rt
-    rt.close()
-    use_runtime(None)
 
 
 @pytest.fixture
@@ -111,14 +107,7 @@ def add(rt: Runtime, folder: Path, check) -> AddReport:  # noqa: ANN001
 
 
 def run(rt: Runtime, timeout: float = 300) -> Job:
-    job = cognify(rt, "mixed", "default")
-    tracker = JobTracker(rt.state)
-    deadline = time.monotonic() + timeout
-    while not job.status.finished:
-        assert time.monotonic() < deadline, f"job did not finish: {job}"
-        time.sleep(0.1)
-        job = tracker.get(job.id)
-    return job
+    return finished(rt, cognify(rt, "mixed", "default"), timeout)
 
 
 def test_every_broken_file_gets_its_reason_and_every_valid_one_is_processed(

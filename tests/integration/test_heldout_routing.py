@@ -11,23 +11,18 @@ pipeline (events), on the embedded stores through real Celery worker threads.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from core.catalog import AddReport
 from core.settings import Settings
-from pipelines.classify import check_supported
 from retrieval.models import SearchResponse, SearchType
 from retrieval.search import search
-from workers.celery_app import configure
-from workers.embedded import EmbeddedWorker
-from workers.jobs import JobTracker
+from tests.backends import add_files, succeeded, threaded_runtime
 from workers.orchestration import cognify
-from workers.runtime import Runtime, use_runtime
+from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 S = SearchType
@@ -38,35 +33,20 @@ TOP = 5
 
 
 def _cognify(rt: Runtime, dataset: str, pipeline: str | None = None) -> None:
-    job = cognify(rt, dataset, pipeline, mode="all" if pipeline else "changed")
-    tracker, deadline = JobTracker(rt.state), time.monotonic() + 600
-    while not job.status.finished:
-        assert time.monotonic() < deadline, f"cognify did not finish: {job}"
-        time.sleep(0.1)
-        job = tracker.get(job.id)
-    assert job.status.value == "succeeded" and not job.errors, job
+    succeeded(rt, cognify(rt, dataset, pipeline, mode="all" if pipeline else "changed"), 600)
 
 
 @pytest.fixture(scope="module")
 def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
     """The corpus in two datasets: default pipeline only, and default + temporal."""
     home = tmp_path_factory.mktemp("heldout")
-    rt = Runtime(Settings(home=home / "home", llm_base_url=None))
-    use_runtime(rt)
-    try:
-        with EmbeddedWorker(configure(rt.settings), threads=2):
-            for dataset in (PLAIN, EVENTS):
-                rt.catalog.ensure_dataset(dataset)
-                report = AddReport()
-                for path in sorted((DATA / "docs").iterdir()):
-                    rt.catalog.add_file(dataset, path, path.name, report, check_supported)
-                assert not report.rejected, report.rejected
-                _cognify(rt, dataset)
-            _cognify(rt, EVENTS, "temporal")
-            yield rt
-    finally:
-        rt.close()
-        use_runtime(None)
+    with threaded_runtime(Settings(home=home / "home", llm_base_url=None)) as rt:
+        for dataset in (PLAIN, EVENTS):
+            report = add_files(rt, dataset, sorted((DATA / "docs").iterdir()))
+            assert not report.rejected, report.rejected
+            _cognify(rt, dataset)
+        _cognify(rt, EVENTS, "temporal")
+        yield rt
 
 
 def top_documents(response: SearchResponse, k: int = TOP) -> list[str]:

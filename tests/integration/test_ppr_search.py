@@ -8,21 +8,15 @@ first-hop passage) leads to it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 
-from core.catalog import AddReport
 from core.settings import Settings
-from pipelines.classify import check_supported
 from retrieval.models import SearchType
 from retrieval.search import search
-from workers.celery_app import configure
-from workers.embedded import EmbeddedWorker
-from workers.jobs import JobTracker
-from workers.orchestration import cognify
-from workers.runtime import Runtime, use_runtime
+from tests.backends import ingest, threaded_runtime, write_files
+from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 
@@ -51,29 +45,11 @@ DISTRACTORS = [
 def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
     """The corpus above, cognified once through real Celery worker threads."""
     home = tmp_path_factory.mktemp("ppr")
-    rt = Runtime(Settings(home=home / "home", llm_base_url=None))
-    use_runtime(rt)
-    folder = home / "docs"
-    folder.mkdir()
     texts = {"first.txt": FIRST_HOP, "second.txt": SECOND_HOP}
     texts |= {f"distractor{i}.txt": text for i, text in enumerate(DISTRACTORS)}
-    rt.catalog.ensure_dataset("multihop")
-    report = AddReport()
-    for name, text in texts.items():
-        (folder / name).write_text(text, encoding="utf-8")
-        rt.catalog.add_file("multihop", folder / name, name, report, check_supported)
-    with EmbeddedWorker(configure(rt.settings), threads=2):
-        job = cognify(rt, "multihop")
-        tracker = JobTracker(rt.state)
-        deadline = time.monotonic() + 300
-        while not job.status.finished:
-            assert time.monotonic() < deadline, "cognify did not finish"
-            time.sleep(0.1)
-            job = tracker.get(job.id)
-    assert job.status.value == "succeeded" and not job.errors, job
-    yield rt
-    rt.close()
-    use_runtime(None)
+    with threaded_runtime(Settings(home=home / "home", llm_base_url=None)) as rt:
+        ingest(rt, "multihop", write_files(home / "docs", texts), timeout=300)
+        yield rt
 
 
 def ranked_documents(rt: Runtime, kind: SearchType, top_k: int = 10) -> list[str]:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from core.models.jobs import JobStatus
-from tests.e2e.faults.harness import RunResult, Stack, write_corpus
+from tests.distributed import write_corpus
+from tests.e2e.faults.harness import RunResult, Stack
 from tests.e2e.faults.injectors import RECOVERY_TARGET_S
 from tests.e2e.faults.scenario import Outcome, Scenario, cleanup, run
 from tests.services import neo4j_uri, redis_url

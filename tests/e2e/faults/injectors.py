@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from core.models.jobs import Claim, Job
 from core.ports import StoreError
-from tests.e2e.faults.harness import Worker, WorkerPool
+from tests.distributed import Worker, WorkerPool
 from workers.jobs import JobTracker
 
 RECOVERY_TARGET_S = 60.0

@@ -17,8 +17,9 @@ import redis
 
 from core.llm.cache import KEY_PREFIX
 from core.models.jobs import Job, JobStatus
+from tests.backends import add_files, finished
+from tests.distributed import ROOT, Worker
 from tests.e2e.faults import stores
-from tests.e2e.faults.harness import ROOT, Worker, add_corpus, wait_job
 from tests.e2e.faults.injectors import ServerKiller, WorkerKiller
 from tests.e2e.faults.scenario import Context, Scenario, Tick
 from workers.orchestration import cognify
@@ -105,7 +106,9 @@ def recognify_with_kills(count: int) -> Scenario:
     """A clean job, then `cognify(mode="all")` with an empty LLM cache and workers killed."""
 
     def job(ctx: Context, dataset: str) -> Job:
-        first = wait_job(ctx.runtime, cognify(ctx.runtime, dataset).id, 300)
+        first = finished(
+            ctx.runtime, cognify(ctx.runtime, dataset), 300, interval=0.2, outages=True
+        )
         assert first.status is JobStatus.SUCCEEDED, first
         _clear_llm_cache(ctx)
         return cognify(ctx.runtime, dataset, mode="all")
@@ -131,8 +134,9 @@ def delete_with_kill(attempts: int = 5) -> Scenario:
         runtime = ctx.runtime
         for attempt in range(attempts):
             if attempt:  # the last delete ended before a look caught it half way
-                add_corpus(runtime, dataset, ctx.corpus)
-            done = wait_job(runtime, cognify(runtime, dataset, mode="all").id, 300)
+                add_files(runtime, dataset, ctx.corpus)
+            job = cognify(runtime, dataset, mode="all")
+            done = finished(runtime, job, 300, interval=0.2, outages=True)
             assert done.status is JobStatus.SUCCEEDED, done
             if _delete_killed_half_way(ctx, dataset):
                 ctx.notes["delete_attempts"] = attempt + 1
@@ -147,7 +151,7 @@ def delete_with_kill(attempts: int = 5) -> Scenario:
         blobs = sorted(p.name for p in (runtime.settings.home / "blobs" / dataset).glob("*"))
         ctx.notes["blobs_left_after_repeated_delete"] = len(blobs)
         assert not blobs, f"a delete after a killed delete left {len(blobs)} stored files"
-        report = add_corpus(runtime, dataset, ctx.corpus)
+        report = add_files(runtime, dataset, ctx.corpus)
         assert report.added and not report.rejected, report
         return cognify(runtime, dataset)
 
@@ -249,18 +253,20 @@ class FullDisk:
         assert added and failed, f"the full disk took {len(added)} of {len(corpus)} documents"
         ctx.notes["disk_full"] = {"added": len(added), "refused": len(failed),
                                   "error": self.errors[0]}  # fmt: skip
-        first = wait_job(ctx.runtime, cognify(ctx.runtime, dataset).id, 300)
+        first = finished(
+            ctx.runtime, cognify(ctx.runtime, dataset), 300, interval=0.2, outages=True
+        )
         assert first.status is JobStatus.SUCCEEDED and first.counts["documents"] == len(added)
         for path in filler.iterdir():
             path.unlink()
-        report = add_corpus(ctx.runtime, dataset, corpus)
+        report = add_files(ctx.runtime, dataset, corpus)
         assert sorted(report.added) == sorted(p.name for p in failed), report
 
     def _add_each(self, ctx: Context, dataset: str, corpus: list[Path]) -> tuple[list, list]:
         added, failed = [], []
         for path in corpus:
             try:
-                add_corpus(ctx.runtime, dataset, [path])
+                add_files(ctx.runtime, dataset, [path])
                 added.append(path)
             except OSError as err:
                 assert err.errno == errno.ENOSPC, err

@@ -15,21 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from core.models.jobs import Job
+from tests.backends import JobStuckError, add_files, finished
+from tests.distributed import WorkerPool, close_runtime, open_runtime
 from tests.e2e.faults import stores
 from tests.e2e.faults.harness import (
-    JobStuckError,
     RunResult,
     Stack,
-    WorkerPool,
-    add_corpus,
-    close_runtime,
     finish,
     llm_server,
-    open_runtime,
     remove_dataset,
     run_env,
     stuck_evidence,
-    wait_job,
 )
 from tests.e2e.faults.injectors import Kill
 from tests.llm_server import LLMTestServer
@@ -134,13 +130,15 @@ def run(
             if scenario.add is not None:
                 scenario.add(ctx, dataset, corpus)
             else:
-                report = add_corpus(runtime, dataset, corpus)
+                report = add_files(runtime, dataset, corpus)
                 assert not report.rejected, report
             tick = scenario.chaos(ctx) if scenario.chaos else None
             started = time.monotonic()
             job = scenario.job(ctx, dataset) if scenario.job else cognify(runtime, dataset)
             try:
-                job = wait_job(runtime, job.id, scenario.timeout, tick)
+                job = finished(
+                    runtime, job, scenario.timeout, interval=0.2, on_tick=tick, outages=True
+                )
             except JobStuckError as err:
                 done = "\n".join(f"  kill {k.describe()}" for k in getattr(tick, "kills", []))
                 evidence = stuck_evidence(runtime, JobTracker(runtime.state).get(job.id))

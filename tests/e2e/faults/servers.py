@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.e2e.faults.harness import ROOT
+from tests.distributed import ROOT
 
 SERVICES = ROOT / "deploy" / "services.sh"
 
