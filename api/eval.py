@@ -38,7 +38,7 @@ class EvalError(RuntimeError):
 
 def default_types() -> list[EvalType]:
     """The compared types that exist: the dense baseline, the graph searches, AUTO."""
-    from retrieval.search import RETRIEVERS
+    from retrieval.registry import RETRIEVERS
 
     return [kind for kind in EVAL_TYPES if kind == AUTO or kind in RETRIEVERS]
 
@@ -93,7 +93,7 @@ def run_eval(
 ) -> Results:
     """Ingest (when needed) and evaluate each bench (its `split` of questions: all, tune or
     test); a temporary home when `home` is None."""
-    from retrieval.search import RETRIEVERS
+    from retrieval.registry import RETRIEVERS
     from workers.embedded import open_runtime
 
     missing = [str(kind) for kind in types if kind != AUTO and kind not in RETRIEVERS]

@@ -1,7 +1,8 @@
 """AGENTIC_COMPLETION: a bounded tool loop where the LLM calls the other retrievers.
 
 Each step the LLM sees the question, the calls made so far and the context gathered, and
-picks a tool: one of the available search types (with the query to send it) or "answer".
+picks a tool: one of the registry's search types that do not delegate, each with its declared
+description (with the query to send it), or "answer".
 Results accumulate, deduplicated. The loop ends on "answer", on a repeated call, on an LLM
 failure, or after `search_max_tool_calls` tool calls. Without an LLM the router's type runs
 once.
@@ -18,10 +19,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, create_model
 
 from retrieval.answer import CompletionMixin, ask, context_block
-from retrieval.base import RetrievalContext
-from retrieval.lucky import available_types, describe, routed_type
+from retrieval.base import Registry, RetrievalContext
 from retrieval.models import SearchResult, SearchType
 from retrieval.multistep import LLM_FAILURES, merge, user_block
+from retrieval.router import routed_type
 
 log = logging.getLogger("cogmill.retrieval")
 
@@ -59,13 +60,13 @@ class AgenticRetriever(CompletionMixin):
     """Context gathered by an LLM-driven loop over the other retrievers; the answer is drawn
     from everything the loop gathered."""
 
-    def __init__(self, ctx: RetrievalContext) -> None:
-        self.ctx = ctx
+    def __init__(self, ctx: RetrievalContext, registry: Registry) -> None:
+        self.ctx, self.registry = ctx, registry
         self.calls: list[ToolCall] = []
         self.note: str | None = None
 
     def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
-        tools = available_types()
+        tools = self.registry.tools()
         results: list[SearchResult] = []
         self.calls = []
         if self.ctx.llm is None:
@@ -103,10 +104,8 @@ class AgenticRetriever(CompletionMixin):
         results: list[SearchResult],
     ) -> None:
         """One retriever call; its new results join `results`. Bad tool input is recorded."""
-        from retrieval.search import RETRIEVERS
-
         try:
-            found = RETRIEVERS[tool](self.ctx).get_context(query, datasets, top_k)
+            found = self.registry.create(tool, self.ctx).get_context(query, datasets, top_k)
         except (ValueError, LookupError) as err:  # e.g. a question sent to CYPHER
             self.calls.append(ToolCall(tool, query, 0, str(err)))
             return
@@ -127,6 +126,6 @@ class AgenticRetriever(CompletionMixin):
             ("Context", context_block(results)),
         )
         return [
-            {"role": "system", "content": AGENT_PROMPT.format(tools=describe(tools))},
+            {"role": "system", "content": AGENT_PROMPT.format(tools=self.registry.describe(tools))},
             {"role": "user", "content": user},
         ]

@@ -28,6 +28,8 @@ from typing import Any
 
 from retrieval.base import RetrievalContext
 from retrieval.models import SearchResult, SearchType
+from retrieval.registry import RETRIEVERS
+from retrieval.search import search
 
 BENCHES = ("musique", "hotpotqa")
 SPLITS = ("all", "tune", "test")
@@ -200,8 +202,6 @@ class TypeFigures:
 
 def eval_type(name: str) -> EvalType:
     """A search type or AUTO from its name (any case). Raises ValueError naming the choices."""
-    from retrieval.search import RETRIEVERS  # search imports the retrievers, which import this
-
     upper = name.strip().upper()
     if upper == AUTO:
         return AUTO
@@ -219,8 +219,6 @@ class RoutedRetriever:
         self.chosen: dict[str, int] = {}  # how often each type was picked
 
     def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
-        from retrieval.search import search
-
         response = search(self.ctx, query, datasets, None, top_k)
         kind = response.search_type.value
         self.chosen[kind] = self.chosen.get(kind, 0) + 1
@@ -236,8 +234,6 @@ def evaluate(
     fetch: int = FETCH_TOP_K,
 ) -> dict[EvalType, TypeFigures]:
     """Recall@k of every type over the bench's questions, and the context latency it took."""
-    from retrieval.search import RETRIEVERS  # search imports the retrievers, which import this
-
     titles = bench.titles_by_name()
     figures: dict[EvalType, TypeFigures] = {}
     for search_type in types:
@@ -245,7 +241,7 @@ def evaluate(
         if search_type == AUTO:
             retriever = RoutedRetriever(ctx)
         elif search_type in RETRIEVERS:
-            retriever = RETRIEVERS[SearchType(search_type)](ctx)
+            retriever = RETRIEVERS.create(SearchType(search_type), ctx)
         else:
             raise ValueError(f"search type {search_type} is not available for eval yet")
         retriever.get_context(bench.questions[0].text, [dataset], fetch)  # warm caches

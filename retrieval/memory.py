@@ -33,7 +33,7 @@ from retrieval.answer import answer
 from retrieval.base import RetrievalContext
 from retrieval.graph_completion import FEEDBACK_WEIGHT
 from retrieval.models import SearchResponse, SearchResult, SearchType, Source
-from retrieval.search import RETRIEVERS
+from retrieval.registry import RETRIEVERS
 from retrieval.sessions import (
     SessionNotFoundError,
     SessionStore,
@@ -199,7 +199,7 @@ def session_hits(
 def _graph_hits(
     ctx: RetrievalContext, query: str, datasets: list[str], top_k: int, search_type: SearchType
 ) -> list[_Hit]:
-    retriever = RETRIEVERS[search_type](ctx)
+    retriever = RETRIEVERS.create(search_type, ctx)
     results = retriever.get_context(query, datasets, top_k)
     elements = trace_elements(retriever, SearchResponse(query=query, search_type=search_type,
                                                         results=results))  # fmt: skip

@@ -22,7 +22,7 @@ the search uses when the caller does not set them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Literal
 
@@ -232,6 +232,22 @@ def route(query: str, limits: Limits | None = None) -> Route:
         runner_up_score=round(second / total, 3),
         reason="; ".join([reason, *skipped]),
     )
+
+
+def first_available(routed: Route, available: Container[SearchType]) -> SearchType | None:
+    """The routed type if available, else the runner-up if available; None when neither is."""
+    for candidate in (routed.search_type, routed.runner_up):
+        if candidate in available:
+            return candidate
+    return None
+
+
+def routed_type(query: str, available: Container[SearchType]) -> tuple[SearchType, str]:
+    """The router's type if available, else its runner-up, else the default; and who chose."""
+    chosen = first_available(route(query), available)
+    if chosen is not None:
+        return chosen, "the query router"
+    return DEFAULT_TYPE, "the default (the router's choices are not available)"
 
 
 def top_cue(query: str) -> SearchType:

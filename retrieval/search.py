@@ -8,58 +8,17 @@ from typing import Any
 
 from core.catalog import check_dataset_name
 from core.models.vocabulary import DOCUMENT, EVENT, NODE_SET, TEXT_SUMMARY
-from retrieval.agentic import AgenticRetriever
-from retrieval.base import RetrievalContext, Retriever
-from retrieval.chunks import ChunksRetriever
-from retrieval.coding_rules import MAX_DOCUMENTS, CodingRulesRetriever
-from retrieval.context_extension import ContextExtensionRetriever
-from retrieval.cot import CotRetriever
-from retrieval.cypher import CypherRetriever, NaturalLanguageRetriever
-from retrieval.decomposition import DecompositionRetriever
-from retrieval.graph_completion import GraphCompletionRetriever
-from retrieval.graph_summary import GraphSummaryRetriever
-from retrieval.hybrid import HybridRetriever
-from retrieval.lexical import LexicalRetriever, lexical_index
-from retrieval.lucky import FeelingLuckyRetriever
+from retrieval.base import Need, RetrievalContext
+from retrieval.coding_rules import MAX_DOCUMENTS
 from retrieval.models import Route, SearchResponse, SearchType
 from retrieval.multistep import ANALYSIS_KEY
-from retrieval.ppr import PPRParams, PPRRetriever
-from retrieval.rag import RagRetriever
+from retrieval.registry import RETRIEVERS
 from retrieval.response_model import ResponseModel, structured_model
-from retrieval.router import DEFAULT_TYPE, analyse, route
+from retrieval.router import DEFAULT_TYPE, analyse, first_available, route
 from retrieval.sessions import SessionStore, check_session_id, trace_elements
-from retrieval.summaries import SummariesRetriever
-from retrieval.temporal import TemporalRetriever
-from retrieval.triplets import TripletRetriever
 
 QA_ID_KEY = "session_qa_id"
 NO_LLM_NOTE = "no LLM is configured (COGMILL_LLM_BASE_URL): returning the retrieved context"
-
-# One factory per search type; a retriever that answers defines `get_completion`.
-RETRIEVERS: dict[SearchType, Callable[[RetrievalContext], Retriever]] = {
-    SearchType.CHUNKS: lambda ctx: ChunksRetriever(ctx.graph, ctx.vectors, ctx.embedder),
-    SearchType.GRAPH_COMPLETION: lambda ctx: GraphCompletionRetriever(
-        ctx.graph, ctx.vectors, ctx.embedder, ctx=ctx
-    ),
-    SearchType.CHUNKS_LEXICAL: lambda ctx: LexicalRetriever(ctx.graph, lexical_index(ctx)),
-    SearchType.SUMMARIES: lambda ctx: SummariesRetriever(ctx.graph, ctx.vectors, ctx.embedder),
-    SearchType.RAG_COMPLETION: RagRetriever,
-    SearchType.TRIPLET_COMPLETION: TripletRetriever,
-    SearchType.HYBRID_COMPLETION: HybridRetriever,
-    SearchType.CYPHER: CypherRetriever,
-    SearchType.NATURAL_LANGUAGE: NaturalLanguageRetriever,
-    SearchType.TEMPORAL: TemporalRetriever,
-    SearchType.GRAPH_PPR: lambda ctx: PPRRetriever(
-        ctx.graph, ctx.vectors, ctx.embedder, PPRParams.from_settings(ctx.settings), ctx=ctx
-    ),
-    SearchType.GRAPH_COMPLETION_COT: CotRetriever,
-    SearchType.GRAPH_COMPLETION_CONTEXT_EXTENSION: ContextExtensionRetriever,
-    SearchType.GRAPH_COMPLETION_DECOMPOSITION: DecompositionRetriever,
-    SearchType.GRAPH_SUMMARY_COMPLETION: GraphSummaryRetriever,
-    SearchType.CODING_RULES: CodingRulesRetriever,
-    SearchType.FEELING_LUCKY: FeelingLuckyRetriever,
-    SearchType.AGENTIC_COMPLETION: AgenticRetriever,
-}
 
 
 def search(
@@ -101,10 +60,7 @@ def search(
         check_dataset_name(name)
     if response_model is not None:
         structured_model(response_model)  # a bad schema fails before any retrieval work
-    if search_type not in RETRIEVERS:
-        available = ", ".join(sorted(RETRIEVERS))
-        raise ValueError(f"search type {search_type} is not available yet; use one of {available}")
-    retriever = RETRIEVERS[search_type](ctx)
+    retriever = RETRIEVERS.create(search_type, ctx)  # an unavailable type fails here
     results = retriever.get_context(query, datasets, top_k)
     answer, answer_json, note = None, None, None
     # Multi-step types extend `results` in place while completing (their later rounds'
@@ -141,30 +97,44 @@ def routed_or_available(routed: Route) -> tuple[SearchType, str]:
     """The routed type if it is available, else the runner-up or the default; and why."""
     chosen = f"routed to {routed.search_type.value} (confidence {routed.confidence:.2f})"
     why = f": {routed.reason}" if routed.reason else ""
-    if routed.search_type in RETRIEVERS:
+    available = first_available(routed, RETRIEVERS)
+    if available is routed.search_type:
         return routed.search_type, chosen + why
-    fallback = routed.runner_up if routed.runner_up in RETRIEVERS else DEFAULT_TYPE
+    fallback = available or DEFAULT_TYPE
     return fallback, f"{chosen}, which is not available: ran {fallback.value} instead{why}"
 
 
 class DatasetLimits:
-    """What the searched datasets cannot serve, read from the stores only when asked."""
+    """What the searched datasets cannot serve (the registry's declared needs), read from
+    the stores only when asked."""
 
     def __init__(self, ctx: RetrievalContext, datasets: Sequence[str]) -> None:
         self.ctx, self.datasets = ctx, list(datasets)
 
     def missing(self, search_type: SearchType) -> str | None:
         """Why the datasets cannot serve `search_type`, or None when they can."""
+        spec = RETRIEVERS.get(search_type)
+        for need in sorted(spec.needs) if spec is not None else ():
+            why = self.unmet(need)
+            if why is not None:
+                return why
+        return None
+
+    def unmet(self, need: Need) -> str | None:
+        """Why `need` is not met by the settings and the datasets, or None when it is."""
         names = ", ".join(self.datasets)
-        if search_type in (SearchType.CYPHER, SearchType.NATURAL_LANGUAGE):
-            return None if self.ctx.settings.neo4j_uri else "the graph is not in Neo4j"
-        if search_type is SearchType.CODING_RULES:
-            node_set = self.ctx.settings.coding_rules_node_set
+        settings = self.ctx.settings
+        if need == "llm" and self.ctx.llm is None:
+            return "no LLM is configured"
+        if need == "neo4j" and not settings.neo4j_uri:
+            return "the graph is not in Neo4j"
+        if need == "node_set":
+            node_set = settings.coding_rules_node_set
             if not any(self._in_node_set(d, node_set) for d in self.datasets):
                 return f"no documents in node set {node_set!r} of {names}"
-        if search_type is SearchType.TEMPORAL and not self._has(EVENT):
+        if need == "events" and not self._has(EVENT):
             return f"no events in {names} (cognify with the temporal pipeline)"
-        if search_type is SearchType.SUMMARIES and not self._has(TEXT_SUMMARY):
+        if need == "summaries" and not self._has(TEXT_SUMMARY):
             return f"no summaries in {names}"
         return None
 

@@ -29,7 +29,8 @@ from core.catalog import AddReport
 from pipelines.tables import check_source
 from retrieval.memory import RecallResponse, recall
 from retrieval.models import SearchResponse, SearchType
-from retrieval.search import RETRIEVERS, search
+from retrieval.registry import RETRIEVERS
+from retrieval.search import search
 from tests.backends import EMBEDDED, NEO4J, Backend, succeeded
 from tests.llm_server import LLMTestServer, _Handler
 from tests.services import neo4j_uri, redis_url
@@ -213,7 +214,7 @@ def test_searching_one_dataset_shows_nothing_of_another(
     if search_type is S.NATURAL_LANGUAGE:  # its first prompt: the searched datasets' schema
         assert "TableRow" in prompts[0] and "discovered" in prompts[0], prompts[0]
         assert "zorbified" in secret_prompts[0], secret_prompts[0]
-    if hasattr(RETRIEVERS[search_type](world.rt.retrieval()), "get_completion"):
+    if hasattr(RETRIEVERS.create(search_type, world.rt.retrieval()), "get_completion"):
         assert plain.answer and secret.answer, (plain, secret)
         assert any(world.leaks(p) for p in secret_prompts), secret_prompts  # prompts are read
 
