@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import numpy as np
 
 from core.models.graph import Node
 from core.models.vocabulary import CHUNK, DOCUMENT, NODE_SET, PART_OF
-from retrieval.answer import answer
+from retrieval.answer import CompletionMixin
 from retrieval.base import RetrievalContext
 from retrieval.chunks import chunk_source
 from retrieval.models import SearchResult
-from retrieval.response_model import ResponseModel
 
 # Bounds on what one query reads: documents of the set, chunks, rules embedded.
 MAX_DOCUMENTS = 1000
@@ -53,8 +51,11 @@ def split_rules(text: str) -> list[str]:
     return [rule for rule in rules if len(rule) >= MIN_RULE_CHARS]
 
 
-class CodingRulesRetriever:
-    """Rules of the coding-rules node set, ranked by similarity to the question."""
+class CodingRulesRetriever(CompletionMixin):
+    """Rules of the coding-rules node set, ranked by similarity to the question; the answer
+    applies them."""
+
+    instructions = RULES_INSTRUCTIONS
 
     def __init__(self, ctx: RetrievalContext, node_set: str | None = None) -> None:
         self.ctx = ctx
@@ -83,17 +84,6 @@ class CodingRulesRetriever:
             )
             for i in order
         ]
-
-    def get_completion(
-        self,
-        query: str,
-        results: list[SearchResult],
-        response_model: ResponseModel | None = None,
-    ) -> str | dict[str, Any]:
-        """An answer that applies the retrieved rules."""
-        return answer(
-            self.ctx, query, results, instructions=RULES_INSTRUCTIONS, response_model=response_model
-        )
 
     def _chunks(self, datasets: Sequence[str]) -> list[Node]:
         """Chunks of the set's documents that carry the set (written by a cognify since)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from core.models.graph import Edge
 from core.models.vocabulary import (
@@ -23,13 +23,12 @@ from core.models.vocabulary import (
     relation_label,
 )
 from core.ports import Embedder, GraphReader, VectorStore
-from retrieval.answer import answer
+from retrieval.answer import CompletionMixin
 from retrieval.chunks import chunk_source
 from retrieval.models import SearchResult
 
 if TYPE_CHECKING:
     from retrieval.base import RetrievalContext
-    from retrieval.response_model import ResponseModel
 
 GRAPH_INSTRUCTIONS = (
     "Each context item is a fact `subject —relation→ object` followed by the passage it was "
@@ -68,8 +67,10 @@ class _Scored:
     score: float
 
 
-class GraphCompletionRetriever:
+class GraphCompletionRetriever(CompletionMixin):
     """Top-k triplets for a query, each with the text of the chunk it came from."""
+
+    instructions = GRAPH_INSTRUCTIONS
 
     def __init__(
         self,
@@ -82,19 +83,6 @@ class GraphCompletionRetriever:
         self.graph, self.vectors, self.embedder = graph, vectors, embedder
         self.params = params or GraphSearchParams()
         self.ctx = ctx  # needed only to answer (`get_completion`)
-
-    def get_completion(
-        self,
-        query: str,
-        results: Sequence[SearchResult],
-        response_model: ResponseModel | None = None,
-    ) -> str | dict[str, Any]:
-        """The LLM's answer from the triplets and their chunks (structured with a model)."""
-        if self.ctx is None:
-            raise ValueError("GraphCompletionRetriever needs ctx= to answer")
-        return answer(
-            self.ctx, query, results, instructions=GRAPH_INSTRUCTIONS, response_model=response_model
-        )
 
     def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
         p = self.params

@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,14 +37,13 @@ from core.models.vocabulary import (
 )
 from core.ports import Embedder, GraphReader, VectorStore
 from core.settings import Settings
-from retrieval.answer import answer
+from retrieval.answer import CompletionMixin
 from retrieval.chunks import chunk_source
 from retrieval.models import SearchResult
 from retrieval.pagerank import WeightedGraph, personalised_pagerank
 
 if TYPE_CHECKING:
     from retrieval.base import RetrievalContext
-    from retrieval.response_model import ResponseModel
 
 MAX_NGRAM = 6
 _TOKEN = re.compile(r"[\w][\w'’.&-]*")
@@ -135,8 +134,9 @@ def name_spans(query: str) -> list[str]:
     return list(dict.fromkeys(spans))
 
 
-class PPRRetriever:
-    """Chunks ranked by personalised PageRank from the query's entry points."""
+class PPRRetriever(CompletionMixin):
+    """Chunks ranked by personalised PageRank from the query's entry points; with `ctx` it
+    answers too (GRAPH_PPR is the router's default, so a routed search answers)."""
 
     def __init__(
         self,
@@ -149,18 +149,6 @@ class PPRRetriever:
         self.graph, self.vectors, self.embedder = graph, vectors, embedder
         self.params = params or PPRParams()
         self.ctx = ctx  # needed only to answer (`get_completion`)
-
-    def get_completion(
-        self,
-        query: str,
-        results: Sequence[SearchResult],
-        response_model: ResponseModel | None = None,
-    ) -> str | dict[str, Any]:
-        """The LLM's answer from the passages (structured with a model): GRAPH_PPR is the
-        router's default, so a routed search answers when an LLM is configured."""
-        if self.ctx is None:
-            raise ValueError("PPRRetriever needs ctx= to answer")
-        return answer(self.ctx, query, results, response_model=response_model)
 
     def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
         p = self.params

@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import TYPE_CHECKING, Any
 
 from core.models.graph import Node
 from core.models.vocabulary import (
@@ -41,14 +40,11 @@ from core.models.vocabulary import (
     TIMESTAMP,
 )
 from core.temporal import TimeSpan, epoch_seconds, find_spans, span_of
-from retrieval.answer import answer
+from retrieval.answer import CompletionMixin
 from retrieval.base import RetrievalContext
 from retrieval.chunks import chunk_source
 from retrieval.models import SearchResult
 from retrieval.ppr import PPRParams, PPRRetriever
-
-if TYPE_CHECKING:
-    from retrieval.response_model import ResponseModel
 
 INSTRUCTIONS = (
     "Context items start with the dated events they hold, then their passage. Answer with the "
@@ -85,7 +81,7 @@ class _Candidate:
         return span.sort_key if span is not None else 0
 
 
-class TemporalRetriever:
+class TemporalRetriever(CompletionMixin):
     """Events in the question's time window, with their dates, entities and sources."""
 
     def __init__(
@@ -163,18 +159,10 @@ class TemporalRetriever:
                 fused.append(result.model_copy(update={"score": round(score, 6)}))
         return sorted(fused, key=lambda r: -r.score)
 
-    def get_completion(
-        self,
-        query: str,
-        results: Sequence[SearchResult],
-        response_model: ResponseModel | None = None,
-    ) -> str | dict[str, Any]:
-        """The LLM's answer from the events found (structured with a model)."""
-        timed = bool(find_spans(query, bare_years=True, now=self.today()))
-        instructions = INSTRUCTIONS if timed else None  # else the context is graph triplets
-        return answer(
-            self.ctx, query, results, instructions=instructions, response_model=response_model
-        )
+    def prepare_answer(self, query: str, results: list[SearchResult]) -> str | None:
+        """The events' instructions for a question with a time (else the context is plain
+        GRAPH_PPR passages)."""
+        return INSTRUCTIONS if find_spans(query, bare_years=True, now=self.today()) else None
 
     def _through_time_nodes(
         self, windows: list[TimeSpan], datasets: Sequence[str]
