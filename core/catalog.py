@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from core.entity_keys import EntityKeyIndex
-from core.lexical import LexicalIndex
 from core.models.graph import Node, Removed, dataset_id, document_id
 from core.models.vocabulary import DATASET, DOCUMENT
-from core.ports import BlobStore, GraphStore, VectorStore
+from core.ports import BlobStore, GraphStore, LexicalIndex, VectorStore
 
 DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 HEAD_BYTES = 8192

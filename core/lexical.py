@@ -1,4 +1,4 @@
-"""BM25 over document chunks: the tokeniser, the index port and the scoring they share.
+"""BM25 over document chunks: the tokeniser and the scoring every lexical index shares.
 
 Tokenisation works for space-less scripts too: Latin (and other alphabetic) text becomes
 lower-cased words, while runs of Han, Hiragana, Katakana or Hangul characters become their
@@ -6,8 +6,9 @@ single characters plus every adjacent pair (unigrams + bigrams, the usual CJK in
 scheme, which needs no dictionary). SQLite FTS5's default tokenizer would index a whole
 Chinese sentence as one token, hence an index of our own.
 
-Adapters (`core/stores/lexical_sqlite.py`, `lexical_redis.py`) store postings per dataset and
-answer the two reads BM25 needs; `bm25_search` does the scoring the same way for both.
+Adapters of the `LexicalIndex` port (core/ports.py; `core/stores/lexical_sqlite.py`,
+`lexical_redis.py`) store postings per dataset and answer the two reads BM25 needs;
+`bm25_search` does the scoring the same way for both.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from collections.abc import Sequence
+
+from core.ports import LexicalIndex
 
 _CJK = (
     "\u1100-\u11ff"  # Hangul Jamo
@@ -50,67 +51,6 @@ def tokenize(text: str) -> list[str]:
         elif word not in STOPWORDS and (len(word) > 1 or word.isdigit()):
             terms.append(word)
     return terms
-
-
-@dataclass(frozen=True)
-class LexicalDoc:
-    """One chunk to index: its id, its document and its text."""
-
-    chunk_id: str
-    document_id: str
-    text: str
-
-
-@dataclass
-class CorpusStats:
-    """What BM25 needs about the searched datasets: chunk count, total length, term df."""
-
-    chunks: int = 0
-    total_length: int = 0
-    df: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Posting:
-    """A term in a chunk: how often, and how long that chunk is (in terms)."""
-
-    term: str
-    chunk_id: str
-    tf: int
-    length: int
-
-
-@runtime_checkable
-class LexicalIndex(Protocol):
-    """Persistent term postings of chunks, per dataset."""
-
-    def add(self, dataset: str, docs: Sequence[LexicalDoc]) -> None:
-        """Index chunks; a chunk id already indexed is left as it is. Raises StoreError."""
-        ...
-
-    def remove(self, dataset: str, ids: Sequence[str]) -> None:
-        """Drop the postings of these ids (ids that are not indexed chunks are ignored)."""
-        ...
-
-    def remove_dataset(self, dataset: str) -> None:
-        """Drop every posting of a dataset. Raises StoreError."""
-        ...
-
-    def count(self, dataset: str) -> int:
-        """Number of chunks indexed for a dataset."""
-        ...
-
-    def corpus_stats(self, datasets: Sequence[str], terms: Sequence[str]) -> CorpusStats:
-        """Chunk count, total length and document frequency of `terms` over the datasets."""
-        ...
-
-    def postings(self, datasets: Sequence[str], terms: Sequence[str]) -> Iterable[Posting]:
-        """Every posting of `terms` in the datasets."""
-        ...
-
-    def close(self) -> None:
-        """Release connections."""
-        ...
 
 
 def term_counts(text: str) -> tuple[Counter[str], int]:

@@ -7,13 +7,14 @@ Errors: adapters raise `StoreError` (or a subclass) for failures of the backing 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import BinaryIO, Protocol, runtime_checkable
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 import numpy as np
 
 from core.models.extraction import KnowledgeGraph
 from core.models.graph import Edge, Merged, Node, Removed, Subgraph
+from core.models.lexical import CorpusStats, LexicalDoc, Posting
 from core.models.vectors import VectorHit, VectorPoint
 
 
@@ -197,6 +198,68 @@ class StateStore(Protocol):
         self, stream: str, *, after: int = 0, limit: int = 1000
     ) -> list[tuple[int, str]]:
         """Events with sequence numbers above `after`, oldest first."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+@runtime_checkable
+class LexicalIndex(Protocol):
+    """Persistent term postings of chunks, per dataset."""
+
+    def add(self, dataset: str, docs: Sequence[LexicalDoc]) -> None:
+        """Index chunks; a chunk id already indexed is left as it is. Raises StoreError."""
+        ...
+
+    def remove(self, dataset: str, ids: Sequence[str]) -> None:
+        """Drop the postings of these ids (ids that are not indexed chunks are ignored)."""
+        ...
+
+    def remove_dataset(self, dataset: str) -> None:
+        """Drop every posting of a dataset. Raises StoreError."""
+        ...
+
+    def count(self, dataset: str) -> int:
+        """Number of chunks indexed for a dataset."""
+        ...
+
+    def corpus_stats(self, datasets: Sequence[str], terms: Sequence[str]) -> CorpusStats:
+        """Chunk count, total length and document frequency of `terms` over the datasets."""
+        ...
+
+    def postings(self, datasets: Sequence[str], terms: Sequence[str]) -> Iterable[Posting]:
+        """Every posting of `terms` in the datasets."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+@runtime_checkable
+class RateLimiter(Protocol):
+    """A request and token budget for LLM calls, shared by whoever holds the limiter."""
+
+    async def acquire(self, tokens: int = 0) -> None:
+        """Wait until one request using about `tokens` tokens may be sent. Raises StoreError
+        when a shared budget's store fails."""
+        ...
+
+
+class CypherError(ValueError):
+    """The database refused a query (syntax, unknown procedure, a write in read mode...)."""
+
+
+@runtime_checkable
+class CypherRunner(Protocol):
+    """Caller-supplied Cypher run read-only (CYPHER, NATURAL_LANGUAGE), rows as plain values."""
+
+    def run_read(self, query: str, params: dict[str, Any], limit: int) -> list[dict[str, Any]]:
+        """At most `limit` rows of `query`, each a dict of JSON-ready values (a node becomes
+        its properties plus `labels`). Raises CypherError when the database refuses the query
+        (a write included), StoreError when it fails."""
         ...
 
     def close(self) -> None:

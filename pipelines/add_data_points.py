@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from typing import ClassVar
 
-from core.lexical import LexicalDoc, LexicalIndex
 from core.models.graph import Edge, Node
+from core.models.lexical import LexicalDoc
 from core.models.vectors import VectorPoint
 from core.models.vocabulary import CHUNK, DOCUMENT, ENTITY, STRUCTURAL_EDGES
-from core.ports import Embedder, GraphStore, VectorStore, batched
+from core.ports import Embedder, GraphStore, LexicalIndex, VectorStore, batched
 from pipelines.built_graph import BuiltGraph, EmbedItem
 from pipelines.graph_builder import build_graph
 from pipelines.models import ExtractedBatch, WriteReport

@@ -20,13 +20,13 @@ from pydantic import BaseModel, Field
 
 from core.models.graph import Node
 from core.models.vocabulary import CHUNK
-from core.stores.cypher_neo4j import CypherError, Neo4jCypherRunner
+from core.ports import CypherError, CypherRunner
+from core.stores.factory import NO_CYPHER
 from retrieval.answer import CompletionMixin, ask
 from retrieval.base import RetrievalContext
 from retrieval.chunks import chunk_source
 from retrieval.models import SearchResult, Source
 
-NEEDS_NEO4J = "{kind} needs the Neo4j graph store (set COGMILL_NEO4J_URI)"
 _LITERALS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`|//[^\n]*|/\*.*?\*/", re.S)
 # A keyword preceded by '.', ':' or '$' is a property, label or parameter, not a clause.
 _WRITES = re.compile(
@@ -80,14 +80,12 @@ def check_read_only(query: str) -> str:
     return query
 
 
-def open_runner(ctx: RetrievalContext, kind: str) -> Neo4jCypherRunner:
-    """A read-only runner on the configured Neo4j; ValueError on the embedded graph."""
-    s = ctx.settings
-    if not s.neo4j_uri:
-        raise ValueError(NEEDS_NEO4J.format(kind=kind))
-    return Neo4jCypherRunner(
-        s.neo4j_uri, user=s.neo4j_user, password=s.neo4j_password, database=s.neo4j_database
-    )
+def cypher_runner(ctx: RetrievalContext) -> CypherRunner:
+    """The runtime's read-only Cypher runner (made by the store factory, kept open by the
+    runtime); ValueError where the graph has no Cypher (the embedded SQLite graph)."""
+    if ctx.cypher is None:
+        raise ValueError(NO_CYPHER)
+    return ctx.cypher()
 
 
 class CypherRetriever:
@@ -100,8 +98,7 @@ class CypherRetriever:
 
     def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
         check_read_only(query)
-        with open_runner(self.ctx, self.kind) as runner:
-            rows = runner.run_read(query, {"datasets": list(datasets)}, top_k)
+        rows = cypher_runner(self.ctx).run_read(query, {"datasets": list(datasets)}, top_k)
         return self.results(rows)
 
     def results(self, rows: list[dict[str, Any]]) -> list[SearchResult]:
@@ -184,7 +181,7 @@ Rules: only MATCH/OPTIONAL MATCH/WITH/WHERE/RETURN/ORDER BY/LIMIT; never write; 
 nodes to the searched datasets with `n.dataset IN $datasets`; end with LIMIT {limit}."""
 
 
-def read_schema(runner: Neo4jCypherRunner, datasets: Sequence[str]) -> dict[str, list[str]]:
+def read_schema(runner: CypherRunner, datasets: Sequence[str]) -> dict[str, list[str]]:
     """The labels, property keys and relationship names in use in the datasets."""
     scope: dict[str, Any] = {"datasets": list(datasets)}
     schema = {"labels": runner.run_read(SCHEMA_QUERIES["labels"], scope, 1)[0]["v"]}
@@ -210,29 +207,29 @@ class NaturalLanguageRetriever(CompletionMixin, CypherRetriever):
                 "NATURAL_LANGUAGE needs an LLM to write Cypher: set COGMILL_LLM_BASE_URL, "
                 "or write the query yourself with the CYPHER search type"
             )
-        with open_runner(self.ctx, self.kind) as runner:
-            schema = read_schema(runner, datasets)
-            system = NL_PROMPT.format(limit=top_k, **{k: ", ".join(v) for k, v in schema.items()})
-            messages: list[dict[str, str]] = [
-                {"role": "system", "content": system},
-                {"role": "user", "content": f"Question: {query.strip()}"},
-            ]
-            for attempt in range(self.max_retries + 1):
-                reply = ask(self.ctx, messages, CypherQuery)
-                try:
-                    check_read_only(reply.cypher)
-                    rows = runner.run_read(reply.cypher, {"datasets": list(datasets)}, top_k)
-                except (CypherError, ReadOnlyViolation) as err:
-                    if attempt == self.max_retries:
-                        raise ValueError(
-                            f"NATURAL_LANGUAGE: the LLM's Cypher failed {attempt + 1} times; "
-                            f"last query {reply.cypher!r}: {err}"
-                        ) from err
-                    messages += [
-                        {"role": "assistant", "content": reply.model_dump_json()},
-                        {"role": "user", "content": f"That query failed: {err}\nFix it."},
-                    ]
-                    continue
-                self.cypher = reply.cypher
-                return self.results(rows)
+        runner = cypher_runner(self.ctx)
+        schema = read_schema(runner, datasets)
+        system = NL_PROMPT.format(limit=top_k, **{k: ", ".join(v) for k, v in schema.items()})
+        messages: list[dict[str, str]] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": f"Question: {query.strip()}"},
+        ]
+        for attempt in range(self.max_retries + 1):
+            reply = ask(self.ctx, messages, CypherQuery)
+            try:
+                check_read_only(reply.cypher)
+                rows = runner.run_read(reply.cypher, {"datasets": list(datasets)}, top_k)
+            except (CypherError, ReadOnlyViolation) as err:
+                if attempt == self.max_retries:
+                    raise ValueError(
+                        f"NATURAL_LANGUAGE: the LLM's Cypher failed {attempt + 1} times; "
+                        f"last query {reply.cypher!r}: {err}"
+                    ) from err
+                messages += [
+                    {"role": "assistant", "content": reply.model_dump_json()},
+                    {"role": "user", "content": f"That query failed: {err}\nFix it."},
+                ]
+                continue
+            self.cypher = reply.cypher
+            return self.results(rows)
         raise AssertionError("unreachable")  # the loop returns or raises

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.lexical import LexicalDoc, LexicalIndex, bm25_search
+from core.lexical import bm25_search
+from core.models.lexical import LexicalDoc
 from core.models.vocabulary import CHUNK
-from core.ports import GraphReader
+from core.ports import GraphReader, LexicalIndex
 from core.stores import factory
 from retrieval.base import RetrievalContext
 from retrieval.chunks import chunk_source

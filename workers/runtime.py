@@ -13,8 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 from core.catalog import Catalog
 from core.entity_keys import EntityKeyIndex
-from core.lexical import LexicalIndex
-from core.ports import BlobStore, Embedder, Extractor, GraphStore, StateStore, VectorStore
+from core.ports import (
+    BlobStore,
+    CypherRunner,
+    Embedder,
+    Extractor,
+    GraphStore,
+    LexicalIndex,
+    StateStore,
+    VectorStore,
+)
 from core.settings import Settings
 from core.stores import factory
 from pipelines.add_data_points import AddDataPoints
@@ -85,6 +93,13 @@ class Runtime:
             return factory.lexical_index(self.settings)
 
     @cached_property
+    def cypher(self) -> CypherRunner:
+        """Read-only Cypher on the graph (CYPHER, NATURAL_LANGUAGE); ValueError on the
+        embedded graph, which has none."""
+        with self._lock:
+            return factory.cypher_runner(self.settings)
+
+    @cached_property
     def blobs(self) -> BlobStore:
         return factory.blob_store(self.settings)
 
@@ -109,6 +124,7 @@ class Runtime:
             settings=self.settings,
             state=self.state,
             llm=self.llm,
+            cypher=lambda: self.cypher,
             extras={"lexical": self.lexical},
         )
 
@@ -203,7 +219,7 @@ class Runtime:
         return ExtractGraph(extractor, graph_model=model, aligner=aligner)
 
     def close(self) -> None:
-        for name in ("graph", "vectors", "state", "lexical"):
+        for name in ("graph", "vectors", "state", "lexical", "cypher"):
             store = self.__dict__.pop(name, None)
             if store is not None:
                 store.close()

@@ -24,8 +24,7 @@ import openai.resources  # noqa: F401  (the SDK imports this lazily, ~1 s inside
 from pydantic import BaseModel, ValidationError
 
 from core.llm.cache import LLMCache, cache_key
-from core.llm.ratelimit import RateLimiter
-from core.ports import StoreError
+from core.ports import RateLimiter, StoreError
 
 log = logging.getLogger("cogmill.llm")
 Model = TypeVar("Model", bound=BaseModel)

@@ -12,16 +12,9 @@ import asyncio
 import math
 import threading
 import time
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from core.stores.redis_connection import RedisConnection
-
-
-@runtime_checkable
-class RateLimiter(Protocol):
-    async def acquire(self, tokens: int = 0) -> None:
-        """Wait until one request using about `tokens` tokens may be sent."""
-        ...
 
 
 def _per_second(per_minute: float | None, name: str) -> float:

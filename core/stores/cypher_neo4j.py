@@ -8,19 +8,15 @@ its results come back as plain JSON-ready values, never driver records.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-from neo4j import READ_ACCESS, GraphDatabase, ManagedTransaction, unit_of_work
-from neo4j.exceptions import ClientError, DriverError, Neo4jError
+from neo4j import READ_ACCESS, ManagedTransaction, unit_of_work
+from neo4j.exceptions import ClientError
 from neo4j.graph import Node as DriverNode
 from neo4j.graph import Path as DriverPath
 from neo4j.graph import Relationship as DriverRelationship
 
-from core.ports import StoreError
-
-
-class CypherError(ValueError):
-    """The database refused a query (syntax, unknown procedure, a write in read mode...)."""
+from core.ports import CypherError
+from core.stores.neo4j_connection import Neo4jConnection
 
 
 def _plain(value: Any) -> Any:
@@ -48,7 +44,7 @@ def _end_id(node: DriverNode | None) -> Any:
 
 
 class Neo4jCypherRunner:
-    """Read-only Cypher against one Neo4j database; use as a context manager."""
+    """CypherRunner on one Neo4j database: READ transactions with a timeout; shared by threads."""
 
     def __init__(
         self,
@@ -59,11 +55,10 @@ class Neo4jCypherRunner:
         database: str = "neo4j",
         timeout: float = 30.0,
     ) -> None:
-        parts = urlsplit(uri)
-        self.uri = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query=""))
-        self.database, self.timeout = database, timeout
-        auth = (user, password) if password else None
-        self._driver = GraphDatabase.driver(uri, auth=auth, max_connection_pool_size=4)
+        self._conn = Neo4jConnection(
+            uri, user=user, password=password, database=database, max_connection_pool_size=4
+        )
+        self.uri, self.database, self.timeout = self._conn.uri, database, timeout
 
     def run_read(self, query: str, params: dict[str, Any], limit: int) -> list[dict[str, Any]]:
         """At most `limit` rows of `query` run in a READ transaction.
@@ -82,22 +77,14 @@ class Neo4jCypherRunner:
             result.consume()  # lets the server end the query early past the limit
             return rows
 
-        try:
-            with self._driver.session(
-                database=self.database, default_access_mode=READ_ACCESS
-            ) as session:
-                return session.execute_read(work)
-        except ClientError as err:
-            raise CypherError(f"Neo4j refused the query: {err.message} ({err.code})") from err
-        except (Neo4jError, DriverError) as err:
-            raise StoreError(f"Neo4j at {self.uri} (database {self.database}): {err}") from err
+        driver = self._conn.driver
+        with self._conn.errors():
+            try:
+                with driver.session(database=self.database, default_access_mode=READ_ACCESS) as s:
+                    return s.execute_read(work)
+            except ClientError as err:
+                raise CypherError(f"Neo4j refused the query: {err.message} ({err.code})") from err
 
     def close(self) -> None:
-        """Close the driver."""
-        self._driver.close()
-
-    def __enter__(self) -> Neo4jCypherRunner:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        """Close the driver; later queries raise StoreError."""
+        self._conn.close()

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.ports import BlobStore, Embedder, Extractor, GraphStore, StateStore, VectorStore
+from core.ports import (
+    BlobStore,
+    CypherRunner,
+    Embedder,
+    Extractor,
+    GraphStore,
+    LexicalIndex,
+    RateLimiter,
+    StateStore,
+    VectorStore,
+)
 from core.settings import Settings
 
 if TYPE_CHECKING:
@@ -13,6 +23,12 @@ if TYPE_CHECKING:
 
 class NotAvailableError(RuntimeError):
     """A setting asks for a backend this build cannot provide."""
+
+
+NO_CYPHER = (
+    "Cypher needs the Neo4j graph store (set COGMILL_NEO4J_URI); "
+    "the embedded SQLite graph has no Cypher"
+)
 
 
 def graph_store(settings: Settings) -> GraphStore:
@@ -30,6 +46,20 @@ def graph_store(settings: Settings) -> GraphStore:
     from core.stores.graph_sqlite import SQLiteGraphStore
 
     return SQLiteGraphStore(settings.home / "graph.sqlite")
+
+
+def cypher_runner(settings: Settings) -> CypherRunner:
+    """Read-only Cypher on the Neo4j graph. ValueError on the embedded graph, which has none."""
+    if not settings.neo4j_uri:
+        raise ValueError(NO_CYPHER)
+    from core.stores.cypher_neo4j import Neo4jCypherRunner
+
+    return Neo4jCypherRunner(
+        settings.neo4j_uri,
+        user=settings.neo4j_user,
+        password=settings.neo4j_password,
+        database=settings.neo4j_database,
+    )
 
 
 def vector_store(settings: Settings, dim: int) -> VectorStore:
@@ -69,7 +99,7 @@ def state_store(settings: Settings) -> StateStore:
     return SQLiteStateStore(settings.home / "state.sqlite")
 
 
-def lexical_index(settings: Settings):  # noqa: ANN201 - LexicalIndex lives in core.lexical
+def lexical_index(settings: Settings) -> LexicalIndex:
     """BM25 postings beside the state: in Redis when there is one, else in a SQLite file."""
     if settings.redis_url:
         from core.stores.lexical_redis import RedisLexicalIndex
@@ -132,8 +162,9 @@ def extractor(settings: Settings, client: LLMClient | None) -> Extractor:
     return LLMExtractor(client, concurrency=settings.llm_concurrency)
 
 
-def rate_limiter(settings: Settings):  # noqa: ANN201 - RateLimiter lives with the LLM client
-    """One token bucket for every worker: in Redis when there is one, else in this process."""
+def rate_limiter(settings: Settings) -> RateLimiter | None:
+    """One token bucket for every worker: in Redis when there is one, else in this process;
+    None without limits."""
     rpm = settings.llm_requests_per_minute or None
     tpm = settings.llm_tokens_per_minute or None
     if rpm is None and tpm is None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core.lexical import CorpusStats, LexicalDoc, Posting, term_counts
+from core.lexical import term_counts
+from core.models.lexical import CorpusStats, LexicalDoc, Posting
 from core.stores.redis_connection import RedisConnection
 
 _ADD = """

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from core.lexical import CorpusStats, LexicalDoc, Posting, term_counts
+from core.lexical import term_counts
+from core.models.lexical import CorpusStats, LexicalDoc, Posting
 from core.ports import batched
 from core.stores.sqlite_file import SQLiteFile
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from core.lexical import LexicalDoc, LexicalIndex, Posting, bm25_search, term_counts
+from core.lexical import bm25_search, term_counts
+from core.models.lexical import LexicalDoc, Posting
+from core.ports import LexicalIndex
 from tests.contracts.state_store import _run_threads
 
 TEXTS = {

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from core.ports import RateLimiter
 from tests.contracts.state_store import _run_threads
 
 Limiters = Callable[..., list[Any]]
@@ -52,6 +53,10 @@ def reserve_in_process(url: str, key: str, count: int, barrier: Any, out: Any) -
 
 class RateLimiterContract:
     """Behaviour every rate limiter must show."""
+
+    def test_is_a_rate_limiter(self, limiters: Limiters) -> None:
+        [limiter] = limiters(1, requests_per_minute=SLOW_RPM)
+        assert isinstance(limiter, RateLimiter)
 
     def test_requests_beyond_the_burst_wait_one_interval_each(self, limiters: Limiters) -> None:
         [limiter] = limiters(1, requests_per_minute=SLOW_RPM)

@@ -1,20 +1,26 @@
-"""CYPHER and NATURAL_LANGUAGE against the real Neo4j test server: read-only, with provenance."""
+"""CYPHER and NATURAL_LANGUAGE against the real Neo4j test server: read-only, with provenance;
+the CypherRunner contract on Neo4j."""
 
 from __future__ import annotations
 
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from core.models.graph import Edge, Node, Support, chunk_id, entity_id
+from core.ports import CypherError
 from core.settings import Settings
-from core.stores.cypher_neo4j import CypherError, Neo4jCypherRunner
+from core.stores import factory
+from core.stores.cypher_neo4j import Neo4jCypherRunner
+from core.stores.graph_neo4j import Neo4jGraphStore
 from retrieval.cypher import ReadOnlyViolation, check_read_only
 from retrieval.models import SearchType
 from retrieval.search import search
 from tests import services
+from tests.contracts.cypher_runner import CypherRunnerContract
 from tests.llm_answers import SAFE_CYPHER
 from tests.llm_server import LLMTestServer
 from workers.runtime import Runtime
@@ -120,15 +126,47 @@ def test_words_inside_strings_and_property_names_are_not_clauses() -> None:
     assert check_read_only(query) == query
 
 
+class TestNeo4jCypherRunner(CypherRunnerContract):
+    @pytest.fixture
+    def cypher_runner(self) -> Iterator[Neo4jCypherRunner]:
+        runner = Neo4jCypherRunner(services.neo4j_uri())
+        yield runner
+        runner.close()
+
+    @pytest.fixture
+    def dataset(self) -> str:
+        return f"cyc-{uuid.uuid4().hex[:10]}"
+
+    @pytest.fixture
+    def graph(self, dataset: str) -> Iterator[Neo4jGraphStore]:
+        store = Neo4jGraphStore(services.neo4j_uri())
+        yield store
+        store.delete_dataset(dataset)
+        store.close()
+
+
 def test_the_server_refuses_a_write_the_check_would_miss(runtime: Runtime, dataset: str) -> None:
-    settings = runtime.settings
-    runner = Neo4jCypherRunner(str(settings.neo4j_uri), database=settings.neo4j_database)
-    with runner, pytest.raises(CypherError, match="(?i)write|access"):
+    runner = runtime.cypher
+    with pytest.raises(CypherError, match="(?i)write|access"):
         runner.run_read("CREATE (n:ShouldNotExist) RETURN n", {}, 1)
-    rows = Neo4jCypherRunner(str(settings.neo4j_uri)).run_read(
-        "MATCH (n:ShouldNotExist) RETURN count(n) AS n", {}, 1
-    )
+    rows = runner.run_read("MATCH (n:ShouldNotExist) RETURN count(n) AS n", {}, 1)
     assert rows == [{"n": 0}]
+
+
+def test_searches_share_the_runtimes_one_runner(runtime: Runtime, dataset: str) -> None:
+    ctx, runner = runtime.retrieval(), runtime.cypher
+    assert ctx.cypher is not None and ctx.cypher() is runner
+    query = "MATCH (c:DocumentChunk) WHERE c.dataset IN $datasets RETURN count(c) AS n"
+    for _ in range(3):
+        response = search(runtime.retrieval(), query, [dataset], SearchType.CYPHER)
+        assert json.loads(response.results[0].text) == {"n": 1}
+    assert runtime.cypher is runner  # no runner (and no driver) opened per query
+
+
+def test_the_factory_says_the_embedded_graph_has_no_cypher(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="needs the Neo4j graph store") as caught:
+        factory.cypher_runner(Settings(home=tmp_path))
+    assert "COGMILL_NEO4J_URI" in str(caught.value)
 
 
 def test_syntax_errors_say_what_the_server_said(runtime: Runtime, dataset: str) -> None:

@@ -11,7 +11,8 @@ import pytest
 from pydantic import BaseModel
 
 from core.catalog import AddReport
-from core.lexical import LexicalDoc, bm25_search
+from core.lexical import bm25_search
+from core.models.lexical import LexicalDoc
 from core.settings import Settings
 from core.stores.lexical_sqlite import SQLiteLexicalIndex
 from pipelines.classify import check_supported

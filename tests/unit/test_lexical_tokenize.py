@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from core.lexical import LexicalDoc, bm25_search, tokenize
+from core.lexical import bm25_search, tokenize
+from core.models.lexical import LexicalDoc
 from core.stores.lexical_sqlite import SQLiteLexicalIndex
 
 pytestmark = pytest.mark.unit
