@@ -63,7 +63,7 @@ def demo(
     dataset: Annotated[str, typer.Option(help="Dataset for the sample corpus")] = "demo",
 ) -> None:
     """Ingest the bundled sample corpus and answer a few sample questions."""
-    from api.demo import QUESTIONS, SAMPLE_CORPUS
+    from api.services.demo import QUESTIONS, SAMPLE_CORPUS
 
     add([SAMPLE_CORPUS], dataset)
     try:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.demo import SAMPLE_CORPUS
 from api.http.app import create_app
+from api.services.demo import SAMPLE_CORPUS
 from core.settings import Settings
 from retrieval.models import SearchType
 from retrieval.search import search as run_search

@@ -12,9 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from api.http.app import create_app
 from api.cli import app as cli_app
-from api.demo import SAMPLE_CORPUS
+from api.http.app import create_app
+from api.services.demo import SAMPLE_CORPUS
 from core.models.jobs import Job
 from core.settings import Settings
 from tests.e2e.test_api import assert_error

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from api.cli import app
-from api.demo import SAMPLE_CORPUS
+from api.services.demo import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from api.demo import SAMPLE_CORPUS
+from api.services.demo import SAMPLE_CORPUS
 from core.catalog import AddReport
 from core.models.jobs import Job, JobStatus
 from core.models.vocabulary import INDEX_FIELDS

@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-SAMPLE_CORPUS = Path(__file__).with_name("sample_corpus")
+# Package data of `api` (pyproject.toml), beside the services folder.
+SAMPLE_CORPUS = Path(__file__).parents[1] / "sample_corpus"
 
 QUESTIONS = [
     "Where was Marie Curie born?",
