@@ -7,29 +7,24 @@ server's request counter shows how many LLM calls each loop made.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 
-from core.catalog import AddReport
-from core.models.jobs import JobStatus
 from core.models.vocabulary import CHUNK_COLLECTION
 from core.settings import Settings
-from pipelines.classify import check_supported
 from retrieval.agentic import AgenticRetriever
 from retrieval.base import RetrievalContext
 from retrieval.context_extension import ContextExtensionRetriever
 from retrieval.decomposition import DecompositionRetriever
 from retrieval.lucky import FeelingLuckyRetriever
 from retrieval.models import SearchType
-from retrieval.search import RETRIEVERS, search
+from retrieval.registry import RETRIEVERS
+from retrieval.search import search
+from tests.backends import add_files, succeeded, threaded_runtime, write_files
 from tests.llm_server import LLMTestServer
-from workers.celery_app import configure
-from workers.embedded import EmbeddedWorker
-from workers.jobs import JobTracker
 from workers.orchestration import cognify
-from workers.runtime import Runtime, use_runtime
+from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 S = SearchType
@@ -68,29 +63,14 @@ def runtime(tmp_path_factory: pytest.TempPathFactory, server: LLMTestServer) -> 
         search_max_rounds=3,
         search_max_tool_calls=4,
     )
-    rt = Runtime(settings)
-    use_runtime(rt)
-    with EmbeddedWorker(configure(settings), threads=2):
-        rt.catalog.ensure_dataset(DATASET)
-        report = AddReport()
-        for name, text in CORPUS.items():
-            path = home / name
-            path.write_text(text)
-            rt.catalog.add_file(DATASET, path, name, report, check_supported)
-        rules = home / "rules.md"
-        rules.write_text(RULES)
-        rt.catalog.add_file(DATASET, rules, "rules.md", report, check_supported, "coding_rules")
+    with threaded_runtime(settings) as rt:
+        report = add_files(rt, DATASET, write_files(home, CORPUS))
         assert not report.rejected, report.rejected
-        job = cognify(rt, DATASET)
-        deadline = time.monotonic() + 120
-        while not job.status.finished:
-            assert time.monotonic() < deadline, f"cognify did not finish: {job}"
-            time.sleep(0.05)
-            job = JobTracker(rt.state).get(job.id)
-        assert job.status is JobStatus.SUCCEEDED and not job.errors, job
+        rules = write_files(home, {"rules.md": RULES})
+        report = add_files(rt, DATASET, rules, node_set="coding_rules")
+        assert not report.rejected, report.rejected
+        succeeded(rt, cognify(rt, DATASET))
         yield rt
-    rt.close()
-    use_runtime(None)
 
 
 def online(rt: Runtime, **settings: int) -> RetrievalContext:
@@ -260,7 +240,7 @@ def test_feeling_lucky_falls_back_to_the_router(runtime: Runtime, server: LLMTes
     # (6 attempts) gets through on its third.
     server.configure(fail_first=2, fail_kind="500")
     try:
-        retriever = FeelingLuckyRetriever(online(runtime))
+        retriever = FeelingLuckyRetriever(online(runtime), RETRIEVERS)
         results = retriever.get_context(query + " (again)", [DATASET], 2)
     finally:
         server.configure(fail_first=0)
@@ -279,11 +259,11 @@ def test_agentic_loop_stops_on_answer_or_at_its_bound(
     assert "2 tool call(s): GRAPH_COMPLETION" in (response.note or "")
     assert response.answer and response.results
 
-    bounded = AgenticRetriever(online(runtime, search_max_tool_calls=1))
+    bounded = AgenticRetriever(online(runtime, search_max_tool_calls=1), RETRIEVERS)
     results = bounded.get_context(query + " Briefly.", [DATASET], 2)
     assert [c.tool for c in bounded.calls] == [S.GRAPH_COMPLETION] and results
 
-    alone = AgenticRetriever(offline(runtime))
+    alone = AgenticRetriever(offline(runtime), RETRIEVERS)
     alone.get_context("What happened at Bletchley Park in 1939?", [DATASET], 2)
     assert [c.tool for c in alone.calls] == [S.TEMPORAL]  # the router's choice: time is asked
 
