@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             reset_peak()
             before = rss_mib("VmRSS")
             started = time.perf_counter()
-            instance = runtime.step(pipeline, step)
+            instance = pipeline.build_step(step, runtime)
             data = step_types(type(instance))[0].model_validate_json(artifact)
             del artifact
             output = instance.run(data)

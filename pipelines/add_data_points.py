@@ -10,6 +10,7 @@ from core.models.lexical import LexicalDoc
 from core.models.vectors import VectorPoint
 from core.models.vocabulary import CHUNK, DOCUMENT, ENTITY, STRUCTURAL_EDGES
 from core.ports import Embedder, GraphStore, LexicalIndex, VectorStore, batched
+from pipelines.base import INGEST, StepContext, StepQueue, StepServices
 from pipelines.built_graph import BuiltGraph, EmbedItem
 from pipelines.graph_builder import build_graph
 from pipelines.models import ExtractedBatch, WriteReport
@@ -25,6 +26,20 @@ class AddDataPoints:
     """
 
     name: ClassVar[str] = "add_data_points"
+    queue: ClassVar[StepQueue] = INGEST
+
+    @classmethod
+    def build(cls, services: StepServices, context: StepContext) -> AddDataPoints:
+        """Writing to the process's graph, vectors and lexical index in the settings' batches."""
+        s = services.settings
+        return cls(
+            services.graph,
+            services.vectors,
+            services.embedder,
+            embed_batch_size=s.embed_batch_size,
+            write_batch_size=s.write_batch_size,
+            lexical=services.lexical,
+        )
 
     def __init__(
         self,

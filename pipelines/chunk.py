@@ -21,6 +21,7 @@ from tokenizers import Encoding
 from core.embeddings.tokenizer import count_tokens, encode
 from core.models.graph import chunk_id
 from core.models.jobs import DocumentError
+from pipelines.base import INGEST, StepContext, StepQueue, StepServices
 from pipelines.formats.code import split_blocks
 from pipelines.models import Chunk, ChunkBatch, ClassifiedBatch, ClassifiedDocument, Element
 
@@ -46,6 +47,13 @@ class ChunkDocuments:
     """Packs each document's elements into chunks of at most `max_tokens` tokens."""
 
     name: ClassVar[str] = "chunk"
+    queue: ClassVar[StepQueue] = INGEST
+
+    @classmethod
+    def build(cls, services: StepServices, context: StepContext) -> ChunkDocuments:
+        """From the settings' chunk size and overlap."""
+        s = services.settings
+        return cls(s.chunk_tokens, s.chunk_overlap_tokens)
 
     def __init__(self, max_tokens: int = 256, overlap_tokens: int = 0) -> None:
         if max_tokens < MIN_MAX_TOKENS:

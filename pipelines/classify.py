@@ -17,6 +17,7 @@ from typing import BinaryIO, ClassVar
 
 from core.models.jobs import DocumentError
 from core.ports import BlobStore
+from pipelines.base import INGEST, StepContext, StepQueue, StepServices
 from pipelines.formats import mail, office, pdf
 from pipelines.formats.base import DocumentProblem, Limits, Partitioner, Source, too_large
 from pipelines.formats.code import LANGUAGES, partition_code
@@ -122,6 +123,16 @@ class Classify:
     """Reads each document's bytes and partitions it into title/text/list/table/code elements."""
 
     name: ClassVar[str] = "classify"
+    queue: ClassVar[StepQueue] = INGEST
+
+    @classmethod
+    def build(cls, services: StepServices, context: StepContext) -> Classify:
+        """From the settings' file size and unpacking limits."""
+        s = services.settings
+        limits = Limits(
+            max_unpacked_bytes=s.max_unpacked_bytes, max_compression_ratio=s.max_compression_ratio
+        )
+        return cls(services.blobs, s.max_file_bytes, limits)
 
     def __init__(self, blobs: BlobStore, max_bytes: int, limits: Limits | None = None) -> None:
         if max_bytes < 1:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipelines.add_data_points import AddDataPoints
-from pipelines.base import Pipeline
+from pipelines.base import Pipeline, Step
 from pipelines.chunk import ChunkDocuments
 from pipelines.classify import Classify
 from pipelines.extract_events import ExtractEvents
@@ -47,6 +47,23 @@ PIPELINES: dict[str, Pipeline] = {DEFAULT.name: DEFAULT, TEMPORAL.name: TEMPORAL
 PIPELINES[STRUCTURED.name] = STRUCTURED
 
 
+def _step_registry(pipelines: dict[str, Pipeline]) -> dict[str, type[Step]]:
+    """Every step of every pipeline by name (one class per name), in pipeline order."""
+    steps: dict[str, type[Step]] = {}
+    for pipeline in pipelines.values():
+        for step in pipeline.steps:
+            if steps.setdefault(step.name, step) is not step:
+                raise TypeError(
+                    f"two steps are named {step.name!r}: {steps[step.name].__name__} and "
+                    f"{step.__name__}; a step's name names its Celery task, so it must be unique"
+                )
+    return steps
+
+
+# What workers register one Celery task for each (`cogmill.<name>`, on the step's queue).
+STEPS = _step_registry(PIPELINES)
+
+
 def get_pipeline(name: str) -> Pipeline:
     """The pipeline called `name`, or a ValueError listing the known ones."""
     try:
@@ -55,3 +72,11 @@ def get_pipeline(name: str) -> Pipeline:
         raise ValueError(
             f"unknown pipeline {name!r}; known: {', '.join(sorted(PIPELINES))}"
         ) from None
+
+
+def get_step(name: str) -> type[Step]:
+    """The step class called `name`, or a ValueError listing the known ones."""
+    try:
+        return STEPS[name]
+    except KeyError:
+        raise ValueError(f"unknown step {name!r}; known: {', '.join(STEPS)}") from None

@@ -24,6 +24,7 @@ from core.models.graph import normalise_name
 from core.models.jobs import DocumentError
 from core.ports import Extractor, batched
 from core.temporal import TimeSpan, find_spans, parse_time
+from pipelines.base import LLM, StepContext, StepQueue, StepServices
 from pipelines.models import ExtractedBatch, ExtractedEvent
 from pipelines.temporal_builder import named_in, span_key
 
@@ -212,6 +213,16 @@ class ExtractEvents:
     """
 
     name: ClassVar[str] = "extract_events"
+    queue: ClassVar[StepQueue] = LLM
+
+    @classmethod
+    def build(cls, services: StepServices, context: StepContext) -> ExtractEvents:
+        """The process's LLM when one is configured, else the offline extractor."""
+        s = services.settings
+        return cls.for_models(
+            services.llm, services.extractor, concurrency=s.llm_concurrency,
+            spacy_model=s.spacy_model,
+        )  # fmt: skip
 
     def __init__(self, extractor: EventExtractor) -> None:
         self.extractor = extractor

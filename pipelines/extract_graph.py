@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from core.llm.extractor import ExtractionFailed
-from core.models.custom import CustomGraphModel
+from core.llm.extractor import PROMPT_PATH, ExtractionFailed, LLMExtractor
+from core.models.custom import CustomGraphModel, graph_model_of
 from core.models.extraction import KnowledgeGraph
 from core.models.jobs import DocumentError
+from core.ontology import load_stored_ontology
 from core.ports import Extractor
 from pipelines.align_ontology import OntologyAligner
+from pipelines.base import LLM, StepContext, StepQueue, StepServices
 from pipelines.models import ChunkBatch, ExtractedBatch
 
 
@@ -23,6 +25,28 @@ class ExtractGraph:
     """
 
     name: ClassVar[str] = "extract_graph"
+    queue: ClassVar[StepQueue] = LLM
+
+    @classmethod
+    def build(cls, services: StepServices, context: StepContext) -> ExtractGraph:
+        """With the job's custom graph model and ontology (`cognify --graph-model`,
+        `--ontology`), if any: an LLM answers in the model's schema; offline, the extractor's
+        entities are mapped onto its classes."""
+        options, s = context.options, services.settings
+        model = graph_model_of(options["graph_model"]) if options.get("graph_model") else None
+        extractor = services.extractor
+        if model is not None and services.llm is not None:
+            extractor = LLMExtractor(
+                services.llm,
+                concurrency=s.llm_concurrency,
+                graph_model=model.pydantic_model,
+                prompt=model.prompt(PROMPT_PATH.read_text(encoding="utf-8")),
+            )
+        aligner = None
+        if options.get("ontology"):
+            ontology = load_stored_ontology(services.blobs, options["ontology"])
+            aligner = OntologyAligner(ontology, s.ontology_match_threshold)
+        return cls(extractor, graph_model=model, aligner=aligner)
 
     def __init__(
         self,

@@ -29,6 +29,7 @@ from core.models.graph import Edge, Node, Support, alias_id, entity_id, normalis
 from core.models.vectors import VectorPoint
 from core.models.vocabulary import ALIAS, ALIAS_OF, ENTITY, ENTITY_COLLECTION, IS_A
 from core.ports import Embedder, GraphStore, VectorStore, batched
+from pipelines.base import INGEST, StepContext, StepQueue, StepServices
 from pipelines.models import WriteReport
 from pipelines.resolve_entities import types_compatible
 
@@ -43,6 +44,20 @@ class ReconcileEntities:
     """Merges the entities a batch wrote with stored near-duplicates (key index candidates)."""
 
     name: ClassVar[str] = "reconcile_entities"
+    queue: ClassVar[StepQueue] = INGEST
+
+    @classmethod
+    def build(cls, services: StepServices, context: StepContext) -> ReconcileEntities:
+        """With the settings' match threshold (and switch)."""
+        s = services.settings
+        return cls(
+            services.graph,
+            services.vectors,
+            services.embedder,
+            services.entity_keys,
+            threshold=s.entity_match_threshold,
+            enabled=s.entity_reconcile,
+        )
 
     def __init__(
         self,

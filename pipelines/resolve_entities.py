@@ -21,6 +21,7 @@ from core.models.extraction import KnowledgeGraph
 from core.models.graph import Edge, Node, Support, alias_id, entity_id, normalise_name
 from core.models.vocabulary import ALIAS, ALIAS_OF
 from core.ports import GraphReader, batched
+from pipelines.base import INGEST, StepContext, StepQueue, StepServices
 from pipelines.built_graph import BuiltGraph
 from pipelines.models import EntityAlias, ExtractedBatch
 
@@ -39,6 +40,12 @@ class ResolveEntities:
     """Rewrites a batch's entity names to canonical names and records the aliases it used."""
 
     name: ClassVar[str] = "resolve_entities"
+    queue: ClassVar[StepQueue] = INGEST
+
+    @classmethod
+    def build(cls, services: StepServices, context: StepContext) -> ResolveEntities:
+        """Reading the stored entities of the graph."""
+        return cls(services.graph)
 
     def __init__(self, graph: GraphReader) -> None:
         self.graph = graph

@@ -35,6 +35,7 @@ from core.models.vocabulary import (
 )
 from core.ports import BlobStore, Embedder, GraphStore, VectorStore
 from pipelines.add_data_points import AddDataPoints
+from pipelines.base import INGEST, StepContext, StepQueue, StepServices
 from pipelines.built_graph import BuiltGraph, EmbedItem
 from pipelines.foreign_keys import (
     KeyDeclarations,
@@ -124,6 +125,12 @@ class ReadTables:
     """Opens each document as tables and profiles them; unreadable documents become errors."""
 
     name: ClassVar[str] = "read_tables"
+    queue: ClassVar[StepQueue] = INGEST
+
+    @classmethod
+    def build(cls, services: StepServices, context: StepContext) -> ReadTables:
+        """Reading blobs up to the settings' file size."""
+        return cls(services.blobs, services.settings.max_file_bytes)
 
     def __init__(self, blobs: BlobStore, max_bytes: int) -> None:
         if max_bytes < 1:
@@ -187,6 +194,21 @@ class LinkRows:
     """
 
     name: ClassVar[str] = "link_rows"
+    queue: ClassVar[StepQueue] = INGEST
+
+    @classmethod
+    def build(cls, services: StepServices, context: StepContext) -> LinkRows:
+        """Writing rows stamped with the job's pipeline version, in the settings' batches."""
+        s = services.settings
+        return cls(
+            services.graph,
+            services.vectors,
+            services.embedder,
+            services.blobs,
+            pipeline_version=context.version,
+            embed_batch_size=s.embed_batch_size,
+            write_batch_size=s.write_batch_size,
+        )
 
     def __init__(
         self,

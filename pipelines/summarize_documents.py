@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from core.llm.aio import run_sync
 from core.models.graph import Edge, Node, Support, stable_id, summary_id
 from core.models.vocabulary import SUMMARIZES, SUMMARY_COLLECTION, TEXT_SUMMARY
+from pipelines.base import LLM, StepContext, StepQueue, StepServices
 from pipelines.built_graph import BuiltGraph, EmbedItem
 from pipelines.models import DocumentSummary, ExtractedBatch
 
@@ -82,6 +83,13 @@ class SummarizeDocuments:
     """Adds one summary per document of the batch (documents that failed get none)."""
 
     name: ClassVar[str] = "summarize_documents"
+    queue: ClassVar[StepQueue] = LLM
+
+    @classmethod
+    def build(cls, services: StepServices, context: StepContext) -> SummarizeDocuments:
+        """With the process's LLM client (none: summaries from the chunks' own)."""
+        s = services.settings
+        return cls(services.llm, max_chars=s.document_summary_chars, concurrency=s.llm_concurrency)
 
     def __init__(
         self, llm: LLMClient | None = None, *, max_chars: int = 600, concurrency: int = 8

@@ -1,7 +1,11 @@
-"""The Celery application: broker, queues and the reliability settings from DESIGN.md.
+"""The Celery application: broker, queues, task routes and the reliability settings from
+DESIGN.md.
 
 `celery -A workers.celery_app worker -Q ingest,llm` runs a worker process; embedded mode runs
 worker threads inside the cogmill process instead (workers/embedded.py).
+
+Every pipeline step is its own task, `cogmill.<step>`, routed to the queue the step declares
+(pipelines/definitions.py's `STEPS`); a batch's chain ends with `cogmill.finish_batch`.
 """
 
 from __future__ import annotations
@@ -10,9 +14,23 @@ from celery import Celery
 from kombu import Queue
 
 from core.settings import Settings
+from pipelines.base import INGEST, LLM
+from pipelines.definitions import STEPS
 
-LLM_QUEUE, INGEST_QUEUE = "llm", "ingest"
+LLM_QUEUE, INGEST_QUEUE = LLM, INGEST
 PRIORITY_LEVELS = 10  # Redis: 0 is served first
+FINISH = "finish_batch"  # the last task of every batch's chain, and the step it claims under
+
+
+def task_name(step: str) -> str:
+    """The Celery task that runs `step` (or `FINISH`) on a batch."""
+    return f"cogmill.{step}"
+
+
+# Each task's step and queue: a step's task on the queue its step declares.
+TASK_STEPS = {task_name(name): name for name in [*STEPS, FINISH]}
+TASK_QUEUES = {task_name(name): step.queue for name, step in STEPS.items()}
+TASK_QUEUES[task_name(FINISH)] = INGEST_QUEUE
 
 
 def celery_config(settings: Settings) -> dict[str, object]:
@@ -22,6 +40,7 @@ def celery_config(settings: Settings) -> dict[str, object]:
         "result_backend": settings.result_backend,
         "task_queues": [Queue(INGEST_QUEUE), Queue(LLM_QUEUE)],
         "task_default_queue": INGEST_QUEUE,
+        "task_routes": {name: {"queue": queue} for name, queue in TASK_QUEUES.items()},
         "task_serializer": "json",
         "result_serializer": "json",
         "accept_content": ["json"],

@@ -30,6 +30,16 @@ def _key(job_id: str, *parts: str) -> str:
     return ":".join(("job", job_id, *parts))
 
 
+def batch_input_key(job_id: str, batch: int) -> str:
+    """Where a planned batch's input (its DocumentBatch) is stored."""
+    return _key(job_id, "artifact", str(batch), "input")
+
+
+def step_output_key(job_id: str, batch: int, step: str) -> str:
+    """Where a step stores its output for a batch (`JobTracker.put_artifact`)."""
+    return _key(job_id, "artifact", str(batch), step)
+
+
 class JobTracker:
     """Reads and writes job state; every method is safe to repeat."""
 

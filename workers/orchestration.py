@@ -26,7 +26,8 @@ from pipelines.classify import Classify, DocumentProblem, kind_for
 from pipelines.definitions import get_pipeline
 from pipelines.formats.segments import SEGMENTABLE_KINDS, segment_count
 from pipelines.models import DocumentBatch, DocumentRef, WriteReport
-from workers.jobs import JobTracker
+from workers.chains import batch_chain
+from workers.jobs import JobTracker, batch_input_key
 from workers.runtime import Runtime
 
 MODES = ("changed", "all")
@@ -178,7 +179,7 @@ def cognify(
 
     Without `pipeline_name` every document goes through its own pipeline (`default` unless
     `add` chose another, e.g. `structured` for record files); with one, all documents do.
-    `options` reach every step of the job (see `Runtime.step`).
+    `options` reach every step of the job (see `Pipeline.build_step`).
     """
     check_dataset_name(dataset)
     if mode not in MODES:
@@ -211,8 +212,6 @@ def cognify(
         job.message = "nothing to do: every document is already processed by this pipeline version"
         jobs.save(job)
         return job
-    from workers.tasks import batch_input_key  # tasks import this module
-
     for index, batch in enumerate(batches):
         runtime.state.put(
             batch_input_key(job.id, index),
@@ -223,16 +222,8 @@ def cognify(
     jobs.hold(job.id, sorted(held))
     for index, batch in enumerate(batches):
         if index not in held:
-            _start(job.id, batch.pipeline, index)
+            batch_chain(job.id, index, batch).apply_async()
     return job
-
-
-def _start(job_id: str, pipeline_name: str, index: int) -> None:
-    """Enqueue the chain of one planned batch."""
-    from workers.tasks import batch_chain  # tasks import this module
-
-    pipeline = get_pipeline(pipeline_name)
-    batch_chain(job_id, pipeline.name, pipeline.step_names, index).apply_async()
 
 
 def record_batch(runtime: Runtime, job_id: str, batch: int, report: WriteReport | None) -> None:
@@ -245,8 +236,6 @@ def record_batch(runtime: Runtime, job_id: str, batch: int, report: WriteReport 
     job = jobs.get(job_id, live=False)
     if job.status.finished:
         return  # a late redelivery: the job's artifacts are gone with it
-    from workers.tasks import batch_input_key
-
     source = DocumentBatch.model_validate_json(jobs.artifact(batch_input_key(job_id, batch)))
     pipeline = get_pipeline(source.pipeline)
     if report is None:
@@ -330,4 +319,5 @@ def _release_followers(
         if stopped:
             record_batch(runtime, job_id, follower, None)
         else:
-            _start(job_id, source.pipeline, follower)
+            planned = jobs.artifact(batch_input_key(job_id, follower))
+            batch_chain(job_id, follower, DocumentBatch.model_validate_json(planned)).apply_async()

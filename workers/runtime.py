@@ -1,4 +1,7 @@
-"""The stores, models and steps one process works with, built lazily from settings.
+"""The stores and models one process works with, built lazily from settings.
+
+A Runtime is what steps are built from (`pipelines.base.StepServices`; each step declares
+how, see `Pipeline.build_step`) and what retrievers read (`retrieval()`).
 
 The CLI and the API build a Runtime and install it with `use_runtime`; a worker process that
 starts from `celery -A workers.celery_app worker` builds one from the environment on first use.
@@ -9,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from core.catalog import Catalog
 from core.entity_keys import EntityKeyIndex
@@ -25,18 +28,6 @@ from core.ports import (
 )
 from core.settings import Settings
 from core.stores import factory
-from pipelines.add_data_points import AddDataPoints
-from pipelines.base import Step
-from pipelines.chunk import ChunkDocuments
-from pipelines.classify import Classify
-from pipelines.definitions import Pipeline
-from pipelines.extract_events import ExtractEvents
-from pipelines.extract_graph import ExtractGraph
-from pipelines.formats.base import Limits
-from pipelines.reconcile_entities import ReconcileEntities
-from pipelines.resolve_entities import ResolveEntities
-from pipelines.structured import LinkRows, ReadTables
-from pipelines.summarize_documents import SummarizeDocuments
 from retrieval.base import RetrievalContext
 
 if TYPE_CHECKING:
@@ -44,7 +35,8 @@ if TYPE_CHECKING:
 
 
 class Runtime:
-    """Lazily opened stores and models; `close()` releases whatever was opened."""
+    """Lazily opened stores and models; `close()` releases whatever was opened. Satisfies
+    `pipelines.base.StepServices`."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -138,85 +130,6 @@ class Runtime:
             self.lexical,
             self.entity_keys,
         )
-
-    def step(self, pipeline: Pipeline, name: str, options: dict[str, Any] | None = None) -> Step:
-        """An instance of the named step of a pipeline, configured from settings and the job's
-        options (see `Job.options`)."""
-        if name not in pipeline.step_names:
-            raise ValueError(f"pipeline {pipeline.name!r} has no step {name!r}")
-        s, options = self.settings, options or {}
-        builders = {
-            Classify.name: lambda: Classify(
-                self.blobs,
-                s.max_file_bytes,
-                Limits(
-                    max_unpacked_bytes=s.max_unpacked_bytes,
-                    max_compression_ratio=s.max_compression_ratio,
-                ),
-            ),
-            ChunkDocuments.name: lambda: ChunkDocuments(s.chunk_tokens, s.chunk_overlap_tokens),
-            ExtractGraph.name: lambda: self._extract_graph(options),
-            SummarizeDocuments.name: lambda: SummarizeDocuments(
-                self.llm, max_chars=s.document_summary_chars, concurrency=s.llm_concurrency
-            ),
-            ResolveEntities.name: lambda: ResolveEntities(self.graph),
-            ReconcileEntities.name: lambda: ReconcileEntities(
-                self.graph,
-                self.vectors,
-                self.embedder,
-                self.entity_keys,
-                threshold=s.entity_match_threshold,
-                enabled=s.entity_reconcile,
-            ),
-            ExtractEvents.name: lambda: ExtractEvents.for_models(
-                self.llm, self.extractor, concurrency=s.llm_concurrency, spacy_model=s.spacy_model
-            ),
-            AddDataPoints.name: lambda: AddDataPoints(
-                self.graph,
-                self.vectors,
-                self.embedder,
-                embed_batch_size=s.embed_batch_size,
-                write_batch_size=s.write_batch_size,
-                lexical=self.lexical,
-            ),
-            ReadTables.name: lambda: ReadTables(self.blobs, s.max_file_bytes),
-            LinkRows.name: lambda: LinkRows(
-                self.graph,
-                self.vectors,
-                self.embedder,
-                self.blobs,
-                pipeline_version=pipeline.version,
-                embed_batch_size=s.embed_batch_size,
-                write_batch_size=s.write_batch_size,
-            ),
-        }
-        return builders[name]()
-
-    def _extract_graph(self, options: dict[str, Any]) -> ExtractGraph:
-        """Step 3 with the job's custom graph model and ontology (`cognify --graph-model`,
-        `--ontology`), if any: an LLM answers in the model's schema; offline, the extractor's
-        entities are mapped onto its classes."""
-        from core.models.custom import graph_model_of
-        from core.ontology import load_stored_ontology
-        from pipelines.align_ontology import OntologyAligner
-
-        model = graph_model_of(options["graph_model"]) if options.get("graph_model") else None
-        extractor = self.extractor
-        if model is not None and self.llm is not None:
-            from core.llm.extractor import PROMPT_PATH, LLMExtractor
-
-            base = PROMPT_PATH.read_text(encoding="utf-8")
-            extractor = LLMExtractor(
-                self.llm,
-                concurrency=self.settings.llm_concurrency,
-                graph_model=model.pydantic_model,
-                prompt=model.prompt(base),
-            )
-        aligner = None
-        if options.get("ontology"):
-            ontology = load_stored_ontology(self.blobs, options["ontology"])
-            aligner = OntologyAligner(ontology, self.settings.ontology_match_threshold)
-        return ExtractGraph(extractor, graph_model=model, aligner=aligner)
 
     def close(self) -> None:
         for name in ("graph", "vectors", "state", "lexical", "cypher"):

@@ -38,13 +38,16 @@ from core.models.jobs import Claim, Job
 from core.ports import StoreError
 from pipelines.definitions import get_pipeline
 from pipelines.models import DocumentBatch
-from workers.celery_app import INGEST_QUEUE, LLM_QUEUE
+from workers.celery_app import FINISH, INGEST_QUEUE, LLM_QUEUE, TASK_STEPS
+from workers.chains import batch_chain
+from workers.delivery import Delivery
 from workers.heartbeat import running_steps, worker_id
-from workers.jobs import JobTracker
+from workers.jobs import JobTracker, batch_input_key, step_output_key
 from workers.runtime import Runtime, current_runtime, use_runtime
 
 log = logging.getLogger("cogmill.sweeper")
-STEP_TASKS = ("cogmill.run_step", "cogmill.finish_batch")
+# Each running job's unfinished batches' claims, read once per sweep.
+Claims = dict[str, tuple[Job, dict[int, Claim]]]
 
 
 def queued_messages(app: Celery) -> int:
@@ -57,14 +60,14 @@ def queued_messages(app: Celery) -> int:
         )
 
 
-def unacked_steps(app: Celery) -> list[dict[str, Any]]:
-    """The keyword arguments of the step and finish messages that a worker took from the
-    broker and has not acknowledged (kombu's Redis transport keeps them until the ack)."""
+def unacked_steps(app: Celery) -> list[Delivery]:
+    """The step and finish messages that a worker took from the broker and has not
+    acknowledged (kombu's Redis transport keeps them until the ack)."""
     return _broker_steps(app, queued=False)
 
 
-def queued_steps(app: Celery) -> list[dict[str, Any]]:
-    """The keyword arguments of the step and finish messages waiting in the queues."""
+def queued_steps(app: Celery) -> list[Delivery]:
+    """The step and finish messages waiting in the queues."""
     return _broker_steps(app, queued=True)
 
 
@@ -75,7 +78,7 @@ def inspectable(app: Celery) -> bool:
         return hasattr(conn.default_channel, "unacked_index_key")
 
 
-def _broker_steps(app: Celery, queued: bool) -> list[dict[str, Any]]:
+def _broker_steps(app: Celery, queued: bool) -> list[Delivery]:
     with app.connection_for_write() as conn:
         channel = conn.default_channel
         if not hasattr(channel, "unacked_index_key"):
@@ -93,43 +96,41 @@ def _broker_steps(app: Celery, queued: bool) -> list[dict[str, Any]]:
             tags = client.zrange(channel.unacked_index_key, 0, -1)
             raws = [json.dumps(json.loads(raw)[0]) for tag in tags
                     if (raw := client.hget(channel.unacked_key, tag)) is not None]  # fmt: skip
-    return [kwargs for raw in raws if (kwargs := _step_kwargs(json.loads(raw))) is not None]
+    return [work for raw in raws if (work := _delivery(json.loads(raw))) is not None]
 
 
-def _step_kwargs(message: dict[str, Any]) -> dict[str, Any] | None:
-    """A cogmill step message's keyword arguments (None for any other message)."""
-    if message.get("headers", {}).get("task") not in STEP_TASKS:
+def _delivery(message: dict[str, Any]) -> Delivery | None:
+    """The delivery a cogmill step or finish message stands for (None for any other)."""
+    task = message.get("headers", {}).get("task")
+    if task not in TASK_STEPS:
         return None
     body = message["body"]
     if message.get("properties", {}).get("body_encoding") == "base64":
         body = base64.b64decode(body)
-    return json.loads(body)[1]
+    return Delivery.of_message(task, json.loads(body)[1])
 
 
-def resume_point(jobs: JobTracker, job_id: str, batch: int) -> tuple[str, list[str], str]:
-    """A batch's pipeline, the steps it still has to run, and the key of their first input."""
-    from workers.tasks import batch_input_key, step_output_key
-
+def resume_point(jobs: JobTracker, job_id: str, batch: int) -> tuple[DocumentBatch, list[str], str]:
+    """A batch's planned input, the steps it still has to run, and the key of their first
+    input."""
     source = DocumentBatch.model_validate_json(jobs.artifact(batch_input_key(job_id, batch)))
     steps = get_pipeline(source.pipeline).step_names
     for done in range(len(steps), 0, -1):
         key = step_output_key(job_id, batch, steps[done - 1])
         if jobs.state.get(key) is not None:
-            return source.pipeline, steps[done:], key
-    return source.pipeline, steps, batch_input_key(job_id, batch)
+            return source, steps[done:], key
+    return source, steps, batch_input_key(job_id, batch)
 
 
 def republish(jobs: JobTracker, job_id: str, batch: int, event: str, **fields: object) -> None:
     """Publish the rest of a batch in a new generation, from its last stored step output."""
-    from workers.tasks import FINISH, batch_chain
-
-    pipeline, steps, in_key = resume_point(jobs, job_id, batch)
+    source, steps, in_key = resume_point(jobs, job_id, batch)
     gen = jobs.next_generation(job_id, batch)
     # No worker holds the batch until one takes the new message: later sweeps leave it alone.
     first = steps[0] if steps else FINISH
     claim = Claim(step=first, worker=worker_id(), gen=gen, state="republished", at=time.time())
     jobs.claim(job_id, batch, claim)
-    batch_chain(job_id, pipeline, steps, batch, in_key=in_key, gen=gen).apply_async()
+    batch_chain(job_id, batch, source, steps, in_key=in_key, gen=gen).apply_async()
     jobs.event(job_id, event, batch=batch, steps=steps, gen=gen, **fields)
 
 
@@ -143,18 +144,22 @@ class Sweep:
 
     def run(self, stall_seconds: float) -> int:
         """Re-publish what needs it; returns how many batches were re-published."""
-        abandoned: dict[str, tuple[Job, dict[int, Claim]]] = {}
+        abandoned: Claims = {}
         stalled: list[Job] = []
+        claims: Claims = {}
         for job in self.jobs.running():
+            unfinished = set(self.jobs.unfinished_batches(job))
+            claimed = {b: c for b, c in self.jobs.claims(job).items() if b in unfinished}
+            claims[job.id] = (job, claimed)
             if self.jobs.cancelled(job.id):
                 continue  # finish_batch of the live tasks (or a later cancel) ends it
-            held, unheld = self._held_claims(job)
+            held, unheld = self._held_claims(job, claimed)
             lost = {b: c for b, c in unheld.items() if self._missing_for_a_period(job, b, c)}
             if lost:
                 abandoned[job.id] = (job, lost)
             if not held and self.now - self.jobs.last_progress(job) > stall_seconds:
                 stalled.append(job)
-        for found in (self._orphans(abandoned), self._lost_messages(abandoned)):
+        for found in (self._orphans(abandoned), self._lost_messages(claims, abandoned)):
             for job, batches in found.values():
                 abandoned.setdefault(job.id, (job, {}))[1].update(batches)
         # Queued work may be the stalled jobs' own: counted before this sweep publishes any.
@@ -166,57 +171,50 @@ class Sweep:
                 republished += self._resume_stalled(job, skip=set(just_recovered))
         return republished
 
-    def _held_claims(self, job: Job) -> tuple[dict[int, Claim], dict[int, Claim]]:
-        """The unfinished batches' claims that say a worker holds the batch (running, or done
-        and not yet handed on): those a live worker lists in its heartbeat, and the others."""
-        unfinished = set(self.jobs.unfinished_batches(job))
-        claims = {b: c for b, c in self.jobs.claims(job).items() if b in unfinished and c.held}
+    def _held_claims(
+        self, job: Job, unfinished: dict[int, Claim]
+    ) -> tuple[dict[int, Claim], dict[int, Claim]]:
+        """Of the unfinished batches' claims, those that say a worker holds the batch (running,
+        or done and not yet handed on): those a live worker lists in its heartbeat, and the
+        others."""
+        claims = {b: c for b, c in unfinished.items() if c.held}
         listed = running_steps(self.state, {c.worker for c in claims.values()})
         held = {b: c for b, c in claims.items() if c.token(job.id, b) in listed.get(c.worker, ())}
         return held, {b: c for b, c in claims.items() if b not in held}
 
-    def _orphans(
-        self, claimed: dict[str, tuple[Job, dict[int, Claim]]]
-    ) -> dict[str, tuple[Job, dict[int, Claim]]]:
+    def _orphans(self, claimed: Claims) -> Claims:
         """Batches whose step message a worker took but no live worker holds for a heartbeat
         period: its worker died before it could claim the step (a prefork parent killed with
         messages it had reserved, or killed as it took one). Not those `claimed` already."""
-        from workers.tasks import FINISH, Step
-
-        found: dict[str, tuple[Job, dict[int, Claim]]] = {}
-        for kwargs in unacked_steps(self.app):
-            job_id, batch = kwargs["job_id"], kwargs["batch"]
+        found: Claims = {}
+        for work in unacked_steps(self.app):
+            job_id, batch = work.job_id, work.batch
             if batch in claimed.get(job_id, (None, {}))[1]:
                 continue
             try:
                 job = self.jobs.get(job_id, live=False)
             except LookupError:
                 continue
-            step = kwargs.get("step", FINISH)
-            work = Step(None, job_id, kwargs.get("pipeline", ""), step, batch, kwargs.get("gen", 0))
             if job.status.finished or work.stale(self.jobs):
                 continue  # nothing to do: its delivery will end without running
-            claim = Claim(step=step, worker="unclaimed", gen=work.gen, at=self.now)
+            claim = work.claim("unclaimed", "running", at=self.now)
             if self._held(job, batch, claim) or not self._missing_for_a_period(job, batch, claim):
                 continue
             found.setdefault(job_id, (job, {}))[1][batch] = claim
         return found
 
-    def _lost_messages(
-        self, claimed: dict[str, tuple[Job, dict[int, Claim]]]
-    ) -> dict[str, tuple[Job, dict[int, Claim]]]:
+    def _lost_messages(self, claims: Claims, claimed: Claims) -> Claims:
         """Batches handed on (or re-published) whose message is in no queue and held by no
         worker for a heartbeat period: a worker killed between taking a message from its queue
-        and recording it as unacknowledged (kombu does the two one after the other) lost it."""
+        and recording it as unacknowledged (kombu does the two one after the other) lost it.
+        `claims` are the running jobs' unfinished batches' claims; not those `claimed` already."""
         period = self.settings.worker_heartbeat_seconds
-        waiting: dict[str, tuple[Job, dict[int, Claim]]] = {}
-        for job in self.jobs.running():
-            unfinished = set(self.jobs.unfinished_batches(job))
+        waiting: Claims = {}
+        for job, unfinished in claims.values():
             handed = {
                 b: c
-                for b, c in self.jobs.claims(job).items()
-                if b in unfinished
-                and not c.held
+                for b, c in unfinished.items()
+                if not c.held
                 and self.now - c.at >= period  # a message just published is in a queue
                 and b not in claimed.get(job.id, (job, {}))[1]
             }
@@ -225,10 +223,9 @@ class Sweep:
         if not waiting or not inspectable(self.app):
             return {}
         in_broker = {
-            (k["job_id"], k["batch"], k.get("gen", 0))
-            for k in queued_steps(self.app) + unacked_steps(self.app)
+            (w.job_id, w.batch, w.gen) for w in queued_steps(self.app) + unacked_steps(self.app)
         }
-        lost: dict[str, tuple[Job, dict[int, Claim]]] = {}
+        lost: Claims = {}
         for job_id, (job, handed) in waiting.items():
             for batch, claim in handed.items():
                 if (job_id, batch, claim.gen) in in_broker:

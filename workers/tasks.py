@@ -1,8 +1,10 @@
 """Thin Celery task shells: load a step's input by key, run the step, store its output.
 
-A batch is a chain: one task per pipeline step, then `finish_batch`. Tasks pass artifact keys,
-never payloads. A step that fails for a whole batch turns into per-document errors, so the
-job still ends; store outages are retried with backoff before that.
+Every step of the registry (pipelines/definitions.py's `STEPS`) is its own task,
+`cogmill.<step>`, on the queue the step declares; all share one shell (`run_step`). A batch is
+a chain of them, then `finish_batch` (workers/chains.py). Tasks pass artifact keys, never
+payloads. A step that fails for a whole batch turns into per-document errors, so the job still
+ends; store outages are retried with backoff before that.
 """
 
 from __future__ import annotations
@@ -13,30 +15,33 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from celery import Signature, Task, chain
+from celery import Task
 from celery.signals import task_postrun, task_received
 
 from core.models.jobs import Claim, DocumentError
 from core.ports import StoreError
-from pipelines.base import step_types
-from pipelines.definitions import get_pipeline
+from pipelines.base import Step, step_types
+from pipelines.definitions import STEPS, get_pipeline
 from pipelines.models import DocumentBatch, WriteReport
-from workers.celery_app import INGEST_QUEUE, LLM_QUEUE, PRIORITY_LEVELS, app
+from workers.celery_app import FINISH, TASK_STEPS, app, task_name
+from workers.delivery import Delivery
 from workers.heartbeat import Heartbeat, ensure_heartbeat, worker_id
-from workers.jobs import JobTracker
+from workers.jobs import JobTracker, batch_input_key
 from workers.orchestration import record_batch
 from workers.runtime import Runtime, current_runtime
 
 log = logging.getLogger("cogmill.tasks")
 
-LLM_STEPS = frozenset({"extract_graph", "extract_events", "summarize_documents"})
 STORE_RETRY_PAUSES = (0.5, 1, 2, 4, 8, 15, 30)  # ~1 minute in all
 T = TypeVar("T")
 STALE = "stale"  # what _run_step returns for a delivery that must do nothing
-FINISH = "finish_batch"  # the step name finish_batch claims under
+RETRIES: dict[str, Any] = {
+    "autoretry_for": (StoreError,),
+    "retry_backoff": 2,
+    "retry_jitter": True,
+}
 
 
 def tracker() -> JobTracker:
@@ -44,44 +49,49 @@ def tracker() -> JobTracker:
     return JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
 
 
-def batch_input_key(job_id: str, batch: int) -> str:
-    return f"job:{job_id}:artifact:{batch}:input"
+def _step_task(step: type[Step]) -> Task:
+    """Register `cogmill.<step>`: the shared shell, for this step, on its queue."""
+
+    def run(
+        self: Task,
+        in_key: str | None,
+        job_id: str,
+        dataset: str,
+        pipeline: str,
+        batch: int,
+        documents: int = 0,
+        gen: int = 0,
+    ) -> str | None:
+        return run_step(self, Delivery(in_key, job_id, pipeline, step.name, batch, gen))
+
+    run.__name__ = run.__qualname__ = step.name
+    run.__doc__ = (
+        f"Run {step.__name__} on one batch of `documents` documents of a job on `dataset`; "
+        "returns the key of its output (None once stopped)."
+    )
+    name = task_name(step.name)
+    task: Task = app.task(
+        name=name, bind=True, retry_backoff_max=60, max_retries=5, **RETRIES
+    )(run)
+    return task
 
 
-def step_output_key(job_id: str, batch: int, step: str) -> str:
-    return f"job:{job_id}:artifact:{batch}:{step}"
+def run_step(task: Task, work: Delivery) -> str | None:
+    """The shell of every step task: run one step on one batch, unless the delivery is stale.
 
-
-@app.task(
-    name="cogmill.run_step",
-    bind=True,
-    autoretry_for=(StoreError,),
-    retry_backoff=2,
-    retry_backoff_max=60,
-    retry_jitter=True,
-    max_retries=5,
-)
-def run_step(
-    self: Task,
-    in_key: str | None,
-    job_id: str,
-    pipeline: str,
-    step: str,
-    batch: int,
-    gen: int = 0,
-) -> str | None:
-    """Run one pipeline step on one batch; returns the key of its output (None once stopped).
-
-    `gen` is the batch's generation: a delivery of an older one (a dead worker's message,
+    `work.gen` is the batch's generation: a delivery of an older one (a dead worker's message,
     redelivered after the sweeper re-published its batch) ends the chain without running.
     """
     deliveries: list[int] = []  # counted once per delivery, however often the body is retried
-    work = Step(in_key, job_id, pipeline, step, batch, gen)
     output = ride_out_store_outages(lambda: _run_step(work, deliveries))
     if output is STALE:
-        self.request.chain = None  # the batch's live generation runs the rest
+        task.request.chain = None  # the batch's live generation runs the rest
         return None
     return output
+
+
+# One task per step of every pipeline, by step name.
+STEP_TASKS: dict[str, Task] = {name: _step_task(step) for name, step in STEPS.items()}
 
 
 def ride_out_store_outages(work: Callable[[], T]) -> T:
@@ -100,59 +110,29 @@ def ride_out_store_outages(work: Callable[[], T]) -> T:
     return work()
 
 
-@dataclass(frozen=True)
-class Step:
-    """One delivery's work: a step of a batch of a job, in one generation of the batch."""
-
-    in_key: str | None
-    job_id: str
-    pipeline: str
-    name: str
-    batch: int
-    gen: int
-
-    def claim(self, worker: str, state: Literal["running", "done"]) -> Claim:
-        return Claim(step=self.name, worker=worker, gen=self.gen, state=state, at=time.time())
-
-    def stale(self, jobs: JobTracker) -> bool:
-        """Whether this delivery must do nothing: the batch is recorded, re-published in a
-        later generation, or already past this step (a message redelivered after its step
-        ended and the chain moved on, e.g. its worker died before acknowledging it)."""
-        recorded, gen, claim = jobs.position(self.job_id, self.batch)
-        if recorded or gen > self.gen:
-            return True
-        if claim is None or claim.gen != self.gen or self.name == FINISH:
-            return False
-        order = [*get_pipeline(self.pipeline).step_names, FINISH]
-        if claim.step not in order:
-            return False
-        passed = order.index(claim.step) - order.index(self.name)
-        return passed > 0 or (passed == 0 and claim.state in ("done", "handed_on"))
-
-
-def _run_step(work: Step, counted: list[int]) -> str | None:
+def _run_step(work: Delivery, counted: list[int]) -> str | None:
     jobs, job_id, batch = tracker(), work.job_id, work.batch
     if work.in_key is None or jobs.cancelled(job_id):
         return None
     if work.stale(jobs):
         log.info(
-            "stale_delivery step=%s job=%s batch=%s gen=%s", work.name, job_id, batch, work.gen
+            "stale_delivery step=%s job=%s batch=%s gen=%s", work.step, job_id, batch, work.gen
         )
         return STALE
     runtime = current_runtime()
     if not counted:
-        counted.append(jobs.count_delivery(job_id, batch, work.name))
+        counted.append(jobs.count_delivery(job_id, batch, work.step))
     with _claimed(runtime, jobs, work) as done:
         deliveries = counted[0]
         if deliveries > runtime.settings.max_deliveries:
             # Every earlier delivery died with its worker (acks_late redelivers it): park the
             # batch with an error instead of killing workers forever.
             error = RuntimeError(f"started {deliveries - 1} times without finishing; parked")
-            report = _failed_report(jobs, job_id, batch, work.name, error)
+            report = _failed_report(jobs, job_id, batch, work.step, error)
             record_batch(runtime, job_id, batch, report)
             return None
         job = jobs.get(job_id, live=False)
-        instance = runtime.step(get_pipeline(work.pipeline), work.name, job.options)
+        instance = get_pipeline(work.pipeline).build_step(work.step, runtime, job.options)
         input_type = step_types(type(instance))[0]
         data = input_type.model_validate_json(jobs.artifact(work.in_key))
         try:
@@ -160,18 +140,18 @@ def _run_step(work: Step, counted: list[int]) -> str | None:
         except StoreError:
             raise
         except Exception as err:  # noqa: BLE001 - a failed step becomes per-document errors
-            log.exception("step_failed step=%s job=%s batch=%s", work.name, job_id, batch)
-            report = _failed_report(jobs, job_id, batch, work.name, err)
+            log.exception("step_failed step=%s job=%s batch=%s", work.step, job_id, batch)
+            report = _failed_report(jobs, job_id, batch, work.step, err)
             record_batch(runtime, job_id, batch, report)
             return None  # the rest of the chain passes the None through
-        key = jobs.put_artifact(job_id, f"{batch}:{work.name}", output.model_dump_json())
+        key = jobs.put_artifact(job_id, f"{batch}:{work.step}", output.model_dump_json())
         done()
     jobs.touch(job_id)
     return key
 
 
 @contextmanager
-def _claimed(runtime: Runtime, jobs: JobTracker, work: Step) -> Iterator[Callable[[], None]]:
+def _claimed(runtime: Runtime, jobs: JobTracker, work: Delivery) -> Iterator[Callable[[], None]]:
     """Claim the batch's step for this process while the block runs; the block calls what it
     is given once the step's output is stored.
 
@@ -182,18 +162,17 @@ def _claimed(runtime: Runtime, jobs: JobTracker, work: Step) -> Iterator[Callabl
     """
     beat = _heartbeat(runtime)
     claim = work.claim(beat.worker if beat else worker_id(), "running")
-    token = claim.token(work.job_id, work.batch)
     if beat:
-        beat.hold(token)
+        beat.hold(claim.token(work.job_id, work.batch))
         _handing_on.__dict__.setdefault("claims", []).append((work, claim))
+    jobs.claim(work.job_id, work.batch, claim)
 
     def done() -> None:
-        done = claim.model_copy(update={"state": "done", "at": time.time()})
+        done = work.claim(claim.worker, "done")
         jobs.claim(work.job_id, work.batch, done)
         if beat:
             _handing_on.claims[-1] = (work, done)
 
-    jobs.claim(work.job_id, work.batch, claim)
     jobs.touch(work.job_id)
     yield done
 
@@ -216,7 +195,7 @@ _handing_on = threading.local()
 def _handed_on(state: str | None = None, **_: object) -> None:
     """After a task: a step that stored its output and whose next message Celery published
     (state SUCCESS) marks its batch handed on; its worker stops listing the step either way."""
-    claims: list[tuple[Step, Claim]] = _handing_on.__dict__.pop("claims", [])
+    claims: list[tuple[Delivery, Claim]] = _handing_on.__dict__.pop("claims", [])
     if not claims:
         return
     runtime = current_runtime()
@@ -233,17 +212,12 @@ def _handed_on(state: str | None = None, **_: object) -> None:
 def _hold_on_receipt(request: Any = None, **_: object) -> None:
     """A worker that takes a step's message holds it from then on: a worker killed before the
     step started (the message waited for a free pool process) is noticed like any other."""
-    if request is None or request.name not in (run_step.name, finish_batch.name):
+    if request is None or request.name not in TASK_STEPS:
         return
-    runtime = current_runtime()
-    beat = _heartbeat(runtime)
+    beat = _heartbeat(current_runtime())
     if beat is None:
         return
-    kwargs, jobs = request.kwargs, tracker()
-    work = Step(
-        None, kwargs["job_id"], kwargs.get("pipeline", ""), kwargs.get("step", FINISH),
-        kwargs["batch"], kwargs.get("gen", 0),
-    )  # fmt: skip
+    jobs, work = tracker(), Delivery.of_message(request.name, request.kwargs)
     try:
         if work.stale(jobs):
             return
@@ -268,70 +242,27 @@ def _failed_report(
     )
 
 
-@app.task(
-    name="cogmill.finish_batch",
-    autoretry_for=(StoreError,),
-    retry_backoff=2,
-    retry_jitter=True,
-    max_retries=10,
-)
-def finish_batch(report_key: str | None, job_id: str, batch: int, gen: int = 0) -> None:
+@app.task(name=task_name(FINISH), max_retries=10, **RETRIES)
+def finish_batch(
+    report_key: str | None,
+    job_id: str,
+    batch: int,
+    gen: int = 0,
+    dataset: str = "",
+    pipeline: str = "",
+    documents: int = 0,
+) -> None:
     """Record a batch's outcome on its documents and the job; the last batch finalises."""
-    work_ = Step(report_key, job_id, "", FINISH, batch, gen)
+    delivery = Delivery(report_key, job_id, pipeline, FINISH, batch, gen)
 
     def work() -> None:
         report = None
         jobs, runtime = tracker(), current_runtime()
-        if work_.stale(jobs):
+        if delivery.stale(jobs):
             return
-        with _claimed(runtime, jobs, work_):
+        with _claimed(runtime, jobs, delivery):
             if report_key is not None:
                 report = WriteReport.model_validate_json(jobs.artifact(report_key))
             record_batch(runtime, job_id, batch, report)
 
     ride_out_store_outages(work)
-
-
-def step_priority(position: int) -> int:
-    """A later step is served first (0 is first): a batch that got its LLM answers moves on to
-    its writes instead of waiting behind every other batch's first steps, so writing overlaps
-    the LLM calls still running, and a job drains steadily instead of all at its end."""
-    return max(0, PRIORITY_LEVELS - 1 - position)
-
-
-def batch_chain(
-    job_id: str,
-    pipeline: str,
-    steps: list[str],
-    batch: int,
-    in_key: str | None = None,
-    gen: int = 0,
-) -> Signature:
-    """The chain of one batch: each of `steps` on its queue, then `finish_batch`.
-
-    `in_key` is the first step's input (default: the batch's planned input); the sweeper
-    resumes a batch with the steps left after its last stored output, in a new generation.
-    """
-    order = get_pipeline(pipeline).step_names
-    signatures = [
-        run_step.signature(
-            kwargs={
-                "job_id": job_id,
-                "pipeline": pipeline,
-                "step": step,
-                "batch": batch,
-                "gen": gen,
-            },
-            queue=LLM_QUEUE if step in LLM_STEPS else INGEST_QUEUE,
-            priority=step_priority(order.index(step)),
-        )
-        for step in steps
-    ]
-    first_input = in_key or batch_input_key(job_id, batch)
-    finish = finish_batch.signature(
-        kwargs={"job_id": job_id, "batch": batch, "gen": gen},
-        queue=INGEST_QUEUE,
-        priority=step_priority(len(order)),
-    )
-    (signatures[0] if signatures else finish).args = (first_input,)
-    return chain(*signatures, finish)

@@ -82,7 +82,7 @@ def test_an_initial_fitting_two_stored_people_stays_when_one_of_them_comes_again
     runtime = Runtime(Settings(home=tmp_path / "home"))
     try:
         runtime.catalog.ensure_dataset("people")
-        reconcile = runtime.step(get_pipeline("default"), ReconcileEntities.name)
+        reconcile = get_pipeline("default").build_step(ReconcileEntities.name, runtime)
 
         def write(*names: str) -> None:
             nodes = [

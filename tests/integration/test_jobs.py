@@ -25,10 +25,9 @@ from tests.backends import (  # noqa: F401 - fixture used by name
 )
 from workers.celery_app import configure
 from workers.embedded import EmbeddedWorker
-from workers.jobs import JobTracker
+from workers.jobs import JobTracker, batch_input_key
 from workers.orchestration import cognify
 from workers.runtime import Runtime, use_runtime
-from workers.tasks import batch_input_key
 
 pytestmark = pytest.mark.integration
 

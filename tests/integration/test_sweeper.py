@@ -13,11 +13,11 @@ from core.settings import Settings
 from tests.integration.test_jobs import add_sample, snapshot
 from workers.celery_app import configure
 from workers.embedded import EmbeddedWorker
-from workers.jobs import JobTracker
+from workers.jobs import JobTracker, batch_input_key, step_output_key
 from workers.orchestration import cognify
 from workers.runtime import Runtime, use_runtime
 from workers.sweeper import queued_messages, resume_point, sweep
-from workers.tasks import batch_input_key, run_step, step_output_key
+from workers.tasks import STEP_TASKS
 
 pytestmark = pytest.mark.integration
 
@@ -40,6 +40,12 @@ def finished(tracker: JobTracker, job_id: str, timeout: float = 300) -> Job:
     return job
 
 
+def run_step(job_id: str, step: str, gen: int = 0) -> str | None:
+    """Run `step` on batch 0 of a job on the sample in this thread, as its task would."""
+    task = STEP_TASKS[step]
+    return task.run(batch_input_key(job_id, 0), job_id, "sample", "default", 0, gen=gen)
+
+
 def test_a_job_whose_messages_were_lost_is_resumed_from_its_last_step(runtime: Runtime) -> None:
     app = configure(runtime.settings)
     app.control.purge()
@@ -50,11 +56,11 @@ def test_a_job_whose_messages_were_lost_is_resumed_from_its_last_step(runtime: R
     assert queued_messages(app) == 0
     # Batch 0 got one step further before the loss: its resume starts after that step.
     first = "classify"
-    out = run_step.run(batch_input_key(job.id, 0), job.id, "default", first, 0)
+    out = run_step(job.id, first)
     assert out == step_output_key(job.id, 0, first)
     tracker = JobTracker(runtime.state)
-    pipeline, remaining, in_key = resume_point(tracker, job.id, 0)
-    assert pipeline == "default" and remaining[0] == "chunk" and in_key == out
+    source, remaining, in_key = resume_point(tracker, job.id, 0)
+    assert source.pipeline == "default" and remaining[0] == "chunk" and in_key == out
     assert resume_point(tracker, job.id, 1)[1][0] == first
 
     now = time.time()
@@ -107,15 +113,15 @@ def test_a_dead_workers_batch_is_republished_once_and_its_old_delivery_does_noth
 
     # The dead worker's message, redelivered after the visibility timeout, is of generation 0:
     # it runs nothing, stores nothing and ends its chain.
-    assert run_step.run(batch_input_key(job.id, 0), job.id, "default", "classify", 0) is None
+    assert run_step(job.id, "classify") is None
     assert runtime.state.get(step_output_key(job.id, 0, "classify")) is None
-    out = run_step.run(batch_input_key(job.id, 0), job.id, "default", "classify", 0, gen=1)
+    out = run_step(job.id, "classify", gen=1)
     assert out == step_output_key(job.id, 0, "classify")
     # A step redelivered after it ended (its worker died before acknowledging) is not re-run.
     done = tracker.claims(tracker.get(job.id))[0]
     assert (done.step, done.state, done.gen) == ("classify", "done", 1)
     runtime.state.delete(out)
-    assert run_step.run(batch_input_key(job.id, 0), job.id, "default", "classify", 0, gen=1) is None
+    assert run_step(job.id, "classify", gen=1) is None
     assert runtime.state.get(out) is None
 
 
