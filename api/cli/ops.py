@@ -101,7 +101,13 @@ def eval_(
     """Recall@2/5/10 of the gold passages on the multi-hop benches, per search type."""
     import json
 
-    from api.eval import Results, default_types, results_json, results_table, run_eval
+    from api.services.evaluation import (
+        Results,
+        default_types,
+        results_json,
+        results_table,
+        run_eval,
+    )
     from retrieval.evaluation import BENCHES, default_data_dir, eval_type
 
     def body() -> Results:

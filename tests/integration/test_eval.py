@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from api.cli import app
-from api.eval import run_eval
+from api.services.evaluation import run_eval
 from retrieval.evaluation import BenchDataError, load_bench, ranked_titles, recall_at
 from retrieval.models import SearchResult, SearchType, Source
 

@@ -1,4 +1,5 @@
-"""What `cogmill eval` runs: ingest each bench into a home (once), then measure every type.
+"""The eval use case (`cogmill eval`): ingest each bench into a home (once), then measure
+every type.
 
 The home is reused between runs: `add` skips unchanged files and `cognify` skips processed
 documents, so a second run over the same `--home` goes straight to the questions. Ingestion
@@ -13,9 +14,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from api.services.datasets import register
 from core.catalog import AddReport
 from core.models.jobs import Job
 from core.settings import Settings
+from pipelines.classify import check_supported
 from retrieval.evaluation import (
     AUTO,
     EVAL_TYPES,
@@ -27,6 +30,10 @@ from retrieval.evaluation import (
     load_bench,
     write_documents,
 )
+from retrieval.registry import RETRIEVERS
+from workers.embedded import open_runtime
+from workers.jobs import JobTracker
+from workers.orchestration import cognify
 from workers.runtime import Runtime
 
 Results = dict[str, dict[EvalType, TypeFigures]]
@@ -38,8 +45,6 @@ class EvalError(RuntimeError):
 
 def default_types() -> list[EvalType]:
     """The compared types that exist: the dense baseline, the graph searches, AUTO."""
-    from retrieval.registry import RETRIEVERS
-
     return [kind for kind in EVAL_TYPES if kind == AUTO or kind in RETRIEVERS]
 
 
@@ -49,12 +54,8 @@ def _quiet(_: str) -> None:
 
 def ingest_bench(runtime: Runtime, bench: Bench, dataset: str, progress: Progress) -> Job:
     """Add the bench's passages as documents and cognify what is new. Raises EvalError."""
-    from pipelines.classify import check_supported
-    from workers.jobs import JobTracker
-    from workers.orchestration import cognify
-
     with tempfile.TemporaryDirectory() as tmp:
-        runtime.catalog.ensure_dataset(dataset)
+        register(runtime, dataset)
         report = AddReport()
         for path, name in write_documents(bench, Path(tmp)):
             runtime.catalog.add_file(dataset, path, name, report, check_supported)
@@ -93,9 +94,6 @@ def run_eval(
 ) -> Results:
     """Ingest (when needed) and evaluate each bench (its `split` of questions: all, tune or
     test); a temporary home when `home` is None."""
-    from retrieval.registry import RETRIEVERS
-    from workers.embedded import open_runtime
-
     missing = [str(kind) for kind in types if kind != AUTO and kind not in RETRIEVERS]
     if missing:
         available = ", ".join([*(kind.value for kind in RETRIEVERS), AUTO])
