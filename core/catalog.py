@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from core.entity_keys import EntityKeyIndex
+from core.models.documents import PIPELINE, STATUS, STRUCTURED_PIPELINE, DocumentStatus
 from core.models.graph import Node, Removed, dataset_id, document_id
 from core.models.vocabulary import DATASET, DOCUMENT
 from core.ports import BlobStore, GraphStore, LexicalIndex, VectorStore
@@ -26,7 +27,6 @@ HEAD_BYTES = 8192
 FileCheck = Callable[[str, bytes], "str | None"]
 
 
-STRUCTURED_PIPELINE = "structured"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -182,11 +182,12 @@ class Catalog:
         if chosen is None:
             return
         for doc in self.graph.find_nodes(dataset, DOCUMENT, name=name, limit=10):
-            current = doc.properties.get("pipeline")
-            if current != chosen and (explicit or doc.properties.get("status") == "added"):
+            current = doc.properties.get(PIPELINE)
+            added = doc.properties.get(STATUS) == DocumentStatus.ADDED
+            if current != chosen and (explicit or added):
                 self.graph.upsert_nodes(
                     [Node(id=doc.id, type=DOCUMENT, dataset=dataset,
-                          properties={"pipeline": chosen})]
+                          properties={PIPELINE: chosen})]
                 )  # fmt: skip
 
     def _store(
@@ -199,7 +200,7 @@ class Catalog:
         if same is not None:
             if node_set is not None and same.properties.get("node_set", "") != node_set:
                 # A new node set for the same content: the next cognify re-labels its chunks.
-                props = {"node_set": node_set, "status": "added"}
+                props = {"node_set": node_set, STATUS: DocumentStatus.ADDED.value}
                 self.graph.upsert_nodes(
                     [Node(id=doc_id, type=DOCUMENT, dataset=dataset, properties=props)]
                 )
@@ -220,7 +221,7 @@ class Catalog:
                         "blob_key": blob_key,
                         "size": size,
                         "extension": Path(name).suffix.lower().lstrip("."),
-                        "status": "added",
+                        STATUS: DocumentStatus.ADDED.value,
                         **({"node_set": node_set} if node_set else {}),
                     },
                 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import ClassVar
 
+from core.models.documents import DERIVED
 from core.models.graph import Edge, Node
 from core.models.lexical import LexicalDoc
 from core.models.vectors import VectorPoint
@@ -70,7 +71,7 @@ class AddDataPoints:
                         id=d.id,
                         type=DOCUMENT,
                         dataset=batch.dataset,
-                        properties={"derived": True},
+                        properties={DERIVED: True},
                     )
                     for d in fresh
                 ]

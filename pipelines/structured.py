@@ -21,6 +21,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
+from core.models.documents import PIPELINE, PIPELINE_VERSION, STRUCTURED_PIPELINE, processed_by
 from core.models.graph import Edge, Node, Support, dataset_id, stable_id
 from core.models.jobs import DocumentError
 from core.models.vocabulary import (
@@ -112,10 +113,10 @@ def declare_keys(graph: GraphStore, dataset: str, more: KeyDeclarations) -> bool
     )  # fmt: skip
     stale, offset = [], 0
     while page := graph.find_nodes(dataset, DOCUMENT, limit=1000, offset=offset):
-        stale += [d for d in page if d.properties.get("pipeline") == "structured"]
+        stale += [d for d in page if d.properties.get(PIPELINE) == STRUCTURED_PIPELINE]
         offset += len(page)
     graph.upsert_nodes(
-        [Node(id=d.id, type=DOCUMENT, dataset=dataset, properties={"pipeline_version": ""})
+        [Node(id=d.id, type=DOCUMENT, dataset=dataset, properties={PIPELINE_VERSION: ""})
          for d in stale]
     )  # fmt: skip
     return True
@@ -299,11 +300,7 @@ class LinkRows:
         for doc in documents:
             removed = self.graph.delete_document(dataset, doc.id)
             props = current[doc.id].properties if doc.id in current else {}
-            same = (
-                props.get("status") == "processed"
-                and props.get("processed_pipeline") == "structured"
-                and props.get("pipeline_version") == self.version
-            )
+            same = processed_by(props, STRUCTURED_PIPELINE, self.version)
             kept = set(removed.node_ids) if same else set()
             reuse |= kept
             self.vectors.delete([i for i in removed.node_ids if i not in kept] + removed.edge_ids)

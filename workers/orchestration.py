@@ -18,6 +18,17 @@ from pathlib import PurePath
 from typing import Any
 
 from core.catalog import check_dataset_name
+from core.models.documents import (
+    DEFAULT_PIPELINE,
+    DERIVED,
+    PIPELINE,
+    STATUS,
+    STRUCTURED_PIPELINE,
+    DocumentStatus,
+    failed_properties,
+    processed_by,
+    processed_properties,
+)
 from core.models.graph import Node, dataset_id
 from core.models.jobs import Job, JobStatus
 from core.models.vocabulary import DOCUMENT
@@ -37,26 +48,19 @@ class PlanError(ValueError):
     """The job cannot be planned (unknown dataset, pipeline or mode)."""
 
 
-DEFAULT_PIPELINE = "default"
 # Pipelines whose documents are planned together, in one batch: their steps relate documents
 # to each other (foreign keys between the tables of a dataset).
-WHOLE_DATASET_PIPELINES = frozenset({"structured"})
+WHOLE_DATASET_PIPELINES = frozenset({STRUCTURED_PIPELINE})
 
 
 def pipeline_of(doc: Node) -> str:
     """The pipeline a document is assigned to (`add` picks it; `cognify --pipeline` changes it)."""
-    return str(doc.properties.get("pipeline") or DEFAULT_PIPELINE)
+    return str(doc.properties.get(PIPELINE) or DEFAULT_PIPELINE)
 
 
 def needs_work(doc: Node, pipeline: Pipeline, mode: str) -> bool:
     """Whether a document needs (re)processing: new, failed, other pipeline or version, forced."""
-    props = doc.properties
-    return (
-        mode == "all"
-        or props.get("status") != "processed"
-        or props.get("processed_pipeline", DEFAULT_PIPELINE) != pipeline.name
-        or props.get("pipeline_version") != pipeline.version
-    )
+    return mode == "all" or not processed_by(doc.properties, pipeline.name, pipeline.version)
 
 
 def _ref(doc: Node) -> DocumentRef:
@@ -69,7 +73,7 @@ def _ref(doc: Node) -> DocumentRef:
         extension=props.get("extension", ""),
         size=props.get("size", 0),
         node_set=props.get("node_set", ""),
-        derived=bool(props.get("derived")) or props.get("status", "added") != "added",
+        derived=bool(props.get(DERIVED)) or props.get(STATUS) not in (None, DocumentStatus.ADDED),
     )
 
 
@@ -267,17 +271,12 @@ def record_batch(runtime: Runtime, job_id: str, batch: int, report: WriteReport 
 
 
 def _processed(dataset: str, doc_id: str, pipeline: Pipeline) -> Node:
-    properties = {
-        "status": "processed",
-        "processed_pipeline": pipeline.name,
-        "pipeline_version": pipeline.version,
-        "error": "",
-    }
+    properties = processed_properties(pipeline.name, pipeline.version)
     return Node(id=doc_id, type=DOCUMENT, dataset=dataset, properties=properties)
 
 
 def _failed(dataset: str, doc_id: str, error: str) -> Node:
-    properties = {"status": "failed", "error": error}
+    properties = failed_properties(error)
     return Node(id=doc_id, type=DOCUMENT, dataset=dataset, properties=properties)
 
 

@@ -9,6 +9,7 @@ from fastapi import HTTPException
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from core.catalog import AddReport
+from core.models.documents import PIPELINE_VERSION, STATUS, DocumentStatus
 from core.models.graph import Node
 from core.models.jobs import JobStatus
 from retrieval.models import SearchType
@@ -109,7 +110,7 @@ class DocumentPublic(BaseModel):
 
     id: str
     name: str
-    status: str = Field(description="added, processed or failed")
+    status: DocumentStatus = Field(description="added, processed or failed")
     size: int
     extension: str
     content_hash: str
@@ -122,11 +123,11 @@ class DocumentPublic(BaseModel):
         return cls(
             id=node.id,
             name=node.name,
-            status=props.get("status", "added"),
+            status=props.get(STATUS, DocumentStatus.ADDED),
             size=props.get("size", 0),
             extension=props.get("extension", ""),
             content_hash=props.get("content_hash", ""),
-            pipeline_version=props.get("pipeline_version"),
+            pipeline_version=props.get(PIPELINE_VERSION),
             error=props.get("error") or None,
         )
 
