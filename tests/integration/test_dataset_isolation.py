@@ -16,8 +16,6 @@ another dataset reads it. That is shown by the strict xfail tests at the end.
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +30,7 @@ from retrieval.models import SearchResponse, SearchType
 from retrieval.registry import RETRIEVERS
 from retrieval.search import search
 from tests.backends import EMBEDDED, NEO4J, Backend, succeeded
-from tests.llm_server import LLMTestServer, _Handler
+from tests.recording_llm import RecordingLLMServer
 from tests.services import neo4j_uri, redis_url
 from workers.orchestration import cognify
 from workers.runtime import Runtime
@@ -82,24 +80,6 @@ NOT_ON_EMBEDDED = {
     S.CYPHER: "Cypher needs the Neo4j graph store; the embedded SQLite graph has no Cypher",
     S.NATURAL_LANGUAGE: "the LLM writes Cypher, which needs the Neo4j graph store",
 }
-
-
-class RecordingLLMServer(LLMTestServer):
-    """The test LLM server, keeping the messages of every chat request it is sent."""
-
-    def __init__(self, **faults: Any) -> None:
-        super().__init__(**faults)
-        self.prompts: list[str] = []
-        prompts, lock = self.prompts, threading.Lock()
-
-        class Recording(_Handler):
-            def _model_call(self, body: dict[str, Any]) -> None:
-                if self.path.endswith("/chat/completions"):
-                    with lock:
-                        prompts.append(json.dumps(body.get("messages"), ensure_ascii=False))
-                super()._model_call(body)
-
-        self._server.RequestHandlerClass = Recording
 
 
 @dataclass
