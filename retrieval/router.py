@@ -13,6 +13,8 @@ related to", "don't summarise", "没有关系") does not count.
 `route(query, limits)` also knows what the searched datasets can serve: `limits(type)` says
 why they cannot (no Neo4j for CYPHER, no coding-rules node set, no events), and the router
 then skips that type, or for TEMPORAL keeps it in its fallback mode; `Route.reason` says so.
+`first_available` / `routed_type` keep a choice within the types a registry offers
+(retrieval/registry.py): the routed type, else the runner-up, else the default.
 
 `analyse(query)` sorts a query into factual / reasoning / comprehensive / fuzzy, pulls out
 keywords and entity-like spans, rates its complexity, and derives the top-k and depth that
