@@ -13,17 +13,20 @@ from api.cli.render import (
     err,
     guarded,
     out,
-    print_add_report,
+    print_added,
     runtime_session,
     wait_for,
 )
+from api.services.add import Added, AddOptions, add_paths
+from api.services.add import add_sql as run_add_sql
+from api.services.cognify import OntologyFile
+from api.services.cognify import cognify as run_cognify
 from api.services.delete import Deleted, delete_dataset, delete_document
-from core.catalog import AddReport, CatalogError, iter_files
+from api.services.export import export_graph as run_export
 from core.models.jobs import Job
 
 if TYPE_CHECKING:
     from pipelines.foreign_keys import KeyDeclarations
-    from workers.runtime import Runtime
 
 app = typer.Typer()
 
@@ -73,22 +76,6 @@ def read_declarations(
     return declared.merged(parse_key_flags(primary or [], foreign or []))
 
 
-def declare(rt: Runtime, dataset: str, declared: KeyDeclarations | None) -> None:
-    """Store declared keys on the dataset; tell whether the tables will be relinked."""
-    from pipelines.structured import declare_keys
-
-    if declared is not None and declare_keys(rt.graph, dataset, declared):
-        out.print(f"keys declared for {', '.join(sorted(declared.tables))}; the next cognify "
-                  "relinks the dataset's tables")  # fmt: skip
-
-
-def check_pipeline(name: str | None) -> None:
-    from pipelines.definitions import get_pipeline
-
-    if name is not None:
-        get_pipeline(name)  # an unknown name is a usage error listing the known ones
-
-
 @app.command()
 def add(
     paths: Annotated[list[Path], typer.Argument(help="Files or directories (recursive)")],
@@ -108,25 +95,14 @@ def add(
     REFERENCES edges. Keys are inferred unless declared with --keys, --primary-key or
     --foreign-key (declarations are kept for the dataset and apply to later cognify runs).
     """
-    from pipelines.tables import check_source
 
-    def body() -> AddReport:
-        check_pipeline(pipeline)
+    def body() -> Added:
         declared = read_declarations(keys, primary_key, foreign_key)
+        options = AddOptions(node_set=node_set, pipeline=pipeline, keys=declared)
         with runtime_session() as rt:
-            rt.catalog.ensure_dataset(dataset)
-            report = AddReport()
-            for path, problem in iter_files(paths):
-                if problem:
-                    report.rejected.append((str(path), problem))
-                else:
-                    rt.catalog.add_file(
-                        dataset, path, path.name, report, check_source, node_set, pipeline
-                    )
-            declare(rt, dataset, declared)
-            return report
+            return add_paths(rt, dataset, paths, options)
 
-    print_add_report(guarded(body), dataset)
+    print_added(guarded(body))
 
 
 @app.command("add-sql")
@@ -147,30 +123,13 @@ def add_sql(
     snapshot: unchanged data is skipped, changed data is relinked by the next cognify.
     Other databases need their SQLAlchemy driver installed (e.g. psycopg for PostgreSQL).
     """
-    import tempfile
 
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    from pipelines.tables import check_source, snapshot_sql
-
-    def body() -> AddReport:
+    def body() -> Added:
         declared = read_declarations(keys, primary_key, foreign_key)
-        try:
-            name = make_url(url).render_as_string(hide_password=True)
-        except ArgumentError as error:
-            raise ValueError(f"{error}; give a SQLAlchemy URL such as sqlite:///shop.db") from None
-        with runtime_session() as rt, tempfile.TemporaryDirectory() as tmp:
-            rt.catalog.ensure_dataset(dataset)
-            snapshot = Path(tmp) / "snapshot.sqlite"
-            copied = snapshot_sql(url, snapshot, table or [])
-            out.print(f"copied tables {', '.join(copied)}", markup=False)
-            report = AddReport()
-            rt.catalog.add_file(dataset, snapshot, name, report, check_source, None, "structured")
-            declare(rt, dataset, declared)
-            return report
+        with runtime_session() as rt:
+            return run_add_sql(rt, dataset, url, table or [], declared)
 
-    print_add_report(guarded(body), dataset)
+    print_added(guarded(body))
 
 
 @app.command()
@@ -198,18 +157,15 @@ def cognify(
 ) -> None:
     """Build the knowledge graph and vectors of a dataset's new and changed documents."""
     from core.models.custom import load_graph_model
-    from core.ontology import store_ontology_file
-    from workers.orchestration import cognify as plan
 
     started = time.perf_counter()
 
     def body() -> Job:
-        options = {"graph_model": load_graph_model(graph_model)} if graph_model else {}
+        model = load_graph_model(graph_model) if graph_model else None
+        rules = OntologyFile.read(ontology) if ontology is not None else None
         with runtime_session(with_worker=True) as rt:
-            if ontology is not None:
-                options["ontology"] = store_ontology_file(rt.blobs, ontology)
-            mode = "all" if all_documents else "changed"
-            job = plan(rt, dataset, pipeline, mode, options)
+            job = run_cognify(rt, dataset, pipeline=pipeline, everything=all_documents,
+                              graph_model=model, ontology=rules)  # fmt: skip
             return wait_for(job, sys.stderr.isatty())
 
     job = guarded(body)
@@ -260,15 +216,10 @@ def export_graph(
     ] = None,
 ) -> None:
     """Export a dataset's nodes and edges, written page by page."""
-    from api.export import export_lines
-    from core.catalog import check_dataset_name
-    from core.models.graph import dataset_id
 
     def body() -> None:
         with runtime_session() as rt:
-            if not rt.graph.get_nodes([dataset_id(check_dataset_name(dataset))]):
-                raise CatalogError(f"dataset {dataset!r} does not exist; `cogmill add` first")
-            lines = export_lines(rt.graph, dataset, fmt.lower())
+            lines = run_export(rt, dataset, fmt.lower())
             if output is None:
                 for text in lines:
                     sys.stdout.write(text)

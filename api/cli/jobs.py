@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from api.cli.render import guarded, out, runtime_session
+from api.services import jobs
 from core.models.jobs import Job
 
 app = typer.Typer(no_args_is_help=True, help="List, inspect and cancel cognify jobs.")
@@ -15,11 +16,10 @@ app = typer.Typer(no_args_is_help=True, help="List, inspect and cancel cognify j
 @app.command("list")
 def jobs_list() -> None:
     """Jobs known to the state store, newest first."""
-    from workers.jobs import JobTracker
 
     def body() -> list[Job]:
         with runtime_session() as rt:
-            return sorted(JobTracker(rt.state).list(), key=lambda j: j.created_at, reverse=True)
+            return jobs.list_jobs(rt)
 
     for job in guarded(body):
         out.print(
@@ -33,11 +33,10 @@ def jobs_list() -> None:
 @app.command("show")
 def jobs_show(job_id: str) -> None:
     """One job as JSON: status, counts and per-document errors."""
-    from workers.jobs import JobTracker
 
     def body() -> Job:
         with runtime_session() as rt:
-            return JobTracker(rt.state).get(job_id)
+            return jobs.show(rt, job_id)
 
     out.print_json(guarded(body).model_dump_json())
 
@@ -45,11 +44,10 @@ def jobs_show(job_id: str) -> None:
 @app.command("cancel")
 def jobs_cancel(job_id: str) -> None:
     """Stop a job: queued batches are skipped, running steps stop at their next boundary."""
-    from workers.jobs import JobTracker
 
     def body() -> Job:
         with runtime_session() as rt:
-            return JobTracker(rt.state).cancel(job_id)
+            return jobs.cancel(rt, job_id)
 
     job = guarded(body)
     out.print(
@@ -65,13 +63,11 @@ def jobs_watch(
     after: Annotated[int, typer.Option(min=0, help="Skip events up to this id")] = 0,
 ) -> None:
     """Follow a job's events until it ends; exit 0 when it succeeded, 1 otherwise."""
-    from api.export import follow_job
-    from workers.jobs import JobTracker
 
     def body() -> str:
         status = ""
         with runtime_session() as rt:
-            for event in follow_job(JobTracker(rt.state), job_id, after=after):
+            for event in jobs.watch(rt, job_id, after=after):
                 if event is None:
                     continue
                 fields = {k: v for k, v in event.data.items() if k not in ("event", "at")}

@@ -14,8 +14,9 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from api.services import jobs
 from api.services.datasets import DatasetNotFoundError, JobRunningError
-from core.catalog import AddReport, CatalogError
+from core.catalog import CatalogError
 from core.models.jobs import Job
 from core.ports import StoreError
 from core.settings import Settings
@@ -23,6 +24,7 @@ from core.stores.factory import NotAvailableError
 from retrieval.models import SearchResponse
 
 if TYPE_CHECKING:
+    from api.services.add import Added
     from retrieval.models import Source
     from workers.runtime import Runtime
 
@@ -79,10 +81,9 @@ def guarded(action: Callable[[], T]) -> T:
 
 def wait_for(job: Job, show_progress: bool) -> Job:
     """Poll a job until it finishes, with a progress bar on a terminal."""
-    from workers.jobs import JobTracker
     from workers.runtime import current_runtime
 
-    tracker = JobTracker(current_runtime().state)
+    rt = current_runtime()
     columns = [
         TextColumn("{task.description}"),
         BarColumn(),
@@ -93,13 +94,20 @@ def wait_for(job: Job, show_progress: bool) -> Job:
         bar = progress.add_task(f"cognify {job.dataset}", total=job.total_documents)
         while not job.status.finished:
             time.sleep(0.2)
-            job = tracker.get(job.id)
+            job = jobs.show(rt, job.id)
             done = job.counts.get("documents", 0) + len({e.document_id for e in job.errors})
             progress.update(bar, completed=done)
-    return tracker.get(job.id)
+    return jobs.show(rt, job.id)
 
 
-def print_add_report(report: AddReport, dataset: str) -> None:
+def print_added(added: Added) -> None:
+    """What an add did, a line per input; exit 1 when every input was rejected."""
+    report = added.report
+    if added.copied_tables:
+        out.print(f"copied tables {', '.join(added.copied_tables)}", markup=False)
+    if added.relinked_tables:
+        out.print(f"keys declared for {', '.join(added.relinked_tables)}; the next cognify "
+                  "relinks the dataset's tables")  # fmt: skip
     for name in report.added:
         out.print(f"added      {name}", markup=False)
     for name in report.replaced:
@@ -108,13 +116,12 @@ def print_add_report(report: AddReport, dataset: str) -> None:
         out.print(f"unchanged  {name} (same content, skipped)", markup=False)
     for name, reason in report.rejected:
         out.print(f"rejected   {name}: {reason}", markup=False)
-    stored = len(report.added) + len(report.replaced) + len(report.unchanged)
     out.print(
         f"{len(report.added)} added, {len(report.replaced)} replaced, "
         f"{len(report.unchanged)} unchanged, {len(report.rejected)} rejected "
-        f"in dataset {dataset}"
+        f"in dataset {added.dataset}"
     )
-    if report.rejected and not stored:
+    if report.rejected and not added.stored:
         raise typer.Exit(1)
 
 

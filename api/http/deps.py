@@ -20,7 +20,6 @@ from starlette.requests import ClientDisconnect
 
 from api.http.schemas import ApiError, DocumentsAdd
 from api.services import datasets
-from workers.jobs import JobTracker
 from workers.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -35,13 +34,6 @@ def get_runtime(request: Request) -> Runtime:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
-
-
-def get_jobs(runtime: RuntimeDep) -> JobTracker:
-    return JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
-
-
-JobsDep = Annotated[JobTracker, Depends(get_jobs)]
 
 
 def dataset_name(name: Annotated[str, PathParam(description="Dataset name")]) -> str:
@@ -68,6 +60,18 @@ class Upload:
     path: Path
 
 
+@dataclass
+class Uploads:
+    """A request's documents and the form fields sent beside them."""
+
+    files: list[Upload]
+    node_set: str | None = None
+
+
+# Form fields allowed beside the files (multipart) and their size bound in bytes.
+FORM_FIELDS = {"node_set": 256}
+
+
 def too_large(what: str, limit: int) -> ApiError:
     return ApiError(
         413,
@@ -83,6 +87,9 @@ class _PartsToFiles:
     def __init__(self, folder: Path, limit: int) -> None:
         self.folder, self.limit = folder, limit
         self.uploads: list[Upload] = []
+        self.fields: dict[str, str] = {}
+        self._field: str | None = None  # the form field being read, None in a file part
+        self._text = bytearray()
         # File writes wait here and run off the event loop in flush(); None closes the file.
         self.pending: list[tuple[BinaryIO, bytes | None]] = []
         self._files: list[BinaryIO] = []
@@ -115,8 +122,13 @@ class _PartsToFiles:
         self._disposition, self._size = b"", 0
         if b"filename" not in options:
             field = options.get(b"name", b"").decode("utf-8", "replace")
-            message = f"form field {field!r} is not a file; send files as 'files' parts"
-            raise ApiError(422, "not_a_file", message)
+            if field not in FORM_FIELDS:
+                message = (f"form field {field!r} is not a file; send files as 'files' parts "
+                           f"(and optionally {', '.join(FORM_FIELDS)})")  # fmt: skip
+                raise ApiError(422, "not_a_file", message)
+            self._field, self._text = field, bytearray()
+            return
+        self._field = None
         if len(self.uploads) >= MAX_FILES:
             raise ApiError(413, "too_many_files", f"at most {MAX_FILES} files per request")
         # Keep only the base name: some clients send a path, and the name is a label, never a path.
@@ -125,12 +137,21 @@ class _PartsToFiles:
         self._files.append(self.uploads[-1].path.open("wb"))
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        if self._field is not None:
+            self._text += data[start:end]
+            if len(self._text) > FORM_FIELDS[self._field]:
+                limit = FORM_FIELDS[self._field]
+                raise ApiError(422, "field_too_long", f"{self._field} is over {limit} bytes")
+            return
         self._size += end - start
         if self._size > self.limit:
             raise too_large(f"file {self.uploads[-1].name!r}", self.limit)
         self.pending.append((self._files[-1], data[start:end]))
 
     def on_part_end(self) -> None:
+        if self._field is not None:
+            self.fields[self._field] = self._text.decode("utf-8", "replace")
+            return
         self.pending.append((self._files[-1], None))
 
     def flush(self) -> None:
@@ -146,7 +167,7 @@ class _PartsToFiles:
             file.close()
 
 
-async def _receive_files(request: Request, folder: Path, limit: int) -> list[Upload]:
+async def _receive_files(request: Request, folder: Path, limit: int) -> Uploads:
     _, params = parse_options_header(request.headers["content-type"])
     sink = _PartsToFiles(folder, limit)
     try:
@@ -160,10 +181,10 @@ async def _receive_files(request: Request, folder: Path, limit: int) -> list[Upl
         raise ApiError(400, "bad_multipart", f"malformed multipart body: {err}") from err
     finally:
         sink.close()
-    return sink.uploads
+    return Uploads(sink.uploads, sink.fields.get("node_set") or None)
 
 
-async def _receive_documents(request: Request, folder: Path, limit: int) -> list[Upload]:
+async def _receive_documents(request: Request, folder: Path, limit: int) -> Uploads:
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
@@ -171,17 +192,19 @@ async def _receive_documents(request: Request, folder: Path, limit: int) -> list
         if len(body) > limit:
             raise too_large("the JSON body (use multipart/form-data for large files)", limit)
     try:
-        documents = DocumentsAdd.model_validate_json(bytes(body)).documents
+        received = DocumentsAdd.model_validate_json(bytes(body))
     except ValidationError as err:
         raise RequestValidationError(err.errors(include_url=False)) from err
+    documents = received.documents
     uploads = [Upload(doc.name, folder / str(i)) for i, doc in enumerate(documents)]
     for upload, doc in zip(uploads, documents, strict=True):
         await run_in_threadpool(upload.path.write_text, doc.text, "utf-8")
-    return uploads
+    return Uploads(uploads, received.node_set)
 
 
-async def receive_uploads(request: Request, runtime: RuntimeDep) -> AsyncIterator[list[Upload]]:
-    """The request's documents (multipart files or JSON texts), each in its own temp file."""
+async def receive_uploads(request: Request, runtime: RuntimeDep) -> AsyncIterator[Uploads]:
+    """The request's documents (multipart files or JSON texts), each in its own temp file, and
+    the node set they were sent for."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     receivers = {"multipart/form-data": _receive_files, "application/json": _receive_documents}
     if kind not in receivers:
@@ -201,4 +224,4 @@ async def receive_uploads(request: Request, runtime: RuntimeDep) -> AsyncIterato
         await run_in_threadpool(shutil.rmtree, folder, True)
 
 
-UploadsDep = Annotated[list[Upload], Depends(receive_uploads)]
+UploadsDep = Annotated[Uploads, Depends(receive_uploads)]

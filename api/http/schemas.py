@@ -75,6 +75,12 @@ class DocumentsAdd(BaseModel):
     """Documents sent as JSON text instead of file uploads."""
 
     documents: list[DocumentText] = Field(min_length=1, max_length=1000)
+    node_set: str | None = Field(
+        default=None,
+        max_length=64,
+        description="Group the documents in a node set (e.g. coding_rules, which CODING_RULES "
+        "searches)",
+    )
 
 
 class RejectedDocument(BaseModel):

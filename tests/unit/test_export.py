@@ -9,14 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from api.export import (
-    JobEvent,
-    export_lines,
-    follow_job,
-    graph_pages,
-    graphml_lines,
-    sse_lines,
-)
+from api.http.routes.jobs import sse_lines
+from api.services.export import export_lines, graph_pages, graphml_lines
+from api.services.jobs import JobEvent, follow_job
 from core.models.graph import Edge, Node
 from core.models.jobs import Job, JobStatus
 from core.stores.graph_sqlite import SQLiteGraphStore

@@ -10,8 +10,7 @@ from fastapi import APIRouter, Path, Query
 from api.http.deps import DatasetName, KnownDataset, RuntimeDep, UploadsDep
 from api.http.schemas import AddResult, DatasetPublic, DeleteResult, DocumentPublic, error_responses
 from api.services import datasets, delete
-from core.catalog import AddReport
-from pipelines.classify import check_supported
+from api.services.add import AddOptions, add_files
 
 router = APIRouter(prefix="/api/v1/datasets", tags=["datasets"])
 
@@ -23,7 +22,11 @@ UPLOAD_BODY = {
                 "schema": {
                     "type": "object",
                     "properties": {
-                        "files": {"type": "array", "items": {"type": "string", "format": "binary"}}
+                        "files": {"type": "array", "items": {"type": "string", "format": "binary"}},
+                        "node_set": {
+                            "type": "string",
+                            "description": "Group the documents in a node set (e.g. coding_rules)",
+                        },
                     },
                     "required": ["files"],
                 }
@@ -52,14 +55,14 @@ def list_datasets(runtime: RuntimeDep) -> list[DatasetPublic]:
 def add_documents(name: DatasetName, uploads: UploadsDep, runtime: RuntimeDep) -> AddResult:
     """Add documents (unchanged content is skipped; a known name with new content replaces).
 
-    Send one or many files as multipart/form-data `files` parts, or JSON texts. A file above
-    COGMILL_MAX_FILE_BYTES fails the whole request with 413 before anything is stored.
+    Send one or many files as multipart/form-data `files` parts (text formats, PDF, Word,
+    e-mail, records, code, SQLite databases), with an optional `node_set` field; or JSON texts.
+    A file above COGMILL_MAX_FILE_BYTES fails the whole request with 413 before anything is
+    stored.
     """
-    datasets.register(runtime, name)
-    report = AddReport()
-    for upload in uploads:
-        runtime.catalog.add_file(name, upload.path, upload.name, report, check_supported)
-    return AddResult.from_report(report)
+    files = [(upload.name, upload.path) for upload in uploads.files]
+    added = add_files(runtime, name, files, AddOptions(node_set=uploads.node_set))
+    return AddResult.from_report(added.report)
 
 
 @router.get(

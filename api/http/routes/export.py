@@ -1,4 +1,4 @@
-"""Graph export of one dataset, streamed as JSON Lines or GraphML (see api/export.py)."""
+"""Graph export of one dataset, streamed as JSON Lines or GraphML (api/services/export.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from api.export import EXPORT_FORMATS, export_lines
-from api.http.deps import KnownDataset, RuntimeDep
+from api.http.deps import DatasetName, RuntimeDep
 from api.http.schemas import error_responses
+from api.services.export import EXPORT_FORMATS
+from api.services.export import export_graph as run_export
 
 router = APIRouter(prefix="/api/v1/datasets", tags=["datasets"])
 
@@ -26,7 +27,7 @@ EXPORT_RESPONSES = {
 
 @router.get("/{name}/graph", response_class=StreamingResponse, responses=EXPORT_RESPONSES)
 def export_graph(
-    name: KnownDataset,
+    name: DatasetName,
     runtime: RuntimeDep,
     format: Annotated[
         Literal["jsonl", "graphml"],
@@ -43,7 +44,7 @@ def export_graph(
     edge comes once, after the page holding its source node, so a window holds the edges
     leaving its nodes (their targets may lie outside it).
     """
-    lines = export_lines(runtime.graph, name, format, offset=offset, limit=limit)
+    lines = run_export(runtime, name, format, offset=offset, limit=limit)
     # Read the first page now: a store failure is then a 503, not a cut-off 200 body.
     first = next(lines, "")
     media, extension = EXPORT_FORMATS[format]

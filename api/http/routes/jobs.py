@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-import re
-from typing import Annotated
+import json
+from collections.abc import Callable, Iterator
+from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Depends, Header, Path, Query
+from fastapi import APIRouter, Header, Query
+from fastapi import Path as PathParam
 from fastapi.responses import StreamingResponse
 
-from api.export import follow_job, sse_lines
-from api.http.deps import JobsDep
+from api.http.deps import RuntimeDep
 from api.http.schemas import ApiError, error_responses
+from api.services import jobs
+from api.services.jobs import JobEvent
 from core.models.jobs import Job
-from workers.jobs import JobNotFoundError, JobTracker
+from workers.jobs import JobNotFoundError
+from workers.runtime import Runtime
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
 
-# Job ids are uuid4 hex; anything else (a ':' especially) would address other state keys.
-JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 POLL_SECONDS = 0.5
 KEEPALIVE_SECONDS = 15.0
 EVENTS_RESPONSES = {
@@ -28,40 +30,29 @@ EVENTS_RESPONSES = {
     },
     **error_responses(404, 422, 503),
 }
+JobId = Annotated[str, PathParam(description="Id returned by cognify")]
+T = TypeVar("T")
 
 
-def job_id(job_id: Annotated[str, Path(description="Id returned by cognify")]) -> str:
-    if not JOB_ID.match(job_id):
-        raise _not_found(job_id)
-    return job_id
-
-
-JobId = Annotated[str, Depends(job_id)]
-
-
-def _not_found(job_id: str) -> ApiError:
-    return ApiError(
-        404, "job_not_found", f"no job {job_id!r}; GET /api/v1/jobs lists the known jobs"
-    )
-
-
-def _get(jobs: JobTracker, job_id: str, cancel: bool = False) -> Job:
+def _found(use_case: Callable[[Runtime, str], T], runtime: Runtime, job_id: str) -> T:
+    """The use case's answer; an unknown (or malformed) job id is a 404 naming this face's list."""
     try:
-        return jobs.cancel(job_id) if cancel else jobs.get(job_id)
+        return use_case(runtime, job_id)
     except JobNotFoundError as err:
-        raise _not_found(job_id) from err
+        message = f"no job {job_id!r}; GET /api/v1/jobs lists the known jobs"
+        raise ApiError(404, "job_not_found", message) from err
 
 
 @router.get("", response_model=list[Job], responses=error_responses(503))
-def list_jobs(jobs: JobsDep) -> list[Job]:
+def list_jobs(runtime: RuntimeDep) -> list[Job]:
     """Jobs known to the state store, newest first."""
-    return sorted(jobs.list(), key=lambda job: job.created_at, reverse=True)
+    return jobs.list_jobs(runtime)
 
 
 @router.get("/{job_id}", response_model=Job, responses=error_responses(404, 422, 503))
-def get_job(job_id: JobId, jobs: JobsDep) -> Job:
+def get_job(job_id: JobId, runtime: RuntimeDep) -> Job:
     """A job's status, live counts and per-document errors."""
-    return _get(jobs, job_id)
+    return _found(jobs.show, runtime, job_id)
 
 
 @router.post(
@@ -70,15 +61,31 @@ def get_job(job_id: JobId, jobs: JobsDep) -> Job:
     response_model=Job,
     responses=error_responses(404, 422, 503),
 )
-def cancel_job(job_id: JobId, jobs: JobsDep) -> Job:
+def cancel_job(job_id: JobId, runtime: RuntimeDep) -> Job:
     """Stop a job: queued batches are skipped, running steps stop at their next boundary."""
-    return _get(jobs, job_id, cancel=True)
+    return _found(jobs.cancel, runtime, job_id)
+
+
+def sse_lines(events: Iterator[JobEvent | None], *, poll: float, keepalive: float) -> Iterator[str]:
+    """Server-sent events: `id: N`, `event: kind`, `data: json`; a comment line as keep-alive."""
+    yield "retry: 2000\n\n"
+    idle = 0.0
+    for event in events:
+        if event is None:
+            idle += poll
+            if idle >= keepalive:
+                idle = 0.0
+                yield ": keep-alive\n\n"
+            continue
+        idle = 0.0
+        head = f"id: {event.seq}\n" if event.seq is not None else ""
+        yield f"{head}event: {event.kind}\ndata: {json.dumps(event.data)}\n\n"
 
 
 @router.get("/{job_id}/events", response_class=StreamingResponse, responses=EVENTS_RESPONSES)
 def job_events(
     job_id: JobId,
-    jobs: JobsDep,
+    runtime: RuntimeDep,
     after: Annotated[int, Query(ge=0, description="Replay only events after this id")] = 0,
     last_event_id: Annotated[
         int | None, Header(ge=0, description="Sent by EventSource clients when reconnecting")
@@ -89,9 +96,10 @@ def job_events(
     A `progress` event (no id) carries the live counts whenever a batch finishes; the last
     event is `finished` with the job's status. A comment line keeps idle connections open.
     """
-    _get(jobs, job_id)  # 404 now, before the stream starts
     start = after if last_event_id is None else last_event_id
-    events = follow_job(jobs, job_id, after=start, poll=POLL_SECONDS)
+    # 404 now, before the stream starts.
+    events = _found(lambda rt, job: jobs.watch(rt, job, after=start, poll=POLL_SECONDS),
+                    runtime, job_id)  # fmt: skip
     body = sse_lines(events, poll=POLL_SECONDS, keepalive=KEEPALIVE_SECONDS)
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(body, media_type="text/event-stream", headers=headers)

@@ -1,12 +1,10 @@
-"""Streaming writers of the API and CLI: graph export (JSON Lines, GraphML) and job progress.
+"""Graph export of a dataset as JSON Lines or GraphML, written page by page.
 
-Both read the stores page by page and yield text as they go, so neither a dataset's whole
-graph nor a job's whole event history is ever held in memory.
-
-Graph export. The graph port has no paged edge read per dataset, so edges are exported with
-the nodes: for each page of nodes (types in name order, nodes in id order), the edges whose
-*source* is on that page, read with `edges_of`. Every node lands on exactly one page, so
-every edge is written exactly once without remembering what was written. A window
+The stores are read page by page and text is yielded as it goes, so a dataset's whole graph
+is never held in memory. The graph port has no paged edge read per dataset, so edges are
+exported with the nodes: for each page of nodes (types in name order, nodes in id order), the
+edges whose *source* is on that page, read with `edges_of`. Every node lands on exactly one
+page, so every edge is written exactly once without remembering what was written. A window
 (`offset`/`limit` over that node order) therefore holds the edges leaving its nodes, whose
 targets may lie outside the window.
 """
@@ -15,15 +13,15 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from api.services.datasets import existing
 from core.models.graph import Edge, Node
 from core.ports import GraphReader
-from workers.jobs import JobTracker
+from workers.runtime import Runtime
 
 NODE_PAGE = 500
 EDGE_LIMIT = 10_000
@@ -205,72 +203,13 @@ def export_lines(graph: GraphReader, dataset: str, fmt: str, **window: Any) -> I
     return jsonl_lines(pages) if fmt == "jsonl" else graphml_lines(pages, dataset)
 
 
-# -- job progress -------------------------------------------------------------------------------
-
-
-@dataclass
-class JobEvent:
-    """One event of a job: stored ones carry their sequence number, derived ones `None`."""
-
-    seq: int | None
-    kind: str
-    data: dict[str, Any]
-
-
-def follow_job(
-    jobs: JobTracker,
-    job_id: str,
-    *,
-    after: int = 0,
-    poll: float = 0.5,
-    sleep: Callable[[float], None] = time.sleep,
-) -> Iterator[JobEvent | None]:
-    """A job's stored events after `after`, then new ones until it finishes; `None` while idle.
-
-    Adds a `progress` event (the live counts) whenever the number of finished batches changes,
-    and ends with a `finished` event (derived from the job record when none was stored, e.g.
-    for a job that had nothing to do). Raises JobNotFoundError for an unknown job.
-    """
-    last_done: int | None = None
-    while True:
-        job = jobs.get(job_id)
-        fresh = jobs.events(job_id, after)
-        if job.status.finished and not any(e.get("event") == "finished" for _, e in fresh):
-            fresh += jobs.events(job_id, fresh[-1][0] if fresh else after)  # written just now?
-        final: JobEvent | None = None
-        for seq, payload in fresh:
-            after = seq
-            event = JobEvent(seq, str(payload.get("event", "message")), payload)
-            if event.kind == "finished":
-                final = event
-                break
-            yield event
-        if final is not None and not job.status.finished:
-            job = jobs.get(job_id)  # read before the job finished: take its final counts
-        done = job.counts.get("batches_done", 0)
-        if done != last_done:  # the final counts too, just before `finished`
-            last_done = done
-            yield JobEvent(None, "progress", {"status": job.status.value, **job.counts})
-        if final is not None or job.status.finished:
-            data = {"event": "finished", "status": job.status.value, "message": job.message}
-            yield final or JobEvent(None, "finished", data)
-            return
-        if not fresh:
-            yield None
-        sleep(poll)
-
-
-def sse_lines(events: Iterator[JobEvent | None], *, poll: float, keepalive: float) -> Iterator[str]:
-    """Server-sent events: `id: N`, `event: kind`, `data: json`; a comment line as keep-alive."""
-    yield "retry: 2000\n\n"
-    idle = 0.0
-    for event in events:
-        if event is None:
-            idle += poll
-            if idle >= keepalive:
-                idle = 0.0
-                yield ": keep-alive\n\n"
-            continue
-        idle = 0.0
-        head = f"id: {event.seq}\n" if event.seq is not None else ""
-        yield f"{head}event: {event.kind}\ndata: {json.dumps(event.data)}\n\n"
+def export_graph(
+    rt: Runtime, dataset: str, fmt: str, *, offset: int = 0, limit: int | None = None
+) -> Iterator[str]:
+    """The dataset's nodes from `offset` (at most `limit`) and the edges leaving them, as text
+    chunks of `fmt`. Raises DatasetNotFoundError, ValueError for an unknown format or window,
+    before the first chunk is asked for."""
+    existing(rt, dataset)
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
+    return export_lines(rt.graph, dataset, fmt, offset=offset, limit=limit)

@@ -1,0 +1,133 @@
+"""Add documents to a dataset: files and folders, received uploads, SQL sources.
+
+Every add registers the dataset (so every face lists it), accepts the same kinds (text
+formats and SQLite databases), and takes a node set, a pipeline and declared table keys.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from api.services.datasets import checked, register
+from core.catalog import AddReport, check_node_set, iter_files
+from core.models.documents import STRUCTURED_PIPELINE
+from pipelines.definitions import get_pipeline
+from pipelines.foreign_keys import KeyDeclarations
+from pipelines.structured import declare_keys
+from pipelines.tables import check_source, snapshot_sql
+from workers.runtime import Runtime
+
+SQL_PIPELINE = STRUCTURED_PIPELINE
+
+
+@dataclass
+class Added:
+    """What an add did with each input, the tables a SQL source gave, and the tables whose
+    declared keys changed (the next cognify relinks them)."""
+
+    dataset: str
+    report: AddReport = field(default_factory=AddReport)
+    copied_tables: list[str] = field(default_factory=list)
+    relinked_tables: list[str] = field(default_factory=list)
+
+    @property
+    def stored(self) -> int:
+        """Inputs now stored (added, replaced or unchanged)."""
+        report = self.report
+        return len(report.added) + len(report.replaced) + len(report.unchanged)
+
+
+@dataclass(frozen=True)
+class AddOptions:
+    """How added documents are processed: their node set (e.g. coding_rules), their pipeline
+    (default: `structured` for record files, else each cognify's), declared table keys."""
+
+    node_set: str | None = None
+    pipeline: str | None = None
+    keys: KeyDeclarations | None = None
+
+    def check(self) -> None:
+        """Raise CatalogError / ValueError for a bad node set or an unknown pipeline."""
+        if self.node_set is not None:
+            check_node_set(self.node_set)
+        if self.pipeline is not None:
+            get_pipeline(self.pipeline)  # an unknown name is an error listing the known ones
+
+
+def add_files(
+    rt: Runtime,
+    dataset: str,
+    files: Iterable[tuple[str, Path]],
+    options: AddOptions | None = None,
+) -> Added:
+    """Add files, each `(name, path)`: rejected (with the reason), skipped as unchanged, or
+    stored. Raises CatalogError for a bad dataset or node set name, ValueError for an unknown
+    pipeline, before anything is stored."""
+    return _add(rt, dataset, ((name, path, None) for name, path in files), options)
+
+
+def add_paths(
+    rt: Runtime, dataset: str, paths: Sequence[Path], options: AddOptions | None = None
+) -> Added:
+    """`add_files` for files and folders (recursively, hidden entries skipped) named by their
+    file name; a missing path is rejected."""
+    found = ((path.name if problem is None else str(path), path, problem)
+             for path, problem in iter_files(list(paths)))  # fmt: skip
+    return _add(rt, dataset, found, options)
+
+
+def sql_source_name(url: str) -> str:
+    """The document name of a SQL source: its URL with the password hidden. ValueError for a
+    string that is no SQLAlchemy URL."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError as error:
+        raise ValueError(f"{error}; give a SQLAlchemy URL such as sqlite:///shop.db") from None
+
+
+def add_sql(
+    rt: Runtime,
+    dataset: str,
+    url: str,
+    tables: Sequence[str] = (),
+    keys: KeyDeclarations | None = None,
+) -> Added:
+    """Copy the tables of a database (all, or `tables`) into a SQLite snapshot with their keys
+    and add it as one document named after the URL (`structured` pipeline)."""
+    checked(dataset)  # before a long copy
+    name = sql_source_name(url)
+    options = AddOptions(pipeline=SQL_PIPELINE, keys=keys)
+    with tempfile.TemporaryDirectory() as tmp:
+        snapshot = Path(tmp) / "snapshot.sqlite"
+        copied = snapshot_sql(url, snapshot, list(tables))
+        added = _add(rt, dataset, [(name, snapshot, None)], options)
+    added.copied_tables = copied
+    return added
+
+
+def _add(
+    rt: Runtime,
+    dataset: str,
+    files: Iterable[tuple[str, Path, str | None]],
+    options: AddOptions | None,
+) -> Added:
+    options = options or AddOptions()
+    options.check()
+    register(rt, dataset)
+    added = Added(dataset)
+    for name, path, problem in files:
+        if problem is not None:
+            added.report.rejected.append((name, problem))
+            continue
+        rt.catalog.add_file(
+            dataset, path, name, added.report, check_source, options.node_set, options.pipeline
+        )
+    if options.keys is not None and declare_keys(rt.graph, dataset, options.keys):
+        added.relinked_tables = sorted(options.keys.tables)
+    return added

@@ -1,0 +1,58 @@
+"""Cognify and re-cognify: plan a job over a dataset's documents and enqueue it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from api.services.datasets import checked, existing
+from core.models.custom import graph_model_of
+from core.models.jobs import Job
+from core.ontology import InvalidOntology, store_ontology
+from workers.orchestration import cognify as plan
+from workers.runtime import Runtime
+
+
+@dataclass(frozen=True)
+class OntologyFile:
+    """An OWL/RDF ontology to align entities with; its file name tells its format."""
+
+    data: bytes
+    filename: str
+
+    @classmethod
+    def read(cls, path: Path) -> OntologyFile:
+        """The ontology in a file; InvalidOntology when it cannot be read."""
+        try:
+            return cls(path.read_bytes(), path.name)
+        except OSError as err:
+            message = f"cannot read ontology file {path}: {err.strerror or err}"
+            raise InvalidOntology(message) from err
+
+
+def cognify(
+    rt: Runtime,
+    dataset: str,
+    *,
+    pipeline: str | None = None,
+    everything: bool = False,
+    graph_model: dict[str, Any] | None = None,
+    ontology: OntologyFile | None = None,
+) -> Job:
+    """Start a job building the graph and vectors of the dataset's new and changed documents
+    (every document with `everything`: a re-cognify), through each document's own pipeline or
+    `pipeline`, extracting with `graph_model` (a JSON Schema) and aligning to `ontology`.
+
+    Returns the job, already finished when there is nothing to do. Raises DatasetNotFoundError,
+    ValueError for a bad pipeline, graph model or ontology.
+    """
+    checked(dataset)
+    options: dict[str, Any] = {}
+    if graph_model is not None:
+        graph_model_of(graph_model)  # an invalid model fails here, not in a worker
+        options["graph_model"] = graph_model
+    if ontology is not None:
+        options["ontology"] = store_ontology(rt.blobs, ontology.data, ontology.filename)
+    existing(rt, dataset)  # after the options: a bad one is reported even for a new dataset
+    return plan(rt, dataset, pipeline, "all" if everything else "changed", options)

@@ -1,0 +1,104 @@
+"""Cognify jobs: list, show, cancel, and watch (a job's events as they come, until it ends)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from core.models.jobs import Job
+from workers.jobs import JobNotFoundError, JobTracker
+from workers.runtime import Runtime
+
+# Job ids are uuid4 hex; anything else (a ':' especially) would address other state keys.
+JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def tracker(rt: Runtime) -> JobTracker:
+    return JobTracker(rt.state, rt.settings.artifact_ttl_seconds)
+
+
+def checked_id(job_id: str) -> str:
+    """The job id when it is well formed; JobNotFoundError otherwise (no such job can exist)."""
+    if not JOB_ID.match(job_id):
+        raise JobNotFoundError(f"no job {job_id!r}; `cogmill jobs list` shows the known jobs")
+    return job_id
+
+
+def list_jobs(rt: Runtime) -> list[Job]:
+    """Jobs known to the state store, newest first."""
+    return sorted(tracker(rt).list(), key=lambda job: job.created_at, reverse=True)
+
+
+def show(rt: Runtime, job_id: str) -> Job:
+    """A job's status, live counts and per-document errors. Raises JobNotFoundError."""
+    return tracker(rt).get(checked_id(job_id))
+
+
+def cancel(rt: Runtime, job_id: str) -> Job:
+    """Stop a job: queued batches are skipped, running steps stop at their next boundary.
+    Raises JobNotFoundError."""
+    return tracker(rt).cancel(checked_id(job_id))
+
+
+def watch(
+    rt: Runtime, job_id: str, *, after: int = 0, poll: float = 0.5
+) -> Iterator[JobEvent | None]:
+    """`follow_job` on a job of this runtime; JobNotFoundError before the first event."""
+    jobs = tracker(rt)
+    jobs.get(checked_id(job_id))
+    return follow_job(jobs, job_id, after=after, poll=poll)
+
+
+@dataclass
+class JobEvent:
+    """One event of a job: stored ones carry their sequence number, derived ones `None`."""
+
+    seq: int | None
+    kind: str
+    data: dict[str, Any]
+
+
+def follow_job(
+    jobs: JobTracker,
+    job_id: str,
+    *,
+    after: int = 0,
+    poll: float = 0.5,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[JobEvent | None]:
+    """A job's stored events after `after`, then new ones until it finishes; `None` while idle.
+
+    Adds a `progress` event (the live counts) whenever the number of finished batches changes,
+    and ends with a `finished` event (derived from the job record when none was stored, e.g.
+    for a job that had nothing to do). Raises JobNotFoundError for an unknown job.
+    """
+    last_done: int | None = None
+    while True:
+        job = jobs.get(job_id)
+        fresh = jobs.events(job_id, after)
+        if job.status.finished and not any(e.get("event") == "finished" for _, e in fresh):
+            fresh += jobs.events(job_id, fresh[-1][0] if fresh else after)  # written just now?
+        final: JobEvent | None = None
+        for seq, payload in fresh:
+            after = seq
+            event = JobEvent(seq, str(payload.get("event", "message")), payload)
+            if event.kind == "finished":
+                final = event
+                break
+            yield event
+        if final is not None and not job.status.finished:
+            job = jobs.get(job_id)  # read before the job finished: take its final counts
+        done = job.counts.get("batches_done", 0)
+        if done != last_done:  # the final counts too, just before `finished`
+            last_done = done
+            yield JobEvent(None, "progress", {"status": job.status.value, **job.counts})
+        if final is not None or job.status.finished:
+            data = {"event": "finished", "status": job.status.value, "message": job.message}
+            yield final or JobEvent(None, "finished", data)
+            return
+        if not fresh:
+            yield None
+        sleep(poll)
