@@ -43,7 +43,11 @@ What each figure includes:
   query p50/p95   wall ms per question in the system's process, retrieval only (no answer
                   generation): cogmill search() GRAPH_PPR and CHUNKS, top 10; LightRAG aquery
                   only_need_context, modes mix and naive (mix includes its keyword LLM call);
-                  cognee search() as configured in run_cognee.py. Nearest-rank percentiles.
+                  cognee search(only_context=True), GRAPH_COMPLETION and CHUNKS.
+                  Nearest-rank percentiles over the same questions, after one warm-up.
+  entities        entity nodes the system stored; peak RSS: the system's process (+ children).
+  load 5m         the machine's 5-minute load average before / after the system's run: other
+                  work on the machine inflates wall times and latencies, CPU seconds far less.
 The stand-in answers instantly, so the figures are each system's own cost, not a model's."""
 
 
@@ -105,11 +109,15 @@ def run_system(system: str, args: argparse.Namespace, work: Path) -> dict[str, o
     if python is None:
         return {"system": system, "error": "not installed: run `bash bench/peers/setup.sh`"}
     standin, url, pid = start_standin(system, args, work / f"standin-{system}.log")
+    load = os.getloadavg()[1]
     try:
-        return _run(system, python, work, url, pid, args.timeout)
+        result = _run(system, python, work, url, pid, args.timeout)
     finally:
         standin.terminate()
         standin.wait(30)
+    # The machine's 5-minute load average over the run: other work inflates wall times.
+    result["load_5m"] = [round(load, 1), round(os.getloadavg()[1], 1)]
+    return result
 
 
 def _run(
@@ -142,7 +150,8 @@ def table(results: list[dict[str, object]], passages: int) -> str:
     lines = [
         f"{passages} MuSiQue passages, instant stand-in LLM and embeddings",
         f"{'system':<9} {'ingest wall s':>13} {'ingest CPU s':>12} {'x cogmill':>9} "
-        f"{'stand-in CPU s':>14} {'LLM':>6} {'embed':>6} {'entities':>8} {'peak RSS MiB':>12}",
+        f"{'stand-in CPU s':>14} {'LLM':>6} {'embed':>6} {'entities':>8} {'peak RSS MiB':>12} "
+        f"{'load 5m':>9}",
     ]
     for r in results:
         if "error" in r:
@@ -153,7 +162,8 @@ def table(results: list[dict[str, object]], passages: int) -> str:
         lines.append(
             f"{r['system']:<9} {ing['wall_s']:>13.1f} {ing['cpu_s']:>12.1f} {ratio:>8.1f}x "
             f"{served['cpu_s']:>14.1f} {served['chat_calls']:>6} {served['embedding_calls']:>6} "
-            f"{r['graph'].get('entities', 0):>8} {r['peak_rss_mib']:>12.0f}"
+            f"{r['graph'].get('entities', 0):>8} {r['peak_rss_mib']:>12.0f} "
+            f"{'/'.join(map(str, r['load_5m'])):>9}"
         )
     lines.append("")
     lines.append(f"{'system':<9} {'query mode':<18} {'p50 ms':>8} {'p95 ms':>8} {'empty':>6}")
