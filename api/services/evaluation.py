@@ -14,11 +14,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from api.services.datasets import register
-from core.catalog import AddReport
+from api.services.add import add_files
+from api.services.cognify import cognify
+from api.services.jobs import tracker
 from core.models.jobs import Job
 from core.settings import Settings
-from pipelines.classify import check_supported
 from retrieval.evaluation import (
     AUTO,
     EVAL_TYPES,
@@ -32,8 +32,6 @@ from retrieval.evaluation import (
 )
 from retrieval.registry import RETRIEVERS
 from workers.embedded import open_runtime
-from workers.jobs import JobTracker
-from workers.orchestration import cognify
 from workers.runtime import Runtime
 
 Results = dict[str, dict[EvalType, TypeFigures]]
@@ -55,19 +53,17 @@ def _quiet(_: str) -> None:
 def ingest_bench(runtime: Runtime, bench: Bench, dataset: str, progress: Progress) -> Job:
     """Add the bench's passages as documents and cognify what is new. Raises EvalError."""
     with tempfile.TemporaryDirectory() as tmp:
-        register(runtime, dataset)
-        report = AddReport()
-        for path, name in write_documents(bench, Path(tmp)):
-            runtime.catalog.add_file(dataset, path, name, report, check_supported)
-    if report.rejected:
-        raise EvalError(f"{len(report.rejected)} passages rejected, first: {report.rejected[0]}")
+        documents = [(name, path) for path, name in write_documents(bench, Path(tmp))]
+        rejected = add_files(runtime, dataset, documents).report.rejected
+    if rejected:
+        raise EvalError(f"{len(rejected)} passages rejected, first: {rejected[0]}")
     started = time.perf_counter()
     job = cognify(runtime, dataset)
-    tracker = JobTracker(runtime.state)
+    jobs = tracker(runtime)
     progress(f"{bench.name}: cognify {job.total_documents} new documents into {dataset!r}")
     while not job.status.finished:
         time.sleep(0.2)
-        job = tracker.get(job.id)
+        job = jobs.get(job.id)
     if job.status.value != "succeeded" or job.errors:
         raise EvalError(
             f"cognify of {dataset!r} ended {job.status.value} with {len(job.errors)} errors; "

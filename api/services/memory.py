@@ -13,17 +13,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from api.services.datasets import checked, ensure_idle, names, register
+from api.services.add import add_files
+from api.services.cognify import cognify
+from api.services.datasets import checked, ensure_idle, names
 from api.services.delete import Deleted, delete_dataset, delete_document
-from core.catalog import AddReport
 from core.models.jobs import Job
-from pipelines.classify import check_supported
 from retrieval.memory import DEFAULT_THRESHOLD, ImproveResult, RecallResponse
 from retrieval.memory import improve as improve_answer
 from retrieval.memory import recall as recall_memory
 from retrieval.models import SearchType
 from retrieval.sessions import Note, SessionStore
-from workers.orchestration import cognify
 from workers.runtime import Runtime
 
 
@@ -62,14 +61,12 @@ def remember_in_dataset(rt: Runtime, dataset: str, text: str) -> Remembered:
     if not text.strip():
         raise ValueError("the text is empty; pass the text to remember")
     name = memory_document_name(text)
-    register(rt, dataset)
-    report = AddReport()
     with tempfile.TemporaryDirectory(prefix=".memory-", dir=rt.settings.home) as tmp:
         path = Path(tmp) / name
         path.write_text(text.strip() + "\n", encoding="utf-8")
-        rt.catalog.add_file(dataset, path, name, report, check_supported)
-    if report.rejected:
-        raise ValueError(f"cannot remember this text: {report.rejected[0][1]}")
+        rejected = add_files(rt, dataset, [(name, path)]).report.rejected
+    if rejected:
+        raise ValueError(f"cannot remember this text: {rejected[0][1]}")
     return Remembered(dataset, name, cognify(rt, dataset))
 
 
