@@ -25,6 +25,7 @@ from api.cli import app as cli_app
 from api.http.app import create_app
 from core.models.jobs import Job, JobStatus
 from core.settings import Settings
+from tests.backends import http_finished, llm_settings, write_files
 from tests.llm_server import LLMTestServer
 from tests.merge_stress import differences, snapshot
 from workers.jobs import JobTracker
@@ -50,15 +51,6 @@ SEARCHES = [
     ("Which river flows through Vienna?", None),
     ('"Bletchley Park"', None),
 ]
-
-
-def model_settings(llm: LLMTestServer) -> dict[str, Any]:
-    return {
-        "llm_base_url": llm.base_url,
-        "llm_model": "test",
-        "embedding_base_url": llm.base_url,
-        "embedding_dim": 64,
-    }
 
 
 def run_cli(home: Path, settings: dict[str, Any], *args: str) -> tuple[int, str]:
@@ -97,23 +89,12 @@ class Faces:
         return snapshot(rt.graph, rt.vectors, DATASET)
 
 
-def wait_job(client: TestClient, job_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 180
-    job = client.get(f"/api/v1/jobs/{job_id}").json()
-    while job["status"] not in ("succeeded", "failed", "cancelled"):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.1)
-        job = client.get(f"/api/v1/jobs/{job_id}").json()
-    return job
-
-
 @pytest.fixture(scope="module")
 def faces(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faces]:
     folder = tmp_path_factory.mktemp("faces-corpus")
-    for name, text in CORPUS.items():
-        (folder / name).write_text(text, encoding="utf-8")
+    write_files(folder, CORPUS)
     with LLMTestServer() as llm:
-        settings = model_settings(llm)
+        settings = llm_settings(llm)
         # The CLI first: a command's runtime is the process' current one while it runs, so
         # its jobs must not overlap the app's (the app's requests use the app's runtime).
         cli_home = tmp_path_factory.mktemp("faces-cli")
@@ -129,7 +110,7 @@ def faces(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faces]:
             assert added.status_code == 200 and len(added.json()["added"]) == 3, added.text
             started = client.post(f"/api/v1/datasets/{DATASET}/cognify")
             assert started.status_code == 202, started.text
-            assert wait_job(client, started.json()["job_id"])["status"] == "succeeded"
+            assert http_finished(client, started.json()["job_id"], 180)["status"] == "succeeded"
             yield faces
 
 
