@@ -125,7 +125,8 @@ def stuck_evidence(runtime: Runtime, job: Job) -> str:
             message = json.loads(raw)[0]
             body = json.loads(base64.b64decode(message["body"]))
             kwargs = body[1] if len(body) > 1 else {}
-            lines.append(f"  unacked {tag.decode()}: {kwargs}")
+            task = message.get("headers", {}).get("task")  # cogmill.<step>
+            lines.append(f"  unacked {tag.decode()}: {task} {kwargs}")
     events = [e for _, e in tracker.events(job.id)][-8:]
     lines += [f"  event {e}" for e in events]
     return "\n".join(lines)
