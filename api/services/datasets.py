@@ -7,9 +7,10 @@ dataset that must exist): the one place where a caller's tenant will scope them 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import islice
 
 from core.catalog import check_dataset_name
-from core.models.graph import dataset_id
+from core.models.graph import Node, dataset_id
 from core.models.vocabulary import DOCUMENT
 from workers.jobs import JobTracker
 from workers.runtime import Runtime
@@ -87,6 +88,12 @@ def names(rt: Runtime) -> list[str]:
 def list_datasets(rt: Runtime) -> list[DatasetInfo]:
     """Every dataset with its document count."""
     return [DatasetInfo(n, rt.graph.count(n).get(DOCUMENT, 0)) for n in names(rt)]
+
+
+def documents(rt: Runtime, name: str, offset: int = 0, limit: int = 1000) -> list[Node]:
+    """A window of the dataset's Document nodes (with their processing status). Raises
+    DatasetNotFoundError."""
+    return list(islice(rt.catalog.documents(existing(rt, name)), offset, offset + limit))
 
 
 def running_jobs(rt: Runtime, name: str) -> list[str]:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from itertools import islice
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from api.http.deps import DatasetName, KnownDataset, RuntimeDep, UploadsDep
+from api.http.deps import DatasetName, RuntimeDep, UploadsDep
 from api.http.schemas import AddResult, DatasetPublic, DeleteResult, DocumentPublic, error_responses
 from api.services import datasets, delete
 from api.services.add import AddOptions, add_files
@@ -71,13 +70,13 @@ def add_documents(name: DatasetName, uploads: UploadsDep, runtime: RuntimeDep) -
     responses=error_responses(400, 404, 422, 503),
 )
 def list_documents(
-    name: KnownDataset,
+    name: DatasetName,
     runtime: RuntimeDep,
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> list[DocumentPublic]:
     """The dataset's documents with their processing status."""
-    docs = islice(runtime.catalog.documents(name), offset, offset + limit)
+    docs = datasets.documents(runtime, name, offset, limit)
     return [DocumentPublic.from_node(doc) for doc in docs]
 
 
