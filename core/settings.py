@@ -131,6 +131,12 @@ class Settings(BaseSettings):
     ppr_link_hits: int = Field(default=3, ge=0, le=100, description="Entities per query name")
     ppr_link_threshold: float = Field(default=0.75, ge=-1, le=1)
     ppr_seed_temperature: float = Field(default=0.05, gt=0, description="Chunk seed sharpness")
+    # A JSON Schema response_model comes from outside: its JSON size, schema nodes (each
+    # `$defs` entry counted once), properties and nesting are capped (retrieval/response_model.py).
+    response_model_max_bytes: int = Field(default=64 * 1024, ge=1)
+    response_model_max_nodes: int = Field(default=2000, ge=1)
+    response_model_max_properties: int = Field(default=500, ge=1)
+    response_model_max_depth: int = Field(default=16, ge=1, le=64)
 
     @field_validator("home")
     @classmethod

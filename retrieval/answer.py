@@ -107,7 +107,7 @@ def answer(
     messages = answer_messages(query, results, instructions=instructions, structured=structured)
     if response_model is None:
         return ask(ctx, messages, Answer).answer.strip()
-    reply = ask(ctx, messages, structured_model(response_model))
+    reply = ask(ctx, messages, structured_model(response_model, ctx.settings))
     return reply.model_dump(mode="json")
 
 

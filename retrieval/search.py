@@ -59,7 +59,7 @@ def search(
     for name in datasets:
         check_dataset_name(name)
     if response_model is not None:
-        structured_model(response_model)  # a bad schema fails before any retrieval work
+        structured_model(response_model, ctx.settings)  # a bad schema fails before any work
     retriever = RETRIEVERS.create(search_type, ctx)  # an unavailable type fails here
     results = retriever.get_context(query, datasets, top_k)
     answer, answer_json, note = None, None, None
