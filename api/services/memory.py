@@ -83,8 +83,9 @@ def recall(
 ) -> RecallResponse:
     """Results from the session's lane and/or the graph's (see retrieval/memory.py), each
     tagged with its source. Raises ValueError for a bad request."""
+    names = [checked(name) for name in datasets]
     return recall_memory(
-        rt.retrieval(), query, session=session, datasets=datasets, scope=scope, top_k=top_k,
+        rt.retrieval(), query, session=session, datasets=names, scope=scope, top_k=top_k,
         search_type=search_type, threshold=threshold,
     )  # fmt: skip
 

@@ -1,10 +1,13 @@
-"""search and route: the use cases behind `cogmill search|route` and POST /search|/route."""
+"""search and route: the use cases behind `cogmill search|route` and POST /search|/route.
+
+Dataset names pass through `datasets.checked`, where a caller's tenant will scope them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from api.services.datasets import checked
 from retrieval.models import Route, SearchResponse, SearchType
 from retrieval.response_model import ResponseModel
 from retrieval.router import route as route_query
@@ -32,8 +35,8 @@ def search(
 ) -> Searched:
     """Search the datasets with one type (None: the query router's) and top-k (None: from the
     query). Raises ValueError (CatalogError for a bad dataset name) for a bad request."""
-    ctx = rt.retrieval()
-    response = run_search(ctx, query, datasets, search_type, top_k, response_model, session)
+    ctx, names = rt.retrieval(), [checked(name) for name in datasets]
+    response = run_search(ctx, query, names, search_type, top_k, response_model, session)
     return Searched(response, ctx.extras.get(QA_ID_KEY) if session is not None else None)
 
 
