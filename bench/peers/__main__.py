@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from retrieval.evaluation import default_data_dir, load_bench  # noqa: E402
+from retrieval.evaluation import BenchDataError, default_data_dir, load_bench  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PEERS_VENV = ROOT / ".venv-peers"
@@ -96,11 +96,16 @@ def start_standin(
     return proc, line[1], int(line[2])
 
 
+TIKTOKEN_FILE = PEERS_VENV / "tiktoken-cache" / "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"
+
+
 def python_for(system: str) -> Path | None:
+    """The system's interpreter, or None when setup.sh has not made its venv (or the tiktoken
+    file both peers need offline)."""
     if system == "cogmill":
         return Path(sys.executable)
     python = PEERS_VENV / system / "bin" / "python"
-    return python if python.exists() else None
+    return python if python.exists() and TIKTOKEN_FILE.exists() else None
 
 
 def run_system(system: str, args: argparse.Namespace, work: Path) -> dict[str, object]:
@@ -129,7 +134,7 @@ def _run(
     script = ["-m", "bench.peers.run_cogmill"] if system == "cogmill" else [
         str(HERE / f"run_{system}.py")
     ]  # fmt: skip
-    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(PEERS_VENV / "tiktoken-cache")}
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(TIKTOKEN_FILE.parent)}
     command = [str(python), *script, "--input", str(work / "input.json"), "--work", str(folder),
                "--standin", url, "--standin-pid", str(pid), "--out", str(out)]  # fmt: skip
     print(f"running {system} ... (log: {log})", file=sys.stderr, flush=True)
@@ -191,6 +196,12 @@ def main() -> None:
         parser.error(f"unknown systems {sorted(unknown)}; choose from {', '.join(SYSTEMS)}")
     if args.passages < 1 or args.questions < 1:
         parser.error("--passages and --questions must be at least 1")
+    if args.keep and args.keep.exists() and any(args.keep.iterdir()):
+        parser.error(f"--keep {args.keep} is not empty; name a new or empty folder")
+    try:
+        load_bench("musique", args.data)
+    except BenchDataError as err:
+        parser.error(str(err))
     with tempfile.TemporaryDirectory(prefix="cogmill-peers-") as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
