@@ -283,6 +283,23 @@ def test_delete_the_dataset_empties_both_faces_alike(homes: Homes) -> None:
     assert homes.client.get("/api/v1/datasets").json() == []
 
 
+def test_http_takes_a_node_set_with_json_texts_and_checks_its_name(homes: Homes) -> None:
+    url = "/api/v1/datasets/json-rules/data"
+    rt = homes.client.app.state.runtime  # type: ignore[attr-defined]
+    text = {"name": "style.md", "text": RULES_TEXT}
+    for bad in ({"json": {"documents": [text], "node_set": "no spaces"}},
+                {"files": [("files", ("style.md", RULES_TEXT.encode(), "text/markdown"))],
+                 "data": {"node_set": "no spaces"}}):  # fmt: skip
+        refused = homes.client.post(url, **bad)
+        assert refused.status_code == 400 and "invalid node set name" in refused.text, bad
+    assert homes.client.get(url).status_code == 404  # nothing stored, not even the dataset
+    response = homes.client.post(url, json={"documents": [text], "node_set": RULES})
+    assert response.status_code == 200 and response.json()["added"] == ["style.md"]
+    [doc] = rt.graph.find_nodes("json-rules", "Document", limit=10)
+    assert doc.properties["node_set"] == RULES
+    assert homes.client.delete("/api/v1/datasets/json-rules").status_code == 200
+
+
 @pytest.mark.services
 def test_both_faces_store_the_same_on_neo4j_and_redis(tmp_path: Path) -> None:
     """One face after the other on the shared servers (the same dataset name, so the same
