@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+import logging
 import re
 import threading
 from collections import deque
@@ -24,6 +25,8 @@ from typing import Any
 
 from core.models.graph import normalise_name
 from core.ports import BlobStore
+from core.rdf_guard import UnsafeRdf, check_rdf_text
+from core.settings import Settings
 
 FORMATS = {
     ".owl": "xml", ".rdf": "xml", ".xml": "xml", ".ttl": "turtle", ".nt": "nt", ".n3": "n3",
@@ -37,6 +40,7 @@ _TOP = frozenset({
     "http://www.w3.org/2002/07/owl#Nothing",
 })  # fmt: skip
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+log = logging.getLogger("cogmill.ontology")
 
 
 class InvalidOntology(ValueError):
@@ -113,16 +117,32 @@ def format_for(filename: str) -> str:
     return FORMATS[suffix]
 
 
-def parse_ontology(data: bytes, rdf_format: str, source: str = "ontology") -> Ontology:
-    """Parse OWL/RDF bytes into an Ontology. Raises InvalidOntology with the parser's reason."""
+def parse_ontology(
+    data: bytes, rdf_format: str, source: str = "ontology", settings: Settings | None = None
+) -> Ontology:
+    """Parse OWL/RDF bytes into an Ontology. Raises InvalidOntology: unsafe text (a DOCTYPE,
+    a remote or file: JSON-LD context, over `ontology_max_bytes`) is refused before parsing,
+    and a parse failure gets a generic message (the parser's reason goes to the log only)."""
     import rdflib  # imported here: only jobs with an ontology need it
     from rdflib.namespace import OWL, RDF, RDFS, SKOS
 
+    max_bytes = (
+        settings.ontology_max_bytes
+        if settings
+        else Settings.model_fields["ontology_max_bytes"].default
+    )
+    try:
+        check_rdf_text(data, rdf_format, source, max_bytes)
+    except UnsafeRdf as err:
+        raise InvalidOntology(str(err)) from err
     graph = rdflib.Graph()
     try:
         graph.parse(io.BytesIO(data), format=rdf_format)
     except Exception as err:  # noqa: BLE001 - rdflib's parsers raise many unrelated types
-        raise InvalidOntology(f"{source} is not valid {rdf_format} RDF: {err}") from err
+        log.info("ontology_unparsable source=%r format=%s error=%r", source, rdf_format, err)
+        raise InvalidOntology(
+            f"{source} is not valid {rdf_format} RDF; check it with an RDF validator"
+        ) from err
     uri = rdflib.URIRef
     class_uris = {
         str(s) for kind in (OWL.Class, RDFS.Class) for s in graph.subjects(RDF.type, kind)
@@ -194,10 +214,12 @@ def _match(index: dict[str, str], name: str, threshold: float) -> str | None:
     return index[best[0]] if best else None
 
 
-def store_ontology(blobs: BlobStore, data: bytes, filename: str) -> str:
+def store_ontology(
+    blobs: BlobStore, data: bytes, filename: str, settings: Settings | None = None
+) -> str:
     """Validate an ontology and keep it in the blob store; returns the key jobs carry."""
     rdf_format = format_for(filename)
-    parse_ontology(data, rdf_format, filename)
+    parse_ontology(data, rdf_format, filename, settings)
     extension = PurePath(filename).suffix.lower()
     key = f"{BLOB_PREFIX}{hashlib.sha256(data).hexdigest()}{extension}"
     blobs.put(key, io.BytesIO(data))
