@@ -1,8 +1,8 @@
 """The document catalog: datasets and their documents, kept as nodes in the graph store.
 
 A Document node is the catalog record (name, content hash, blob key, status). It is written
-with no support of its own, so purging a document's derived data (`delete_document`) keeps
-the record; `remove_document` drops both.
+with no support of its own, so purging a document's derived data (core/purge.py) keeps the
+record; `remove_document` drops both.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from core.models.documents import PIPELINE, STATUS, STRUCTURED_PIPELINE, Documen
 from core.models.graph import Node, Removed, dataset_id, document_id
 from core.models.vocabulary import DATASET, DOCUMENT
 from core.ports import BlobStore, GraphStore, LexicalIndex, VectorStore
+from core.purge import purge_document
 
 DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 HEAD_BYTES = 8192
@@ -233,15 +234,9 @@ class Catalog:
 
     def remove_document(self, dataset: str, doc: Node) -> Removed:
         """Remove a document, what only it supported (graph and vectors), and its blob."""
-        removed = self.graph.delete_document(dataset, doc.id)
-        record = self.graph.delete_nodes([doc.id])
-        removed.node_ids += record.node_ids
-        removed.edge_ids += record.edge_ids
-        # Vectors go after the graph: a crash in between leaves vectors without nodes, which
-        # searches skip and a repeated delete removes, never nodes that cannot be found.
-        self.vectors.delete(removed.node_ids + removed.edge_ids)
-        if self.lexical is not None:
-            self.lexical.remove(dataset, removed.node_ids)
+        removed = purge_document(
+            self.graph, self.vectors, self.lexical, dataset, doc.id, with_record=True
+        )
         self.blobs.delete(doc.properties.get("blob_key", f"{dataset}/{doc.id}"))
         return removed
 

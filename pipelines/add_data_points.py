@@ -11,6 +11,7 @@ from core.models.lexical import LexicalDoc
 from core.models.vectors import VectorPoint
 from core.models.vocabulary import CHUNK, DOCUMENT, ENTITY, STRUCTURAL_EDGES
 from core.ports import Embedder, GraphStore, LexicalIndex, VectorStore, batched
+from core.purge import purge_document
 from pipelines.base import INGEST, StepContext, StepQueue, StepServices
 from pipelines.built_graph import BuiltGraph, EmbedItem
 from pipelines.graph_builder import build_graph
@@ -79,10 +80,7 @@ class AddDataPoints:
         for doc in documents:
             if not doc.derived:
                 continue  # nothing was ever written from it: no purge (a query per document)
-            removed = self.graph.delete_document(batch.dataset, doc.id)
-            self.vectors.delete(removed.node_ids + removed.edge_ids)
-            if self.lexical is not None:
-                self.lexical.remove(batch.dataset, removed.node_ids)
+            purge_document(self.graph, self.vectors, self.lexical, batch.dataset, doc.id)
         keep = [i for i, chunk in enumerate(batch.chunks) if chunk.document_id not in failed]
         built = build_graph(
             batch.dataset,

@@ -35,6 +35,7 @@ from core.models.vocabulary import (
     TABLE_ROW,
 )
 from core.ports import BlobStore, Embedder, GraphStore, VectorStore
+from core.purge import purge_document
 from pipelines.add_data_points import AddDataPoints
 from pipelines.base import INGEST, StepContext, StepQueue, StepServices
 from pipelines.built_graph import BuiltGraph, EmbedItem
@@ -298,12 +299,12 @@ class LinkRows:
         current = {d.id: d for d in self.graph.get_nodes([d.id for d in documents])}
         reuse: set[str] = set()
         for doc in documents:
-            removed = self.graph.delete_document(dataset, doc.id)
             props = current[doc.id].properties if doc.id in current else {}
             same = processed_by(props, STRUCTURED_PIPELINE, self.version)
-            kept = set(removed.node_ids) if same else set()
-            reuse |= kept
-            self.vectors.delete([i for i in removed.node_ids if i not in kept] + removed.edge_ids)
+            removed = purge_document(
+                self.graph, self.vectors, None, dataset, doc.id, keep_node_vectors=same
+            )
+            reuse |= set(removed.node_ids) if same else set()
         return reuse
 
     def _write_tables(self, dataset: str, tables: list[TableInfo], plan: KeyPlan) -> int:
