@@ -265,11 +265,6 @@ class ImproveRequest(BaseModel):
         default=None, description="Only these result indexes (0-based); default: all"
     )
 
-    def score(self) -> float:
-        if isinstance(self.feedback, str):
-            return 1.0 if self.feedback == "up" else -1.0
-        return self.feedback
-
 
 class ForgetRequest(BaseModel):
     """One target: a session, a dataset (optionally one document of it), or everything."""
