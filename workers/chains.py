@@ -58,7 +58,7 @@ def batch_chain(
     signatures = [
         app.signature(
             task_name(name),
-            kwargs=kwargs,
+            kwargs=dict(kwargs),  # one dict each: Celery may update a signature in place
             queue=TASK_QUEUES[task_name(name)],
             priority=step_priority(order.index(name) if name in order else len(order)),
         )
