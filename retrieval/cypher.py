@@ -12,7 +12,6 @@ searched datasets are passed as the `$datasets` parameter, e.g.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,59 +24,10 @@ from core.stores.factory import NO_CYPHER
 from retrieval.answer import CompletionMixin, ask
 from retrieval.base import RetrievalContext
 from retrieval.chunks import chunk_source
+from retrieval.cypher_guard import ReadOnlyViolation, check_read_only
 from retrieval.models import SearchResult, Source
 
-_LITERALS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`|//[^\n]*|/\*.*?\*/", re.S)
-# A keyword preceded by '.', ':' or '$' is a property, label or parameter, not a clause.
-_WRITES = re.compile(
-    r"(?<![.:$\w])(CREATE|MERGE|SET|DETACH\s+DELETE|DELETE|DETACH|REMOVE|DROP|FOREACH|LOAD\s+CSV|"
-    r"IN\s+TRANSACTIONS|GRANT|REVOKE|DENY|ALTER|RENAME|START\s+DATABASE|STOP\s+DATABASE|"
-    r"TERMINATE)(?!\w)\s*(?!:)",
-    re.I,
-)
-_PROCEDURE = re.compile(r"(?<![\w.])CALL\s+([A-Za-z_][\w.]*)\s*\(?", re.I)
-READ_PROCEDURES = frozenset(
-    {
-        "db.labels",
-        "db.relationshiptypes",
-        "db.propertykeys",
-        "db.schema.visualization",
-        "db.schema.nodetypeproperties",
-        "db.schema.reltypeproperties",
-        "db.index.fulltext.querynodes",
-        "db.index.fulltext.queryrelationships",
-        "db.index.vector.querynodes",
-        "db.info",
-        "dbms.components",
-    }
-)
 MAX_SUPPORT_SOURCES = 5
-
-
-class ReadOnlyViolation(ValueError):
-    """The query would write, or calls a procedure that is not known to be read-only."""
-
-
-def check_read_only(query: str) -> str:
-    """The query when it is read-only; ReadOnlyViolation naming the offending part otherwise."""
-    if not query.strip():
-        raise ValueError("the Cypher query is empty; pass a MATCH ... RETURN query")
-    code = _LITERALS.sub(" ", query)
-    if match := _WRITES.search(code):
-        clause = " ".join(match.group(1).upper().split())
-        raise ReadOnlyViolation(
-            f"refused: the query uses {clause}, which writes or administers the database; "
-            "CYPHER runs read-only queries only (MATCH ... RETURN)"
-        )
-    for match in _PROCEDURE.finditer(code):
-        name = match.group(1).lower()
-        if name not in READ_PROCEDURES:
-            allowed = ", ".join(sorted(READ_PROCEDURES))
-            raise ReadOnlyViolation(
-                f"refused: procedure {match.group(1)} is not known to be read-only; "
-                f"CYPHER may call: {allowed}"
-            )
-    return query
 
 
 def cypher_runner(ctx: RetrievalContext) -> CypherRunner:
