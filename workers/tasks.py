@@ -50,7 +50,8 @@ def tracker() -> JobTracker:
 
 
 def _step_task(step: type[Step]) -> Task:
-    """Register `cogmill.<step>`: the shared shell, for this step, on its queue."""
+    """Register `cogmill.<step>`: the shared shell, for this step (routed to the step's queue
+    by the app's `task_routes`, workers/celery_app.py)."""
 
     def run(
         self: Task,
@@ -69,10 +70,8 @@ def _step_task(step: type[Step]) -> Task:
         f"Run {step.__name__} on one batch of `documents` documents of a job on `dataset`; "
         "returns the key of its output (None once stopped)."
     )
-    name = task_name(step.name)
-    task: Task = app.task(
-        name=name, bind=True, retry_backoff_max=60, max_retries=5, **RETRIES
-    )(run)
+    options = {"bind": True, "retry_backoff_max": 60, "max_retries": 5, **RETRIES}
+    task: Task = app.task(name=task_name(step.name), **options)(run)
     return task
 
 
