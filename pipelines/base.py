@@ -17,8 +17,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 from pydantic import BaseModel
 
 from core.entity_keys import EntityKeyIndex
-from core.lexical import LexicalIndex
-from core.ports import BlobStore, Embedder, Extractor, GraphStore, StateStore, VectorStore
+from core.ports import (
+    BlobStore,
+    Embedder,
+    Extractor,
+    GraphStore,
+    LexicalIndex,
+    StateStore,
+    VectorStore,
+)
 from core.settings import Settings
 
 if TYPE_CHECKING:
