@@ -54,9 +54,12 @@ class Neo4jCypherRunner:
         password: str = "",
         database: str = "neo4j",
         timeout: float = 30.0,
+        pool_size: int = 4,
     ) -> None:
+        """`pool_size`: connections shared by the threads running queries at once (one runner
+        serves a whole process: the runtime keeps it)."""
         self._conn = Neo4jConnection(
-            uri, user=user, password=password, database=database, max_connection_pool_size=4
+            uri, user=user, password=password, database=database, max_connection_pool_size=pool_size
         )
         self.uri, self.database, self.timeout = self._conn.uri, database, timeout
 
