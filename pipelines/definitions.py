@@ -8,9 +8,10 @@ from pipelines.chunk import ChunkDocuments
 from pipelines.classify import Classify
 from pipelines.extract_events import ExtractEvents
 from pipelines.extract_graph import ExtractGraph
+from pipelines.read_tables import ReadTables
 from pipelines.reconcile_entities import ReconcileEntities
 from pipelines.resolve_entities import ResolveEntities
-from pipelines.structured import LinkRows, ReadTables
+from pipelines.structured import LinkRows
 from pipelines.summarize_documents import SummarizeDocuments
 
 # Bump a version whenever a step's behaviour, prompt or model changes: documents processed by

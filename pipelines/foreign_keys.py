@@ -1,7 +1,8 @@
 """Primary and foreign keys of a dataset's tables: declared, read from a schema, or inferred.
 
 Precedence per table: a declaration (`cogmill add --keys keys.yaml`, `--primary-key`,
-`--foreign-key`, kept on the Dataset node) wins over a SQLite schema, which wins over inference.
+`--foreign-key`, kept on the Dataset node: key_declarations.py) wins over a SQLite schema,
+which wins over inference.
 
 Inference, from one profiling pass per table:
 - primary key: a fully filled, unique column named like an id (`id`, `<table>_id`, `*_id`,
@@ -21,9 +22,9 @@ from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field
 
+from pipelines.key_declarations import KeyDeclarationError, KeyDeclarations, split_target
 from pipelines.tables import Row, key_text
 
 log = logging.getLogger("cogmill.foreign_keys")
@@ -32,96 +33,6 @@ SAMPLE = 2000  # distinct values kept per column for foreign-key containment che
 NAMED_MIN_CONTAINMENT = 0.8  # some dangling references are tolerated when the name matches
 _ID_SUFFIXES = ("_id", "id", "_key", "_code", "_uuid", "_no", "_number")
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
-_NAME = re.compile(r"^[^.=\s][^.=]*$")
-
-
-class KeyDeclarationError(ValueError):
-    """A key declaration is malformed or names something that does not exist."""
-
-
-# -- declarations ---------------------------------------------------------------------------
-
-
-class TableDeclaration(BaseModel):
-    """Declared keys of one table: its primary key column and `column: table.column` references."""
-
-    primary_key: str | None = None
-    foreign_keys: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("foreign_keys")
-    @classmethod
-    def _targets(cls, value: dict[str, str]) -> dict[str, str]:
-        for column, target in value.items():
-            split_target(target, f"foreign key {column}")
-        return value
-
-
-class KeyDeclarations(BaseModel):
-    """The declared keys of a dataset's tables, by table name."""
-
-    tables: dict[str, TableDeclaration] = Field(default_factory=dict)
-
-    def merged(self, more: KeyDeclarations) -> KeyDeclarations:
-        """These declarations updated by `more` (its primary keys and references win)."""
-        tables = {name: decl.model_copy(deep=True) for name, decl in self.tables.items()}
-        for name, decl in more.tables.items():
-            into = tables.setdefault(name, TableDeclaration())
-            into.primary_key = decl.primary_key or into.primary_key
-            into.foreign_keys.update(decl.foreign_keys)
-        return KeyDeclarations(tables=tables)
-
-
-def split_target(target: str, what: str) -> tuple[str, str]:
-    """`table.column` as (table, column). Raises KeyDeclarationError saying the expected form."""
-    table, dot, column = target.strip().rpartition(".")
-    if not dot or not table or not column:
-        raise KeyDeclarationError(
-            f"{what}: {target!r} must be TABLE.COLUMN, e.g. customers.customer_id"
-        )
-    return table, column
-
-
-def parse_keys_yaml(text: str, where: str = "keys file") -> KeyDeclarations:
-    """Declarations from YAML: `tables: {orders: {primary_key: id, foreign_keys: {c: t.c}}}`."""
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as err:
-        raise KeyDeclarationError(f"{where} is not valid YAML: {err}") from err
-    if isinstance(data, dict) and "tables" not in data:
-        data = {"tables": data}  # the `tables:` level may be left out
-    try:
-        return KeyDeclarations.model_validate(data)
-    except ValidationError as err:
-        first = err.errors()[0]
-        at = ".".join(str(p) for p in first["loc"])
-        raise KeyDeclarationError(
-            f"{where}: {at}: {first['msg']}; expected e.g.\n"
-            "tables:\n  orders:\n    primary_key: order_id\n"
-            "    foreign_keys:\n      customer_id: customers.customer_id"
-        ) from err
-
-
-def parse_key_flags(primary: Iterable[str], foreign: Iterable[str]) -> KeyDeclarations:
-    """Declarations from `--primary-key TABLE=COLUMN` and `--foreign-key T.C=T2.C2` flags."""
-    tables: dict[str, TableDeclaration] = {}
-    for flag in primary:
-        table, eq, column = flag.partition("=")
-        if not eq or not _NAME.match(table.strip()) or not column.strip():
-            raise KeyDeclarationError(
-                f"--primary-key {flag!r} must be TABLE=COLUMN, e.g. orders=order_id"
-            )
-        tables.setdefault(table.strip(), TableDeclaration()).primary_key = column.strip()
-    for flag in foreign:
-        source, eq, target = flag.partition("=")
-        if not eq:
-            raise KeyDeclarationError(
-                f"--foreign-key {flag!r} must be TABLE.COLUMN=TABLE.COLUMN, "
-                "e.g. orders.customer_id=customers.customer_id"
-            )
-        table, column = split_target(source, f"--foreign-key {flag!r}")
-        split_target(target, f"--foreign-key {flag!r}")
-        tables.setdefault(table, TableDeclaration()).foreign_keys[column] = target.strip()
-    return KeyDeclarations(tables=tables)
 
 
 # -- profiles -------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """The `structured` pipeline: tables become Table/TableRow nodes, foreign keys REFERENCES edges.
 
-ReadTables profiles every table of the batch in one streamed pass (the artifact it hands on
-holds profiles, never rows). LinkRows settles each table's keys (foreign_keys.py), purges what
-earlier runs derived from the documents, then streams the rows again to write them in batches:
-nodes, IN_TABLE edges and row-text vectors first, REFERENCES edges in a second pass (an edge
-needs both rows stored). No LLM is involved.
+ReadTables (read_tables.py) profiles every table of the batch in one streamed pass (the
+artifact it hands on holds profiles, never rows). LinkRows, here, settles each table's keys
+(foreign_keys.py, key_declarations.py), purges what earlier runs derived from the documents,
+then streams the rows again to write them in batches: nodes, IN_TABLE edges and row-text
+vectors first, REFERENCES edges in a second pass (an edge needs both rows stored). No LLM is
+involved.
 
 Identity: Table id = uuid5(dataset, table name); TableRow id = uuid5(table id, key values), or
 the row's position when the table has no key. A row is its own provenance: its support is
@@ -19,14 +20,10 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import ClassVar
 
-from pydantic import BaseModel, Field
-
-from core.models.documents import PIPELINE, PIPELINE_VERSION, STRUCTURED_PIPELINE, processed_by
-from core.models.graph import Edge, Node, Support, dataset_id, stable_id
+from core.models.documents import STRUCTURED_PIPELINE, processed_by
+from core.models.graph import Edge, Node, Support, stable_id
 from core.models.jobs import DocumentError
 from core.models.vocabulary import (
-    DATASET,
-    DOCUMENT,
     IN_TABLE,
     REFERENCES,
     ROW_COLLECTION,
@@ -39,47 +36,15 @@ from core.purge import purge_document
 from pipelines.add_data_points import AddDataPoints
 from pipelines.base import INGEST, StepContext, StepQueue, StepServices
 from pipelines.built_graph import BuiltGraph, EmbedItem
-from pipelines.foreign_keys import (
-    KeyDeclarations,
-    KeyPlan,
-    Reference,
-    TableProfile,
-    plan_keys,
-    profile_rows,
-)
-from pipelines.models import DocumentBatch, DocumentRef, WriteReport
+from pipelines.foreign_keys import KeyPlan, Reference, plan_keys
+from pipelines.key_declarations import load_declarations
+from pipelines.models import DocumentRef, WriteReport
+from pipelines.read_tables import TableBatch, TableInfo
 from pipelines.tables import TableProblem, TableSource, key_text, open_tables
 
 log = logging.getLogger("cogmill.structured")
 
-DECLARATIONS = "table_keys"  # Dataset node property holding the declared keys
 ROW_TEXT_CHARS = 2000
-
-
-class SchemaReference(BaseModel):
-    """A foreign key read from a SQLite schema (empty ref_columns: the referenced primary key)."""
-
-    columns: list[str]
-    ref_table: str
-    ref_columns: list[str] = Field(default_factory=list)
-
-
-class TableInfo(BaseModel):
-    """One table of the batch: where it is, its columns, profile and schema-declared keys."""
-
-    name: str
-    document: DocumentRef
-    columns: list[str]
-    profile: TableProfile
-    schema_primary_key: list[str] = Field(default_factory=list)
-    schema_references: list[SchemaReference] = Field(default_factory=list)
-
-
-class TableBatch(BaseModel):
-    dataset: str
-    documents: list[DocumentRef] = Field(default_factory=list)
-    tables: list[TableInfo] = Field(default_factory=list)
-    errors: list[DocumentError] = Field(default_factory=list)
 
 
 def table_id(dataset: str, table: str) -> str:
@@ -89,103 +54,6 @@ def table_id(dataset: str, table: str) -> str:
 def row_id(table: str, key: tuple[str, ...] | None, index: int) -> str:
     """A row's id from its table id and key values, or its position when it has no key."""
     return stable_id("row", table, *key) if key else stable_id("row", table, f"#{index}")
-
-
-def load_declarations(graph: GraphStore, dataset: str) -> KeyDeclarations:
-    """The keys declared for a dataset's tables (none when nothing was declared)."""
-    nodes = graph.get_nodes([dataset_id(dataset)])
-    stored = nodes[0].properties.get(DECLARATIONS) if nodes else None
-    return KeyDeclarations.model_validate(stored or {})
-
-
-def declare_keys(graph: GraphStore, dataset: str, more: KeyDeclarations) -> bool:
-    """Merge declarations into the dataset's; True when they changed.
-
-    A change marks the dataset's structured documents as needing work, so the next plain
-    `cognify` relinks the tables with the new keys.
-    """
-    before = load_declarations(graph, dataset)
-    after = before.merged(more)
-    if after == before:
-        return False
-    graph.upsert_nodes(
-        [Node(id=dataset_id(dataset), type=DATASET, dataset=dataset, name=dataset,
-              properties={DECLARATIONS: after.model_dump()})]
-    )  # fmt: skip
-    stale, offset = [], 0
-    while page := graph.find_nodes(dataset, DOCUMENT, limit=1000, offset=offset):
-        stale += [d for d in page if d.properties.get(PIPELINE) == STRUCTURED_PIPELINE]
-        offset += len(page)
-    graph.upsert_nodes(
-        [Node(id=d.id, type=DOCUMENT, dataset=dataset, properties={PIPELINE_VERSION: ""})
-         for d in stale]
-    )  # fmt: skip
-    return True
-
-
-class ReadTables:
-    """Opens each document as tables and profiles them; unreadable documents become errors."""
-
-    name: ClassVar[str] = "read_tables"
-    queue: ClassVar[StepQueue] = INGEST
-
-    @classmethod
-    def build(cls, services: StepServices, context: StepContext) -> ReadTables:
-        """Reading blobs up to the settings' file size."""
-        return cls(services.blobs, services.settings.max_file_bytes)
-
-    def __init__(self, blobs: BlobStore, max_bytes: int) -> None:
-        if max_bytes < 1:
-            raise ValueError(f"max_bytes must be at least 1, got {max_bytes}")
-        self.blobs, self.max_bytes = blobs, max_bytes
-
-    def run(self, batch: DocumentBatch) -> TableBatch:
-        out = TableBatch(dataset=batch.dataset)
-        owners: dict[str, str] = {}
-        for ref in sorted(batch.documents, key=lambda d: (d.name, d.id)):
-            try:
-                tables = self._read(ref)
-                for info in tables:
-                    if info.name in owners:
-                        raise TableProblem(
-                            f"table {info.name!r} also comes from {owners[info.name]}; a table "
-                            "is named after its file (or its SQLite table): rename one of them"
-                        )
-            except TableProblem as err:
-                out.errors.append(DocumentError(
-                    document_id=ref.id, document_name=ref.name, step=self.name, message=str(err)
-                ))  # fmt: skip
-                continue
-            owners.update((info.name, ref.name) for info in tables)
-            out.documents.append(ref)
-            out.tables += tables
-        return out
-
-    def _read(self, ref: DocumentRef) -> list[TableInfo]:
-        if ref.size > self.max_bytes:
-            raise TableProblem(
-                f"the file is larger than the limit of {self.max_bytes} bytes; split it or "
-                "raise COGMILL_MAX_FILE_BYTES"
-            )
-        with open_tables(self.blobs, ref) as sources:
-            return [_profile(ref, source) for source in sources]
-
-
-def _profile(ref: DocumentRef, source: TableSource) -> TableInfo:
-    columns, profile = profile_rows(source.columns, source.rows())
-    if not columns:
-        raise TableProblem(f"table {source.name!r} has no columns; give it a header row")
-    return TableInfo(
-        name=source.name,
-        document=ref,
-        columns=columns,
-        profile=profile,
-        schema_primary_key=source.primary_key,
-        schema_references=[
-            SchemaReference(columns=f.columns, ref_table=f.ref_table, ref_columns=f.ref_columns)
-            for f in source.foreign_keys
-        ],
-    )
 
 
 class LinkRows:

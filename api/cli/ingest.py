@@ -26,7 +26,7 @@ from api.services.export import export_graph as run_export
 from core.models.jobs import Job
 
 if TYPE_CHECKING:
-    from pipelines.foreign_keys import KeyDeclarations
+    from pipelines.key_declarations import KeyDeclarations
 
 app = typer.Typer()
 
@@ -66,7 +66,7 @@ def read_declarations(
     keys: Path | None, primary: list[str] | None, foreign: list[str] | None
 ) -> KeyDeclarations | None:
     """The key declarations given on the command line (None when there are none)."""
-    from pipelines.foreign_keys import KeyDeclarations, parse_key_flags, parse_keys_yaml
+    from pipelines.key_declarations import KeyDeclarations, parse_key_flags, parse_keys_yaml
 
     if not (keys or primary or foreign):
         return None

@@ -18,8 +18,7 @@ from api.services.datasets import checked, register
 from core.catalog import AddReport, check_node_set, iter_files
 from core.models.documents import STRUCTURED_PIPELINE
 from pipelines.definitions import get_pipeline
-from pipelines.foreign_keys import KeyDeclarations
-from pipelines.structured import declare_keys
+from pipelines.key_declarations import KeyDeclarations, declare_keys
 from pipelines.tables import check_source, snapshot_sql
 from workers.runtime import Runtime
 

@@ -17,8 +17,8 @@ from core.catalog import AddReport
 from core.models.jobs import Job, JobStatus
 from core.models.vocabulary import ROW_COLLECTION
 from core.settings import Settings
-from pipelines.foreign_keys import parse_key_flags
-from pipelines.structured import declare_keys, row_id, table_id
+from pipelines.key_declarations import declare_keys, parse_key_flags
+from pipelines.structured import row_id, table_id
 from pipelines.tables import check_source, snapshot_sql
 from retrieval.models import SearchType
 from retrieval.search import search

@@ -11,18 +11,15 @@ import pytest
 
 from core.catalog import record_pipeline
 from core.stores.blob_fs import FileBlobStore
-from pipelines.foreign_keys import (
+from pipelines.foreign_keys import KeyPlan, infer_primary_key, plan_keys, profile_rows
+from pipelines.key_declarations import (
     KeyDeclarationError,
     KeyDeclarations,
-    KeyPlan,
-    infer_primary_key,
     parse_key_flags,
     parse_keys_yaml,
-    plan_keys,
-    profile_rows,
 )
 from pipelines.models import DocumentBatch, DocumentRef
-from pipelines.structured import ReadTables, TableInfo
+from pipelines.read_tables import ReadTables, TableInfo
 from pipelines.tables import TableProblem, check_source, open_tables
 
 pytestmark = pytest.mark.unit
