@@ -19,16 +19,14 @@ from typing import Any
 import pytest
 import redis
 
-from core.catalog import AddReport
 from core.models.graph import entity_id
 from core.models.jobs import JobStatus
 from core.models.vocabulary import ALIAS, AT, INDEX_FIELDS, INVOLVES
-from pipelines.classify import check_supported
 from pipelines.resolve_entities import aliases_of
-from tests.backends import EMBEDDED, LOCAL_DIM, Backend
-from tests.e2e.test_distributed import Workers, close_runtime, open_runtime, wait, worker_env
+from tests.backends import EMBEDDED, LOCAL_DIM, Backend, add_files, finished
+from tests.distributed import distributed_runtime, running_workers, worker_env
 from tests.llm_server import LLMTestServer
-from tests.services import redis_url
+from tests.services import neo4j_uri, redis_url
 from workers.orchestration import cognify
 from workers.runtime import Runtime
 
@@ -70,12 +68,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def add_corpus(rt: Runtime, dataset: str, folder: Path) -> None:
-    rt.catalog.ensure_dataset(dataset)
-    report = AddReport()
     for name in TEXTS:
-        path = folder / name
-        rt.catalog.add_file(dataset, path, name, report, check_supported, None, PIPELINE.get(name))
-    assert not report.rejected and len(report.added) == len(TEXTS), report
+        report = add_files(rt, dataset, [folder / name], pipeline=PIPELINE.get(name))
+        assert not report.rejected and report.added == [name], report
 
 
 def snapshot(rt: Runtime, dataset: str) -> dict[str, Any]:
@@ -100,7 +95,7 @@ def ingest_and_delete(rt: Runtime, dataset: str, folder: Path) -> list[dict[str,
     """Add the corpus, cognify once, then delete documents one pipeline at a time and at last
     all of them; the snapshots after each stage, each checked against explicit expectations."""
     add_corpus(rt, dataset, folder)
-    job = wait(rt, cognify(rt, dataset), timeout=300)
+    job = finished(rt, cognify(rt, dataset), 300, interval=0.25)
     assert job.status is JobStatus.SUCCEEDED and not job.errors, job
     assert job.counts["documents"] == len(TEXTS)
     assert job.pipeline == "default+structured+temporal"
@@ -189,7 +184,11 @@ def env(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> dict[st
     broker = f"{redis_url().rsplit('/', 1)[0]}/7"  # this module's own Redis database
     redis.Redis.from_url(broker).flushdb()  # no stale queues from an interrupted run
     return worker_env(
-        tmp_path_factory.mktemp("shared-home"), broker, llm, embedding_dim=str(LOCAL_DIM)
+        tmp_path_factory.mktemp("shared-home"),
+        broker,
+        neo4j_uri(),
+        llm.base_url,
+        embedding_dim=str(LOCAL_DIM),
     )
 
 
@@ -198,25 +197,17 @@ def test_mixed_pipelines_on_worker_processes_match_the_embedded_run(
     env: dict[str, str],
     corpus: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     dataset, expected = embedded_stages
     check_empty(expected[-1])
-    rt = open_runtime(env, monkeypatch)
-    workers = Workers(env, tmp_path)
-    workers.start()
-    workers.start()
-    try:
-        assert (type(rt.graph).__name__, type(rt.vectors).__name__, type(rt.state).__name__) == (
-            "Neo4jGraphStore", "Neo4jVectorStore", "RedisStateStore"
-        )  # fmt: skip
-        stages = ingest_and_delete(rt, dataset, corpus)
-        assert all(p.poll() is None for p in workers.procs), "a worker process exited"
-    finally:
-        workers.stop_all()
-        rt.catalog.remove_dataset(dataset)
-        close_runtime(rt)
-        redis.Redis.from_url(env["COGMILL_BROKER_URL"]).flushdb()  # jobs, cache, queues
+    with distributed_runtime(env) as rt:
+        try:
+            with running_workers(env, tmp_path) as workers:
+                stages = ingest_and_delete(rt, dataset, corpus)
+                assert all(w.alive() for w in workers.workers), "a worker process exited"
+        finally:
+            rt.catalog.remove_dataset(dataset)
+            redis.Redis.from_url(env["COGMILL_BROKER_URL"]).flushdb()  # jobs, cache, queues
     for stage, (got, want) in enumerate(zip(stages, expected, strict=True)):
         assert got == want, f"stage {stage}: Neo4j differs from the embedded run"
     check_empty(stages[-1])

@@ -5,7 +5,6 @@ server answering the custom schema. The API and CLI checks run embedded only."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from tests.backends import (  # noqa: F401 - fixtures used by name
     Backend,
     backend_fixture,
     embedder_fixture,
+    http_finished,
     llm_server_fixture,
     succeeded,
 )
@@ -201,11 +201,7 @@ def test_the_api_validates_and_applies_graph_models_and_ontologies(
         body = {"graph_model": SCHEMA, "ontology": SCIENCE_OWL, "ontology_format": "owl"}
         accepted = client.post(url, json=body)
         assert accepted.status_code == 202, accepted.text
-        job, deadline = accepted.json(), time.monotonic() + 120
-        while job["status"] not in ("succeeded", "failed", "cancelled"):
-            assert time.monotonic() < deadline, job
-            time.sleep(0.1)
-            job = client.get(accepted.headers["location"]).json()
+        job = http_finished(client, accepted.json()["job_id"])
         assert job["status"] == "succeeded", job
         curie = nodes(rt, "Human")["Marie Curie"]
         assert curie.properties["ontology_uri"] == "http://example.org/sci#MarieCurie"

@@ -19,11 +19,13 @@ from core.models.vocabulary import INDEX_FIELDS
 from core.settings import Settings
 from pipelines.classify import check_supported
 from pipelines.formats.segments import segment_count
-from tests.backends import finished, models_fixture  # noqa: F401 - fixtures used by name
-from workers.celery_app import configure
-from workers.embedded import EmbeddedWorker
+from tests.backends import (  # noqa: F401 - fixtures used by name
+    finished,
+    models_fixture,
+    threaded_runtime,
+)
 from workers.orchestration import cognify
-from workers.runtime import Runtime, use_runtime
+from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 
@@ -62,13 +64,9 @@ def prose(seed: int, size: int) -> str:
 
 @pytest.fixture
 def runtime(tmp_path: Path, models: dict[str, object]) -> Iterator[Runtime]:
-    rt = Runtime(Settings(home=tmp_path / "home", segment_bytes=SEGMENT_BYTES, chunk_tokens=128))
-    rt.__dict__.update(models)
-    use_runtime(rt)
-    with EmbeddedWorker(configure(rt.settings), threads=2):
+    settings = Settings(home=tmp_path / "home", segment_bytes=SEGMENT_BYTES, chunk_tokens=128)
+    with threaded_runtime(settings, models) as rt:
         yield rt
-    rt.close()
-    use_runtime(None)
 
 
 def add(rt: Runtime, tmp_path: Path, name: str, data: bytes) -> Node:

@@ -16,7 +16,6 @@ import pytest
 import redis
 
 from api.services.memory import forget, remember_in_dataset, remember_note, sessions
-from core.models.jobs import Job
 from core.settings import Settings
 from core.stores.state_redis import RedisStateStore
 from retrieval.base import RetrievalContext
@@ -24,13 +23,10 @@ from retrieval.memory import improve, recall
 from retrieval.models import SearchType
 from retrieval.search import QA_ID_KEY, search
 from retrieval.sessions import SessionError, SessionNotFoundError, SessionStore
-from tests.integration.test_retrievers import ingest
+from tests.backends import finished, ingest, llm_settings, threaded_runtime, write_files
 from tests.llm_server import LLMTestServer
 from tests.services import redis_url
-from workers.celery_app import configure
-from workers.embedded import EmbeddedWorker
-from workers.jobs import JobTracker
-from workers.runtime import Runtime, use_runtime
+from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 
@@ -82,30 +78,10 @@ def llm() -> Iterator[LLMTestServer]:
 @pytest.fixture(scope="module")
 def runtime(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> Iterator[Runtime]:
     home = tmp_path_factory.mktemp("memory")
-    settings = Settings(
-        home=home / "home",
-        llm_base_url=llm.base_url,
-        llm_model="test",
-        embedding_base_url=llm.base_url,
-        embedding_dim=64,
-        session_ttl_seconds=3600,
-    )
-    rt = Runtime(settings)
-    use_runtime(rt)
-    with EmbeddedWorker(configure(settings), threads=2):
-        ingest(rt, "corpus", CORPUS, home / "files")
+    settings = Settings(home=home / "home", session_ttl_seconds=3600, **llm_settings(llm))
+    with threaded_runtime(settings) as rt:
+        ingest(rt, "corpus", write_files(home / "files", CORPUS))
         yield rt
-    rt.close()
-    use_runtime(None)
-
-
-def finished(rt: Runtime, job: Job) -> Job:
-    tracker, deadline = JobTracker(rt.state), time.monotonic() + 120
-    while not job.status.finished:
-        assert time.monotonic() < deadline, f"job did not finish: {job}"
-        time.sleep(0.05)
-        job = tracker.get(job.id)
-    return job
 
 
 def asked(rt: Runtime, session: str, query: str = CURIE, top_k: int = 3) -> str:

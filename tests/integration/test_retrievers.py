@@ -10,20 +10,15 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from core.catalog import AddReport
 from core.lexical import bm25_search
 from core.models.lexical import LexicalDoc
 from core.settings import Settings
 from core.stores.lexical_sqlite import SQLiteLexicalIndex
-from pipelines.classify import check_supported
 from retrieval.models import SearchType
 from retrieval.search import NO_LLM_NOTE, search
+from tests.backends import ingest, llm_settings, threaded_runtime, write_files
 from tests.llm_server import LLMTestServer
-from workers.celery_app import configure
-from workers.embedded import EmbeddedWorker
-from workers.jobs import JobTracker
-from workers.orchestration import cognify
-from workers.runtime import Runtime, use_runtime
+from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 
@@ -45,25 +40,6 @@ COMPLETIONS = [
 ]
 
 
-def ingest(rt: Runtime, dataset: str, files: dict[str, str], folder: Path) -> None:
-    """Add the files to a dataset and cognify them through the worker threads."""
-    rt.catalog.ensure_dataset(dataset)
-    report = AddReport()
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        path = folder / name
-        path.write_text(text, encoding="utf-8")
-        rt.catalog.add_file(dataset, path, name, report, check_supported)
-    assert not report.rejected, report.rejected
-    job = cognify(rt, dataset)
-    tracker, deadline = JobTracker(rt.state), time.monotonic() + 120
-    while not job.status.finished:
-        assert time.monotonic() < deadline, f"job did not finish: {job}"
-        time.sleep(0.05)
-        job = tracker.get(job.id)
-    assert job.status.value == "succeeded", job
-
-
 @pytest.fixture(scope="module")
 def llm() -> Iterator[LLMTestServer]:
     with LLMTestServer() as server:
@@ -73,20 +49,9 @@ def llm() -> Iterator[LLMTestServer]:
 @pytest.fixture(scope="module")
 def runtime(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> Iterator[Runtime]:
     home = tmp_path_factory.mktemp("retrievers")
-    settings = Settings(
-        home=home / "home",
-        llm_base_url=llm.base_url,
-        llm_model="test",
-        embedding_base_url=llm.base_url,
-        embedding_dim=64,
-    )
-    rt = Runtime(settings)
-    use_runtime(rt)
-    with EmbeddedWorker(configure(settings), threads=2):
-        ingest(rt, "corpus", CORPUS, home / "files")
+    with threaded_runtime(Settings(home=home / "home", **llm_settings(llm))) as rt:
+        ingest(rt, "corpus", write_files(home / "files", CORPUS))
         yield rt
-    rt.close()
-    use_runtime(None)
 
 
 def names(response_results: list) -> list[str]:
@@ -125,8 +90,7 @@ def test_deleted_documents_never_surface_in_lexical_search(
     runtime: Runtime, tmp_path: Path
 ) -> None:
     files = {"keep.txt": "Zanzibar cloves are famous.", "drop.txt": "Zanzibar was a sultanate."}
-    with EmbeddedWorker(configure(runtime.settings), threads=1):
-        ingest(runtime, "gone", files, tmp_path)
+    ingest(runtime, "gone", write_files(tmp_path, files))
     ctx = runtime.retrieval()
     before = search(ctx, "Zanzibar sultanate", ["gone"], SearchType.CHUNKS_LEXICAL)
     assert names(before.results)[0] == "drop.txt"
