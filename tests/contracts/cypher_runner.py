@@ -14,6 +14,7 @@ import pytest
 
 from core.models.graph import Edge, Node, Support
 from core.ports import CypherError, CypherRunner, GraphStore, StoreError
+from tests.contracts.state_store import _run_threads
 
 
 def _seed(graph: GraphStore, dataset: str) -> tuple[Node, Node]:
@@ -104,6 +105,21 @@ class CypherRunnerContract:
         assert isinstance(caught.value, ValueError)  # the caller's mistake, not the store's
         with pytest.raises(CypherError, match="(?i)procedure"):
             cypher_runner.run_read("CALL no.such.procedure()", {}, 10)
+
+    def test_threads_share_one_runner(self, cypher_runner: CypherRunner) -> None:
+        # The runtime keeps one runner per process: API requests and worker threads share it.
+        seen: dict[int, list[list[dict[str, int]]]] = {}
+
+        def work(worker: int) -> None:
+            seen[worker] = [
+                cypher_runner.run_read("UNWIND range($w, $w + 2) AS i RETURN i", {"w": w}, 5)
+                for w in range(worker * 100, worker * 100 + 10)
+            ]
+
+        _run_threads(6, work)
+        for worker, rows in seen.items():
+            starts = range(worker * 100, worker * 100 + 10)
+            assert rows == [[{"i": w}, {"i": w + 1}, {"i": w + 2}] for w in starts]
 
     def test_the_runner_serves_many_queries_and_fails_once_closed(
         self, cypher_runner: CypherRunner
