@@ -140,6 +140,10 @@ class Settings(BaseSettings):
     response_model_max_properties: int = Field(default=500, ge=1)
     response_model_max_depth: int = Field(default=16, ge=1, le=64)
 
+    # API access (core/tenants.py): auto requires a key once any key was created; required
+    # always does (and lets `cogmill serve` bind a non-loopback host).
+    auth: Literal["auto", "required"] = "auto"
+
     @field_validator("home")
     @classmethod
     def _absolute_home(cls, value: Path) -> Path:

@@ -1,0 +1,195 @@
+"""Tenants and API keys (issue 14), kept in the state store (SQLite embedded, Redis distributed).
+
+A key reads `cm_<key id>_<secret>`: the public key id finds its record in one lookup, and only
+a salted PBKDF2 hash of the secret is stored beside the tenant, role, expiry and creation time.
+The key itself is shown once, by `create_key`, and compared in constant time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import time
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+
+from core.ports import StateStore
+
+TENANT_PREFIX = "tenants:tenant:"
+KEY_PREFIX = "tenants:key:"
+# Set by the first key ever created and never removed: from then on the API requires keys
+# (revoking every key does not open the API again).
+AUTH_MARKER = "tenants:auth"
+TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9_\-]{0,31}")
+KEY_FORMAT = re.compile(r"cm_([0-9a-f]{12})_([A-Za-z0-9_\-]{43})")
+# The secret is 256 random bits, so the stretch only has to make a stolen hash useless, not
+# resist guessing of a weak password; a higher count would cost every request.
+HASH_ITERATIONS = 20_000
+
+
+class TenantError(ValueError):
+    """A bad tenant name, an unknown tenant or key id, or a duplicate tenant."""
+
+
+class Role(StrEnum):
+    """What a key may do, each role including the ones before it."""
+
+    READER = "reader"  # search, recall, list, show, export
+    WRITER = "writer"  # + add, cognify, delete, remember, improve, forget, cancel
+    ADMIN = "admin"  # + CYPHER and NATURAL_LANGUAGE queries
+
+    @property
+    def rank(self) -> int:
+        return list(Role).index(self)
+
+    def allows(self, needed: Role) -> bool:
+        return self.rank >= needed.rank
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a request acts for: its tenant (None: the local default tenant, bare dataset names)
+    and role."""
+
+    tenant: str | None
+    role: Role
+
+    def scoped(self, name: str) -> str:
+        """The stored name of this caller's dataset `name`."""
+        return name if self.tenant is None else f"{self.tenant}:{name}"
+
+    def owns(self, stored: str) -> bool:
+        """Whether a stored (scoped) dataset name belongs to this caller."""
+        if self.tenant is None:
+            return ":" not in stored
+        return stored.startswith(f"{self.tenant}:")
+
+    def unscoped(self, stored: str) -> str:
+        """The name this caller knows a stored dataset by."""
+        return stored if self.tenant is None else stored.removeprefix(f"{self.tenant}:")
+
+
+LOCAL = Caller(None, Role.ADMIN)
+"""The embedded CLI and an API without keys: the local default tenant, every right."""
+
+
+@dataclass(frozen=True)
+class Tenant:
+    name: str
+    created: float
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """A key's stored record (never the key itself)."""
+
+    id: str
+    tenant: str
+    role: Role
+    created: float
+    expires: float | None
+    revoked: bool
+    salt: str
+    hash: str
+
+    def usable(self, now: float) -> bool:
+        return not self.revoked and (self.expires is None or now < self.expires)
+
+
+def check_tenant_name(name: str) -> str:
+    """The tenant name, valid; TenantError says what is allowed."""
+    if not TENANT_NAME.fullmatch(name):
+        raise TenantError(
+            f"invalid tenant name {name!r}: use 1-32 lowercase letters, digits, '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def _hash(secret: str, salt: bytes) -> str:
+    return hashlib.pbkdf2_hmac("sha256", secret.encode(), salt, HASH_ITERATIONS).hex()
+
+
+class Tenants:
+    """Tenants and their keys in a state store."""
+
+    def __init__(self, state: StateStore) -> None:
+        self.state = state
+
+    def create_tenant(self, name: str) -> Tenant:
+        """A new tenant; TenantError when the name is bad or taken."""
+        key = TENANT_PREFIX + check_tenant_name(name)
+        if self.state.get(key) is not None:
+            raise TenantError(f"tenant {name!r} already exists")
+        tenant = Tenant(name, time.time())
+        self.state.put(key, json.dumps(asdict(tenant)))
+        return tenant
+
+    def tenants(self) -> list[Tenant]:
+        keys = self.state.keys(TENANT_PREFIX)
+        return [Tenant(**json.loads(raw)) for raw in self.state.get_many(keys) if raw]
+
+    def exists(self, name: str) -> bool:
+        return self.state.get(TENANT_PREFIX + name) is not None
+
+    def create_key(
+        self, tenant: str, role: Role = Role.READER, expires_days: float | None = None
+    ) -> tuple[str, ApiKey]:
+        """A new key for an existing tenant: the key (to show once) and its stored record."""
+        if not self.exists(check_tenant_name(tenant)):
+            raise TenantError(f"tenant {tenant!r} does not exist; `cogmill tenants create` it")
+        key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
+        salt = secrets.token_bytes(16)
+        now = time.time()
+        expires = None if expires_days is None else now + expires_days * 86_400
+        record = ApiKey(key_id, tenant, role, now, expires, False, salt.hex(), _hash(secret, salt))
+        self._store(record)
+        self.state.put(AUTH_MARKER, "1")
+        return f"cm_{key_id}_{secret}", record
+
+    def keys(self, tenant: str | None = None) -> list[ApiKey]:
+        """Every key's record (revoked and expired ones too), optionally of one tenant."""
+        raws = self.state.get_many(self.state.keys(KEY_PREFIX))
+        records = [self._load(raw) for raw in raws if raw]
+        return [r for r in records if tenant is None or r.tenant == tenant]
+
+    def revoke(self, key_id: str) -> ApiKey:
+        """Revoke a key by its id; TenantError when no key has it."""
+        raw = self.state.get(KEY_PREFIX + key_id)
+        if raw is None:
+            raise TenantError(f"no key with id {key_id!r}; `cogmill keys list` shows them")
+        record = self._load(raw)
+        revoked = ApiKey(**{**asdict(record), "revoked": True})
+        self._store(revoked)
+        return revoked
+
+    def authenticate(self, key: str) -> ApiKey | None:
+        """The usable key record `key` is the key of, or None (malformed, unknown, wrong,
+        revoked or expired)."""
+        found = KEY_FORMAT.fullmatch(key)
+        if found is None:
+            return None
+        raw = self.state.get(KEY_PREFIX + found.group(1))
+        if raw is None:
+            return None
+        record = self._load(raw)
+        if not hmac.compare_digest(_hash(found.group(2), bytes.fromhex(record.salt)), record.hash):
+            return None
+        return record if record.usable(time.time()) else None
+
+    def auth_configured(self) -> bool:
+        """Whether any key was ever created (the API then requires one)."""
+        return self.state.get(AUTH_MARKER) is not None
+
+    def _store(self, record: ApiKey) -> None:
+        self.state.put(
+            KEY_PREFIX + record.id, json.dumps({**asdict(record), "role": record.role.value})
+        )
+
+    @staticmethod
+    def _load(raw: str) -> ApiKey:
+        data = json.loads(raw)
+        return ApiKey(**{**data, "role": Role(data["role"])})
