@@ -5,51 +5,31 @@ killed, LLM faults) are the fault harness's, tests/e2e/faults/.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
-from core.catalog import AddReport
 from core.models.jobs import Job, JobStatus
 from core.models.vocabulary import INDEX_FIELDS
-from core.settings import Settings
-from pipelines.classify import check_supported
+from tests.backends import add_files, finished
+from tests.distributed import (
+    WorkerPool,
+    distributed_runtime,
+    running_workers,
+    worker_env,
+    write_corpus,
+)
 from tests.llm_server import LLMTestServer
 from tests.services import neo4j_uri, redis_url
-from workers.celery_app import configure
 from workers.jobs import JobTracker
 from workers.orchestration import cognify
-from workers.runtime import Runtime, use_runtime
+from workers.runtime import Runtime
 
 pytestmark = [pytest.mark.e2e, pytest.mark.services]
-
-ROOT = Path(__file__).resolve().parents[2]
-TOPICS = ["Ada Lovelace", "Charles Babbage", "Grace Hopper", "Alan Turing", "John von Neumann"]
-
-
-def write_corpus(folder: Path, count: int) -> list[Path]:
-    """Small documents whose facts link through shared names, new text for every call (so the
-    LLM cache, shared by the tests through Redis, does not answer them)."""
-    tag = uuid.uuid4().hex[:6]
-    paths = []
-    for i in range(count):
-        a, b = TOPICS[i % len(TOPICS)], TOPICS[(i + 1) % len(TOPICS)]
-        path = folder / f"note_{i:03d}.txt"
-        path.write_text(
-            f"Note {i}-{tag}. {a} met {b} in London in {1840 + i}.\n\n"
-            f"{a} wrote Report {i} about Engine {i % 7}. {b} reviewed Report {i}.",
-            encoding="utf-8",
-        )
-        paths.append(path)
-    return paths
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +47,8 @@ def env(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> dict[st
     return worker_env(
         tmp_path_factory.mktemp("shared-home"),
         broker,
-        llm,
+        neo4j_uri(),
+        llm.base_url,
         llm_max_attempts="8",
         # Short, so a killed worker's task is redelivered within seconds (tasks here take < 5 s).
         task_soft_time_limit_seconds="12",
@@ -76,96 +57,16 @@ def env(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> dict[st
     )
 
 
-def worker_env(home: Path, broker: str, llm: LLMTestServer, **settings: str) -> dict[str, str]:
-    """Settings the test process and its worker processes share through the environment:
-    Redis for the broker, results and state, Neo4j for the graph and the vectors, the test LLM
-    server, batches of two; `settings` adds COGMILL_* variables (lower case, no prefix)."""
-    return {
-        "COGMILL_HOME": str(home),
-        "COGMILL_BROKER_URL": broker,
-        "COGMILL_RESULT_BACKEND": broker,
-        "COGMILL_REDIS_URL": broker,
-        "COGMILL_REDIS_PREFIX": f"test-{uuid.uuid4().hex[:8]}:",
-        "COGMILL_NEO4J_URI": neo4j_uri(),
-        "COGMILL_VECTOR_STORE": "neo4j",
-        "COGMILL_LLM_BASE_URL": llm.base_url,
-        "COGMILL_BATCH_SIZE": "2",
-        **{f"COGMILL_{name.upper()}": value for name, value in settings.items()},
-    }
-
-
-def open_runtime(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Runtime:
-    """This process's runtime on `env`, installed for tasks, with Celery on its broker."""
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    settings = Settings()
-    configure(settings)
-    runtime = Runtime(settings)
-    use_runtime(runtime)
-    return runtime
-
-
-def close_runtime(runtime: Runtime) -> None:
-    """Undo `open_runtime`: close the stores, back to the in-memory broker."""
-    runtime.close()
-    use_runtime(None)
-    configure(Settings(broker_url="memory://", result_backend="cache+memory://"))
-
-
-class Workers:
-    """Worker processes started with `cogmill worker`, killed and restarted at will."""
-
-    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
-        self.env = {**os.environ, **env, "PYTHONPATH": str(ROOT), "COGMILL_LOG_LEVEL": "INFO"}
-        self.log_dir = log_dir
-        self.procs: list[subprocess.Popen] = []
-
-    def start(self) -> subprocess.Popen:
-        log = (self.log_dir / f"worker-{len(self.procs)}.log").open("w")
-        cmd = [sys.executable, "-m", "api.cli", "worker", "--concurrency", "2", "--pool", "threads"]
-        proc = subprocess.Popen(cmd, env=self.env, cwd=ROOT, stdout=log, stderr=log)
-        self.procs.append(proc)
-        return proc
-
-    def kill(self, proc: subprocess.Popen) -> None:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
-
-    def live(self) -> list[subprocess.Popen]:
-        return [p for p in self.procs if p.poll() is None]
-
-    def replace_exited(self, wanted: int) -> int:
-        """Start workers until `wanted` run, as a supervisor (compose `restart:`) would."""
-        started = 0
-        while len(self.live()) < wanted:
-            self.start()
-            started += 1
-        return started
-
-    def stop_all(self) -> None:
-        for proc in self.live():
-            proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+@pytest.fixture
+def workers(env: dict[str, str], tmp_path: Path) -> Iterator[WorkerPool]:
+    with running_workers(env, tmp_path) as pool:
+        yield pool
 
 
 @pytest.fixture
-def workers(env: dict[str, str], tmp_path: Path) -> Iterator[Workers]:
-    pool = Workers(env, tmp_path)
-    pool.start()
-    pool.start()
-    yield pool
-    pool.stop_all()
-
-
-@pytest.fixture
-def runtime(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
-    rt = open_runtime(env, monkeypatch)
-    yield rt
-    close_runtime(rt)
+def runtime(env: dict[str, str]) -> Iterator[Runtime]:
+    with distributed_runtime(env) as rt:
+        yield rt
 
 
 @pytest.fixture
@@ -176,23 +77,11 @@ def dataset(runtime: Runtime) -> Iterator[str]:
 
 
 def add(rt: Runtime, dataset: str, paths: list[Path]) -> None:
-    rt.catalog.ensure_dataset(dataset)
-    report = AddReport()
-    for path in paths:
-        rt.catalog.add_file(dataset, path, path.name, report, check_supported)
-    assert not report.rejected
+    assert not add_files(rt, dataset, paths).rejected
 
 
-def wait(rt: Runtime, job: Job, timeout: float = 240, on_tick=None) -> Job:  # noqa: ANN001
-    tracker = JobTracker(rt.state)
-    deadline = time.monotonic() + timeout
-    while not job.status.finished:
-        assert time.monotonic() < deadline, f"job still {job.status} after {timeout}s: {job}"
-        time.sleep(0.25)
-        job = tracker.get(job.id)
-        if on_tick:
-            on_tick(job)
-    return job
+def wait(rt: Runtime, job: Job, on_tick: Callable[[Job | None], None] | None = None) -> Job:
+    return finished(rt, job, 240, interval=0.25, on_tick=on_tick)
 
 
 def snapshot(rt: Runtime, dataset: str) -> dict[str, object]:
@@ -248,10 +137,10 @@ def test_cancel_stops_queued_and_running_work(runtime, workers, dataset, tmp_pat
     tracker = JobTracker(runtime.state)
     job = cognify(runtime, dataset)
 
-    def cancel_early(current: Job) -> None:
+    def cancel_early(current: Job | None) -> None:
         # Chains advance breadth-first (every batch's first step, then every second step...),
         # so cancel at the first look, while extraction calls are still in flight.
-        tracker.cancel(current.id)
+        tracker.cancel(job.id)
 
     job = wait(runtime, job, on_tick=cancel_early)
     assert job.status is JobStatus.CANCELLED
@@ -273,24 +162,17 @@ def test_the_global_rate_limit_holds_across_workers(env, runtime, dataset, tmp_p
     # tests/e2e/faults/test_llm_faults.py compares the final stores with an undisturbed run.
     rpm = 600  # 10 calls/s shared by both workers
     with LLMTestServer(latency_ms=50) as llm:
-        pool = Workers(
-            {
-                **env,
-                "COGMILL_LLM_BASE_URL": llm.base_url,
-                "COGMILL_LLM_REQUESTS_PER_MINUTE": str(rpm),
-            },
-            tmp_path,
-        )
-        pool.start()
-        pool.start()
-        try:
-            paths = write_corpus(tmp_path, 40)
+        limited = {
+            **env,
+            "COGMILL_LLM_BASE_URL": llm.base_url,
+            "COGMILL_LLM_REQUESTS_PER_MINUTE": str(rpm),
+        }
+        with running_workers(limited, tmp_path):
+            paths = write_corpus(tmp_path / "corpus", 40)
             add(runtime, dataset, paths)
             started = time.monotonic()
             job = wait(runtime, cognify(runtime, dataset))
             elapsed = time.monotonic() - started
-        finally:
-            pool.stop_all()
         requests = llm.calls()
     assert job.status is JobStatus.SUCCEEDED and not job.errors, job
     assert job.counts["documents"] == 40 and requests >= 40
