@@ -16,13 +16,18 @@ from api.cli import app
 from core.catalog import AddReport
 from core.models.jobs import Job, JobStatus
 from core.models.vocabulary import ROW_COLLECTION
-from core.settings import Settings
 from pipelines.key_declarations import declare_keys, parse_key_flags
 from pipelines.structured import row_id, table_id
 from pipelines.tables import check_source, snapshot_sql
 from retrieval.models import SearchType
 from retrieval.search import search
-from tests.backends import Backend, backend_fixture, embedded_only, finished  # noqa: F401 - the fixture `backend`
+from tests.backends import (  # noqa: F401 - the fixtures `backend`, `embedder`
+    Backend,
+    backend_fixture,
+    embedded_only,
+    embedder_fixture,
+    finished,
+)
 from workers.orchestration import cognify
 from workers.runtime import Runtime
 
@@ -51,9 +56,8 @@ PRODUCTS = [
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    runtime = Runtime(Settings(home=tmp_path_factory.mktemp("models")))
-    return {"embedder": runtime.embedder}
+def models(embedder: object) -> dict[str, object]:
+    return {"embedder": embedder}
 
 
 @pytest.fixture
