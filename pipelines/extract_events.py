@@ -1,7 +1,7 @@
 """Step 6: events with a normalised time and the entities involved, for every chunk.
 
 With an LLM: one structured call per chunk (concurrent, cached, rate-limited by the client),
-the times it writes normalised by core/temporal.py. Without one: each sentence with a date
+the times it writes normalised by core/time_expressions.py. Without one: each sentence with a date
 (spaCy DATE entities, plus the unambiguous forms spaCy misses, e.g. "44 BC", "2019年3月")
 is an event at that date, using the offline extractor's already loaded spaCy pipeline.
 """
@@ -23,7 +23,8 @@ from core.llm.offline import OfflineExtractor, load_pipeline
 from core.models.graph import normalise_name
 from core.models.jobs import DocumentError
 from core.ports import Extractor, batched
-from core.temporal import TimeSpan, find_spans, parse_time
+from core.temporal import TimeSpan
+from core.time_expressions import find_spans, parse_time
 from pipelines.base import LLM, StepContext, StepQueue, StepServices
 from pipelines.models import ExtractedBatch, ExtractedEvent
 from pipelines.temporal_builder import named_in, span_key

@@ -1,6 +1,6 @@
 """TEMPORAL: the graph search's passages, with the evidence from the question's time first.
 
-The question's time comes from core/temporal.py ("in 2016", "between 1910 and 1920",
+The question's time comes from core/time_expressions.py ("in 2016", "between 1910 and 1920",
 "before March 2019", "last 30 days", "2019年"). Events are found two ways, both bounded:
 the time nodes (Timestamp, Interval) that overlap a window of the question come from the
 graph's time index (`GraphReader.find_in_time`: overlap, not containment, so "March 2019"
@@ -39,7 +39,8 @@ from core.models.vocabulary import (
     INVOLVES,
     TIMESTAMP,
 )
-from core.temporal import TimeSpan, epoch_seconds, find_spans, span_of
+from core.temporal import TimeSpan, epoch_seconds, span_of
+from core.time_expressions import find_spans
 from retrieval.answer import CompletionMixin
 from retrieval.base import RetrievalContext
 from retrieval.chunks import chunk_source

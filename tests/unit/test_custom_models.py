@@ -9,9 +9,10 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from core.models.custom import CustomGraphModel, InvalidGraphModel, load_graph_model
+from core.models.custom import CustomGraphModel, load_graph_model
 from core.models.extraction import ExtractedEntity, ExtractedRelationship, KnowledgeGraph
 from core.models.graph import entity_id
+from core.models.graph_schema import InvalidGraphModel
 from pipelines.graph_builder import build_graph
 from pipelines.models import Chunk
 

@@ -13,11 +13,10 @@ from core.temporal import (
     TimeSpan,
     civil_from_days,
     days_from_civil,
-    find_spans,
     iso_day,
-    parse_time,
     span_of,
 )
+from core.time_expressions import find_spans, parse_time
 from pipelines.graph_builder import build_graph
 from pipelines.models import Chunk, ExtractedEvent
 
