@@ -27,6 +27,11 @@ class B(BaseModel):
 
 class MakesB:
     name: ClassVar[str] = "makes_b"
+    queue: ClassVar[str] = "ingest"
+
+    @classmethod
+    def build(cls, services: object, context: object) -> MakesB:
+        return cls()
 
     def run(self, data: A) -> B:
         return B(y=data.x)
@@ -34,6 +39,11 @@ class MakesB:
 
 class TakesA:
     name: ClassVar[str] = "takes_a"
+    queue: ClassVar[str] = "ingest"
+
+    @classmethod
+    def build(cls, services: object, context: object) -> TakesA:
+        return cls()
 
     def run(self, data: A) -> A:
         return data
