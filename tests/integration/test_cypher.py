@@ -20,6 +20,7 @@ from retrieval.cypher import ReadOnlyViolation, check_read_only
 from retrieval.models import SearchType
 from retrieval.search import search
 from tests import services
+from tests.backends import installed_runtime, llm_settings
 from tests.contracts.cypher_runner import CypherRunnerContract
 from tests.llm_answers import SAFE_CYPHER
 from tests.llm_server import LLMTestServer
@@ -36,17 +37,11 @@ def llm() -> Iterator[LLMTestServer]:
 
 @pytest.fixture(scope="module")
 def runtime(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> Iterator[Runtime]:
-    settings = Settings(
-        home=tmp_path_factory.mktemp("cypher"),
-        neo4j_uri=services.neo4j_uri(),
-        llm_base_url=llm.base_url,
-        llm_model="test",
-        embedding_base_url=llm.base_url,
-        embedding_dim=64,
-    )
-    rt = Runtime(settings)
-    yield rt
-    rt.close()
+    home = tmp_path_factory.mktemp("cypher")
+    with installed_runtime(
+        Settings(home=home, neo4j_uri=services.neo4j_uri(), **llm_settings(llm))
+    ) as rt:
+        yield rt
 
 
 @pytest.fixture(scope="module")

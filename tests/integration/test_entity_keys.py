@@ -14,7 +14,7 @@ from core.stores.state_sqlite import SQLiteStateStore
 from pipelines.definitions import get_pipeline
 from pipelines.models import WriteReport
 from pipelines.reconcile_entities import ReconcileEntities
-from workers.runtime import Runtime
+from tests.backends import installed_runtime
 
 pytestmark = pytest.mark.integration
 
@@ -62,8 +62,7 @@ def test_names_filed_by_the_first_format_are_found_after_the_upgrade(tmp_path: P
 
 
 def test_removing_a_dataset_forgets_its_keys(tmp_path: Path) -> None:
-    runtime = Runtime(Settings(home=tmp_path / "home"))
-    try:
+    with installed_runtime(Settings(home=tmp_path / "home")) as runtime:
         runtime.catalog.ensure_dataset("people")
         runtime.catalog.ensure_dataset("places")
         index = EntityKeyIndex(runtime.state)
@@ -72,15 +71,12 @@ def test_removing_a_dataset_forgets_its_keys(tmp_path: Path) -> None:
         runtime.catalog.remove_dataset("people")
         assert runtime.state.keys(f"{PREFIX}people:") == []
         assert runtime.state.keys(f"{PREFIX}places:") != []
-    finally:
-        runtime.close()
 
 
 def test_an_initial_fitting_two_stored_people_stays_when_one_of_them_comes_again(
     tmp_path: Path,
 ) -> None:
-    runtime = Runtime(Settings(home=tmp_path / "home"))
-    try:
+    with installed_runtime(Settings(home=tmp_path / "home")) as runtime:
         runtime.catalog.ensure_dataset("people")
         reconcile = get_pipeline("default").build_step(ReconcileEntities.name, runtime)
 
@@ -100,5 +96,3 @@ def test_an_initial_fitting_two_stored_people_stays_when_one_of_them_comes_again
         write("A. Ruiz")  # one full name fits: merged into it
         stored = {n.name for n in runtime.graph.find_nodes("people", "Entity")}
         assert stored == {"M. Lopez", "Maria Lopez", "Miguel Lopez", "Ana Ruiz"}
-    finally:
-        runtime.close()

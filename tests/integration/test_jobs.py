@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,20 +13,22 @@ from core.models.jobs import Job, JobStatus
 from core.models.vocabulary import INDEX_FIELDS
 from core.settings import Settings
 from core.stores.state_redis import RedisStateStore
-from pipelines.classify import check_supported
 from pipelines.models import DocumentBatch
 from tests.backends import (  # noqa: F401 - fixture used by name
     FAKEREDIS,
     REDIS,
+    add_files,
     finished,
+    installed_runtime,
     models_fixture,
     redis_backend_of,
+    worker_threads,
 )
 from workers.celery_app import configure
 from workers.embedded import EmbeddedWorker
 from workers.jobs import JobTracker, batch_input_key
 from workers.orchestration import cognify
-from workers.runtime import Runtime, use_runtime
+from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 
@@ -41,19 +42,15 @@ def idle_runtime(
 ) -> Iterator[Runtime]:
     """A runtime with no worker running yet, its job state (the JobTracker's store) in SQLite,
     in fakeredis or in the test Redis; the graph and vectors are the embedded ones."""
-    rt = Runtime(Settings(home=tmp_path / "home", batch_size=2))
-    rt.__dict__.update(models)  # share the loaded models (cached_property slots)
-    redis_backend = None
+    shared, redis_backend = dict(models), None
     if request.param != SQLITE:
         redis_backend = redis_backend_of(request.param)
         client = redis_backend.adapter_client(decode_responses=True)
-        rt.__dict__["state"] = RedisStateStore(
+        shared["state"] = RedisStateStore(
             redis_backend.url, prefix=redis_backend.prefix, client=client
         )
-    use_runtime(rt)
-    yield rt
-    rt.close()
-    use_runtime(None)
+    with installed_runtime(Settings(home=tmp_path / "home", batch_size=2), shared) as rt:
+        yield rt
     if redis_backend is not None:
         redis_backend.clean()
 
@@ -61,27 +58,16 @@ def idle_runtime(
 @pytest.fixture
 def runtime(idle_runtime: Runtime) -> Iterator[Runtime]:
     """The runtime with two worker threads running."""
-    with EmbeddedWorker(configure(idle_runtime.settings), threads=2):
+    with worker_threads(idle_runtime):
         yield idle_runtime
 
 
 def add_sample(rt: Runtime, dataset: str = "sample") -> AddReport:
-    rt.catalog.ensure_dataset(dataset)
-    report = AddReport()
-    for path in sorted(SAMPLE_CORPUS.iterdir()):
-        rt.catalog.add_file(dataset, path, path.name, report, check_supported)
-    return report
+    return add_files(rt, dataset, sorted(SAMPLE_CORPUS.iterdir()))
 
 
 def run(rt: Runtime, mode: str = "changed", timeout: float = 120) -> Job:
-    job = cognify(rt, "sample", "default", mode)
-    tracker = JobTracker(rt.state)
-    deadline = time.monotonic() + timeout
-    while not job.status.finished:
-        assert time.monotonic() < deadline, f"job did not finish: {job}"
-        time.sleep(0.05)
-        job = tracker.get(job.id)
-    return job
+    return finished(rt, cognify(rt, "sample", "default", mode), timeout)
 
 
 def snapshot(rt: Runtime) -> dict[str, int]:
@@ -127,10 +113,7 @@ def test_cancel_stops_the_job_and_leaves_consistent_stores(runtime: Runtime) -> 
     job = cognify(runtime, "sample")
     tracker = JobTracker(runtime.state)
     tracker.cancel(job.id)
-    deadline = time.monotonic() + 60
-    while not (job := tracker.get(job.id)).status.finished:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    job = finished(runtime, job, 60)
     assert job.status is JobStatus.CANCELLED
     processed = runtime.graph.find_nodes("sample", "Document", limit=100)
     done = {d.id for d in processed if d.properties.get("status") == "processed"}

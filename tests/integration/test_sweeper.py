@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from core.models.jobs import Claim, Job, JobStatus
+from core.models.jobs import Claim, JobStatus
 from core.settings import Settings
+from tests.backends import finished, installed_runtime
 from tests.integration.test_jobs import add_sample, snapshot
 from workers.celery_app import configure
 from workers.embedded import EmbeddedWorker
 from workers.jobs import JobTracker, batch_input_key, step_output_key
 from workers.orchestration import cognify
-from workers.runtime import Runtime, use_runtime
+from workers.runtime import Runtime
 from workers.sweeper import queued_messages, resume_point, sweep
 from workers.tasks import STEP_TASKS
 
@@ -24,20 +25,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def runtime(tmp_path: Path) -> Iterator[Runtime]:
-    rt = Runtime(Settings(home=tmp_path / "home", batch_size=3))
-    use_runtime(rt)
-    yield rt
-    rt.close()
-    use_runtime(None)
-
-
-def finished(tracker: JobTracker, job_id: str, timeout: float = 300) -> Job:
-    """The job once it has finished (polled; fails after a generous `timeout`)."""
-    deadline = time.monotonic() + timeout
-    while not (job := tracker.get(job_id)).status.finished:
-        assert time.monotonic() < deadline, f"job not finished after {timeout} s: {job}"
-        time.sleep(0.05)
-    return job
+    with installed_runtime(Settings(home=tmp_path / "home", batch_size=3)) as rt:
+        yield rt
 
 
 def run_step(job_id: str, step: str, gen: int = 0) -> str | None:
@@ -71,7 +60,7 @@ def test_a_job_whose_messages_were_lost_is_resumed_from_its_last_step(runtime: R
     assert sweep(runtime, app, stall_seconds=60, now=now + 200) == 0
 
     with EmbeddedWorker(app, threads=2):
-        job = finished(tracker, job.id)
+        job = finished(runtime, job, 300)
     assert job.status is JobStatus.SUCCEEDED and job.counts["documents"] == 8, job
     # Batch 0's claim says its first step ended, yet nothing listed it: its hand-off was lost.
     kinds = ("batch_resumed", "batch_recovered")
@@ -82,7 +71,7 @@ def test_a_job_whose_messages_were_lost_is_resumed_from_its_last_step(runtime: R
     runtime.catalog.remove_dataset("sample")
     add_sample(runtime)
     with EmbeddedWorker(app, threads=2):
-        finished(tracker, cognify(runtime, "sample").id)
+        finished(runtime, cognify(runtime, "sample"), 300)
     assert snapshot(runtime) == lost
 
 
@@ -131,7 +120,7 @@ def test_a_job_whose_last_recording_lost_its_finalisation_is_finalised(runtime: 
     add_sample(runtime)
     tracker = JobTracker(runtime.state)
     with EmbeddedWorker(app, threads=2):
-        job = finished(tracker, cognify(runtime, "sample").id)
+        job = finished(runtime, cognify(runtime, "sample"), 300)
     # As if the process died after counting the last batch and before finalising the job.
     job.status, job.finished_at = JobStatus.RUNNING, None
     tracker.save(job)
