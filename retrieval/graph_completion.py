@@ -1,5 +1,9 @@
 """GRAPH_COMPLETION context: triplets near the query, scored from their nodes, edge and chunks.
 
+Results are passages: the best triplets grouped under the chunk they were read from, so top k
+is k distinct passages, each listing the triplets that led to it (`evidence`, and first in its
+text). `triplets` gives one result per triplet for the types that rank triplets themselves.
+
 Only the touched subgraph is read: the entities the vector search returns, the edges of those
 entities, and one more hop from the best neighbours (both bounded), never the whole graph.
 """
@@ -59,6 +63,8 @@ class GraphSearchParams:
     # Each further triplet from an already used chunk counts this much less, so the context
     # covers more evidence (the second hop of a question) instead of repeating one chunk.
     same_chunk_decay: float = 0.75
+    # Triplets listed per passage (the best first); lower ones still rank the passage no higher.
+    evidence_per_passage: int = 4
 
 
 @dataclass
@@ -85,6 +91,15 @@ class GraphCompletionRetriever(CompletionMixin):
         self.ctx = ctx  # needed only to answer (`get_completion`)
 
     def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
+        """The top_k passages of the best triplets, each once, listing its triplets."""
+        return self._results(self._passages(self._scored(query, datasets), top_k))
+
+    def triplets(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
+        """The top_k triplets, one result each (a passage may repeat), repeats discounted."""
+        return self._results([[s] for s in self._diverse_top(self._scored(query, datasets), top_k)])
+
+    def _scored(self, query: str, datasets: Sequence[str]) -> list[_Scored]:
+        """Every triplet read near the query, with its score."""
         p = self.params
         vector = self.embedder.embed([query])[0].tolist()
 
@@ -142,8 +157,20 @@ class GraphCompletionRetriever(CompletionMixin):
         edges.update(
             {e.id: e for e in self._relations(unexpanded[: p.frontier], p.second_hop_limit)}
         )
-        scored = [_Scored(e, score(e, node_sim)) for e in edges.values()]
-        return self._results(self._diverse_top(scored, top_k))
+        return [_Scored(e, score(e, node_sim)) for e in edges.values()]
+
+    def _passages(self, candidates: list[_Scored], top_k: int) -> list[list[_Scored]]:
+        """The triplets grouped by the passage they show, best passage first, top_k passages."""
+        groups: dict[tuple[str, ...], list[_Scored]] = {}
+        for item in sorted(candidates, key=lambda s: -s.score):
+            key = _passage_key(item.edge)
+            if key not in groups:
+                if len(groups) >= top_k:
+                    continue
+                groups[key] = []
+            if len(groups[key]) < self.params.evidence_per_passage:
+                groups[key].append(item)
+        return list(groups.values())
 
     def _diverse_top(self, candidates: list[_Scored], top_k: int) -> list[_Scored]:
         """Greedy top-k where repeats of a chunk already in the context are discounted."""
@@ -168,30 +195,44 @@ class GraphCompletionRetriever(CompletionMixin):
             return []
         return self.graph.edges_of(node_ids, exclude=sorted(STRUCTURAL_EDGES), limit=limit)
 
-    def _results(self, best: list[_Scored]) -> list[SearchResult]:
-        ids = {i for s in best for i in (s.edge.source, s.edge.target)}
-        ids |= {sup.chunk_id for s in best for sup in s.edge.support if sup.chunk_id}
+    def _results(self, groups: list[list[_Scored]]) -> list[SearchResult]:
+        """One result per group: its triplet lines, then the passage they share."""
+        edges = [item.edge for group in groups for item in group]
+        ids = {i for e in edges for i in (e.source, e.target)}
+        ids |= {sup.chunk_id for e in edges for sup in e.support if sup.chunk_id}
         nodes = {node.id: node for node in self.graph.get_nodes(sorted(ids))}
         results: list[SearchResult] = []
         # (result index, edge key): what each result was read from, for session traces.
         self.trace: list[tuple[int, dict[str, str]]] = []
-        for item in best:
-            edge = item.edge
-            source, target = nodes.get(edge.source), nodes.get(edge.target)
-            if source is None or target is None:
+        for group in groups:
+            kept = [i for i in group if i.edge.source in nodes and i.edge.target in nodes]
+            if not kept:
                 continue
-            key = {"source": edge.source, "name": edge.name, "target": edge.target}
-            self.trace.append((len(results), {**key, "dataset": edge.dataset}))
-            chunks = [nodes[s.chunk_id] for s in edge.support if s.chunk_id in nodes]
-            line = f"{source.name} —{relation_label(edge.name)}→ {target.name}"
-            # A reference shows both rows, the referring one first.
-            shown = chunks[:1]
-            if edge.name == REFERENCES:
-                shown = sorted(chunks, key=lambda c: c.id != edge.source)
-            text = line + "".join("\n" + str(c.properties.get("text", "")) for c in shown)
+            lines = []
+            for item in kept:
+                edge = item.edge
+                key = {"source": edge.source, "name": edge.name, "target": edge.target}
+                self.trace.append((len(results), {**key, "dataset": edge.dataset}))
+                source, target = nodes[edge.source], nodes[edge.target]
+                lines.append(f"{source.name} —{relation_label(edge.name)}→ {target.name}")
+            first = kept[0].edge
+            shown = [nodes[c] for c in _passage_key(first) if c in nodes]
+            text = "\n".join([*lines, *(str(c.properties.get("text", "")) for c in shown)])
             results.append(
                 SearchResult(
-                    text=text, score=round(item.score, 6), sources=[chunk_source(c) for c in chunks]
+                    text=text,
+                    score=round(kept[0].score, 6),
+                    sources=[chunk_source(c) for c in shown],
+                    evidence=lines,
                 )
             )
         return results
+
+
+def _passage_key(edge: Edge) -> tuple[str, ...]:
+    """The chunk(s) a triplet's result shows: its first support chunk; for a reference both
+    rows, the referring one first; none when the edge has no support chunk."""
+    chunks = [s.chunk_id for s in edge.support if s.chunk_id]
+    if edge.name == REFERENCES:
+        return tuple(sorted(dict.fromkeys(chunks), key=lambda c: c != edge.source))
+    return tuple(chunks[:1]) or (f"edge:{edge.id}",)

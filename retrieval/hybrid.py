@@ -69,7 +69,7 @@ class HybridRetriever(CompletionMixin):
         for dataset in datasets:
             lexical.backfill(dataset)
         graph = GraphCompletionRetriever(ctx.graph, ctx.vectors, ctx.embedder)
-        triplets = graph.get_context(query, datasets, depth)
+        triplets = graph.triplets(query, datasets, depth)
         return {
             "dense": [h.id for h in dense],
             "summaries": summarised,

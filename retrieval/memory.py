@@ -14,7 +14,9 @@ earlier answers drawn from those datasets: a session that also searched another 
 brings that dataset's text into a recall over these.
 
 improve turns feedback on an answer into a `feedback_weight` on the graph edges the answer's
-results were read from (its trace); GRAPH_COMPLETION multiplies triplet scores by it.
+results were read from (its trace); GRAPH_COMPLETION multiplies triplet scores by it. recall's
+graph lane uses the router's default type (`DEFAULT_TYPE`, GRAPH_PPR) unless a type is given;
+GRAPH_PPR reads passages, not triplets, so feedback on edges needs GRAPH_COMPLETION results.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from retrieval.base import RetrievalContext
 from retrieval.graph_completion import FEEDBACK_WEIGHT
 from retrieval.models import SearchResponse, SearchResult, SearchType, Source
 from retrieval.registry import RETRIEVERS
+from retrieval.router import DEFAULT_TYPE
 from retrieval.sessions import (
     SessionNotFoundError,
     SessionStore,
@@ -88,7 +91,7 @@ def recall(
     datasets: Sequence[str] = (),
     scope: str = "auto",
     top_k: int = 10,
-    search_type: SearchType = SearchType.GRAPH_COMPLETION,
+    search_type: SearchType = DEFAULT_TYPE,
     threshold: float = DEFAULT_THRESHOLD,
 ) -> RecallResponse:
     """Results for `query` from the session and/or the graph, each tagged with its source."""

@@ -40,14 +40,17 @@ def max_rounds(ctx: RetrievalContext) -> int:
 
 
 def result_key(result: SearchResult) -> str:
-    """Results with the same text are the same evidence (a triplet and its chunk)."""
+    """Results showing the same passage(s) are one result; without sources, the same text."""
+    if result.sources:
+        return " ".join(s.chunk_id for s in result.sources)
     return " ".join(result.text.split())
 
 
 def merge(into: list[SearchResult], more: Iterable[SearchResult]) -> list[SearchResult]:
     """Append the results of `more` not already in `into` (in place); returns those added.
 
-    A repeat keeps the higher score and the union of the sources.
+    A repeat keeps the higher score and the union of the sources, and lists the triplets it
+    did not list yet (in `evidence` and, before the passage, in its text).
     """
     index = {result_key(r): r for r in into}
     added: list[SearchResult] = []
@@ -61,6 +64,13 @@ def merge(into: list[SearchResult], more: Iterable[SearchResult]) -> list[Search
             added.append(copy)
             continue
         seen.score = max(seen.score, result.score)
+        lines = [line for line in result.evidence if line not in seen.evidence]
+        if lines:
+            at = len(seen.evidence)
+            seen.text = "\n".join(
+                [*seen.text.split("\n")[:at], *lines, *seen.text.split("\n")[at:]]
+            )
+            seen.evidence.extend(lines)
         known = {(s.document_id, s.chunk_id) for s in seen.sources}
         seen.sources.extend(s for s in result.sources if (s.document_id, s.chunk_id) not in known)
     return added

@@ -39,7 +39,7 @@ class TripletRetriever(CompletionMixin):
         ctx, p = self.ctx, self.params
         graph = GraphCompletionRetriever(ctx.graph, ctx.vectors, ctx.embedder)
         candidates: dict[str, SearchResult] = {}
-        for result in graph.get_context(query, datasets, max(top_k * 3, p.candidates)):
+        for result in graph.triplets(query, datasets, max(top_k * 3, p.candidates)):
             line = result.text.split("\n", 1)[0]
             if line not in candidates:
                 candidates[line] = result

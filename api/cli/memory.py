@@ -11,6 +11,7 @@ from api.cli.render import guarded, out, print_ranked, runtime_session, wait_for
 from api.services import memory
 from retrieval.memory import DEFAULT_THRESHOLD, RecallResponse
 from retrieval.models import SearchType
+from retrieval.router import DEFAULT_TYPE
 
 app = typer.Typer()
 
@@ -73,7 +74,7 @@ def recall_command(
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=1000)] = 10,
     search_type: Annotated[
         SearchType, typer.Option("--type", "-t", case_sensitive=False, help="Graph lane type")
-    ] = SearchType.GRAPH_COMPLETION,
+    ] = DEFAULT_TYPE,
     threshold: Annotated[
         float, typer.Option(min=-1, max=1, help="Cosine at which a session hit answers alone")
     ] = DEFAULT_THRESHOLD,

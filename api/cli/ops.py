@@ -11,7 +11,6 @@ from api.cli.ingest import add, cognify
 from api.cli.render import err, fail, guarded, out
 from api.cli.search import search
 from core.settings import Settings
-from retrieval.models import SearchType
 
 app = typer.Typer()
 
@@ -73,7 +72,7 @@ def demo(
             raise
     for question in QUESTIONS:
         out.rule(question)
-        search(question, [dataset], SearchType.GRAPH_COMPLETION, 3, False)
+        search(question, [dataset], None, 3, False)  # routed, as `search` without --type
 
 
 @app.command("eval")

@@ -13,6 +13,7 @@ from core.models.documents import PIPELINE_VERSION, STATUS, DocumentStatus
 from core.models.graph import Node
 from core.models.jobs import JobStatus
 from retrieval.models import SearchType
+from retrieval.router import DEFAULT_TYPE
 
 
 class ErrorDetail(BaseModel):
@@ -246,7 +247,7 @@ class RecallRequest(BaseModel):
         "`threshold` answers without the graph, else the session's datasets are searched",
     )
     top_k: int = Field(default=10, ge=1, le=1000)
-    search_type: SearchType = SearchType.GRAPH_COMPLETION
+    search_type: SearchType = DEFAULT_TYPE  # the router's default (GRAPH_PPR)
     threshold: float = Field(default=0.8, ge=-1, le=1, description="Cosine of a session hit")
 
     @field_validator("search_type", mode="before")

@@ -22,6 +22,7 @@ from retrieval.memory import DEFAULT_THRESHOLD, ImproveResult, RecallResponse
 from retrieval.memory import improve as improve_answer
 from retrieval.memory import recall as recall_memory
 from retrieval.models import SearchType
+from retrieval.router import DEFAULT_TYPE
 from retrieval.sessions import Note, SessionStore
 from workers.runtime import Runtime
 
@@ -78,7 +79,7 @@ def recall(
     datasets: Sequence[str] = (),
     scope: str = "auto",
     top_k: int = 10,
-    search_type: SearchType = SearchType.GRAPH_COMPLETION,
+    search_type: SearchType = DEFAULT_TYPE,
     threshold: float = DEFAULT_THRESHOLD,
 ) -> RecallResponse:
     """Results from the session's lane and/or the graph's (see retrieval/memory.py), each

@@ -67,7 +67,14 @@ def test_recall_improve_and_forget_over_http(client: TestClient, remembered: Any
     note = client.post("/api/v1/remember", json={"text": "I prefer short answers", "session": "a1"})
     assert note.status_code == 200 and note.json()["note_id"], note.text
     both = client.post(
-        "/api/v1/recall", json={"query": QUESTION, "session": "a1", "datasets": ["api"]}
+        "/api/v1/recall",
+        # GRAPH_COMPLETION (not the default GRAPH_PPR) reads triplets, whose edges improve weighs.
+        json={
+            "query": QUESTION,
+            "session": "a1",
+            "datasets": ["api"],
+            "search_type": "GRAPH_COMPLETION",
+        },
     ).json()
     assert both["lanes"] == ["session", "graph"] and both["qa_id"]
     sources = {r["source"] for r in both["results"]}

@@ -195,7 +195,7 @@ def ranked_lines(rt: Runtime, query: str) -> list[str]:
 def test_feedback_reranks_the_elements_an_answer_used(runtime: Runtime) -> None:
     query = "Which places are linked to Alan Turing and the Danube?"
     before = ranked_lines(runtime, query)
-    assert len(before) >= 4, before
+    assert len(before) >= 3, before  # one line per passage: its best triplet
     qa_id = asked(runtime, "fb", query, top_k=8)
     store = sessions(runtime)
     assert [r.text.split("\n")[0] for r in store.qa("fb", qa_id).results] == before
@@ -203,17 +203,17 @@ def test_feedback_reranks_the_elements_an_answer_used(runtime: Runtime) -> None:
     assert down.edges >= 1 and down.results == [0]
     after_down = ranked_lines(runtime, query)
     assert after_down.index(before[0]) > 0, after_down  # the disliked triplet ranks lower
-    # A liked result whose score, raised by one step (x1.5), passes the one above it.
-    scores = [r.score for r in store.qa("fb", qa_id).results]
-    liked = max(k for k in range(1, len(scores)) if 0 < scores[k - 1] < scores[k] * 1.5)
+    # Liking the disliked result (one passage with all its triplets) lifts it two steps (x2.25),
+    # back above the passages that passed it.
+    liked = 0
     improve(runtime.graph, store, "fb", qa_id, 1.0, results=[liked])
     after_up = ranked_lines(runtime, query)
     assert after_up.index(before[liked]) < after_down.index(before[liked]), after_up
     # Repeating the same feedback changes nothing; the weights stay within bounds.
     assert improve(runtime.graph, store, "fb", qa_id, 1.0, results=[liked]).edges == 0
     assert ranked_lines(runtime, query) == after_up
-    # Undo both: the original order comes back.
-    improve(runtime.graph, store, "fb", qa_id, 0.0, results=[0, liked])
+    # Undo: the original order comes back.
+    improve(runtime.graph, store, "fb", qa_id, 0.0, results=[liked])
     assert ranked_lines(runtime, query) == before
 
 
