@@ -17,7 +17,7 @@ from typing import BinaryIO
 from core.entity_keys import EntityKeyIndex
 from core.models.documents import PIPELINE, STATUS, STRUCTURED_PIPELINE, DocumentStatus
 from core.models.graph import Node, Removed, dataset_id, document_id
-from core.models.vocabulary import DATASET, DOCUMENT
+from core.models.vocabulary import DATASET, DOCUMENT, NODE_SET
 from core.ports import BlobStore, GraphStore, LexicalIndex, VectorStore
 from core.purge import purge_document
 
@@ -199,9 +199,9 @@ class Catalog:
         existing = self.graph.find_nodes(dataset, DOCUMENT, name=name, limit=10)
         same = next((node for node in existing if node.id == doc_id), None)
         if same is not None:
-            if node_set is not None and same.properties.get("node_set", "") != node_set:
+            if node_set is not None and same.properties.get(NODE_SET, "") != node_set:
                 # A new node set for the same content: the next cognify re-labels its chunks.
-                props = {"node_set": node_set, STATUS: DocumentStatus.ADDED.value}
+                props = {NODE_SET: node_set, STATUS: DocumentStatus.ADDED.value}
                 self.graph.upsert_nodes(
                     [Node(id=doc_id, type=DOCUMENT, dataset=dataset, properties=props)]
                 )
@@ -223,7 +223,7 @@ class Catalog:
                         "size": size,
                         "extension": Path(name).suffix.lower().lstrip("."),
                         STATUS: DocumentStatus.ADDED.value,
-                        **({"node_set": node_set} if node_set else {}),
+                        **({NODE_SET: node_set} if node_set else {}),
                     },
                 )
             ]

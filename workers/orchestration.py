@@ -31,7 +31,7 @@ from core.models.documents import (
 )
 from core.models.graph import Node, dataset_id
 from core.models.jobs import Job, JobStatus
-from core.models.vocabulary import DOCUMENT
+from core.models.vocabulary import DOCUMENT, NODE_SET
 from pipelines.base import Pipeline
 from pipelines.classify import Classify, DocumentProblem, kind_for
 from pipelines.definitions import get_pipeline
@@ -72,7 +72,7 @@ def _ref(doc: Node) -> DocumentRef:
         blob_key=props["blob_key"],
         extension=props.get("extension", ""),
         size=props.get("size", 0),
-        node_set=props.get("node_set", ""),
+        node_set=props.get(NODE_SET, ""),
         derived=bool(props.get(DERIVED)) or props.get(STATUS) not in (None, DocumentStatus.ADDED),
     )
 

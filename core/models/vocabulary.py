@@ -41,7 +41,8 @@ STRUCTURAL_EDGES = (
     | TEMPORAL_EDGES
 )
 
-# Property (and vector payload key) of chunks added to a node set.
+# Property of the documents added to a node set and of their chunks (and the chunks' vector
+# payload key).
 NODE_SET = "node_set"
 
 # Node type -> its fields embedded into the `<Type>_<field>` collections.
