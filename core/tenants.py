@@ -34,6 +34,10 @@ class TenantError(ValueError):
     """A bad tenant name, an unknown tenant or key id, or a duplicate tenant."""
 
 
+class AccessDeniedError(PermissionError):
+    """The caller's role may not do this (HTTP 403)."""
+
+
 class Role(StrEnum):
     """What a key may do, each role including the ones before it."""
 

@@ -1,7 +1,8 @@
 """The `cogmill` command line, a module per command group.
 
 ingest: add, add-sql, cognify, delete, export · search: search, route · jobs: list, show,
-cancel, watch · ops: worker, serve, demo, eval · memory: remember, recall, improve, forget.
+cancel, watch · ops: worker, serve, demo, eval · memory: remember, recall, improve, forget ·
+access: tenants create|list, keys create|list|revoke.
 Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from api.cli import ingest, jobs, memory, ops, search
+from api.cli import access, ingest, jobs, memory, ops, search
 
 app = typer.Typer(
     add_completion=False,
@@ -22,6 +23,8 @@ app.add_typer(search.app)
 app.add_typer(jobs.app, name="jobs")
 app.add_typer(ops.app)
 app.add_typer(memory.app)
+app.add_typer(access.tenants_app, name="tenants")
+app.add_typer(access.keys_app, name="keys")
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Annotated
 
@@ -43,15 +44,33 @@ def worker(
 # -- serve: the HTTP API ------------------------------------------------------------------------
 
 
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve anywhere
+        return False
+
+
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
 ) -> None:
-    """Run the HTTP API (with embedded worker threads when the broker is in-process)."""
+    """Run the HTTP API (with embedded worker threads when the broker is in-process).
+
+    A host other than loopback needs COGMILL_AUTH=required: every request then takes a key."""
     import uvicorn
 
     from api.http.app import create_app
+
+    if not _loopback(host) and Settings().auth != "required":
+        fail(
+            f"refusing to serve on {host}, reachable from other machines, without API keys: "
+            "set COGMILL_AUTH=required (and `cogmill keys create`), or serve on 127.0.0.1",
+            2,
+        )
 
     # One process: the embedded stores and the memory:// broker cannot be shared by several.
     uvicorn.run(create_app(), host=host, port=port, workers=1)

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
+from api.http.deps import reader
 from api.http.routes import cognify, datasets, export, health, jobs, memory, route, search
 from api.http.schemas import DocumentsAdd, ErrorDetail, ErrorResponse, error_code, error_responses
 from api.services.datasets import DatasetNotFoundError, JobRunningError
@@ -25,6 +26,7 @@ from core.embeddings.local import ModelNotInstalledError
 from core.ports import StoreError
 from core.settings import Settings
 from core.stores.factory import NotAvailableError
+from core.tenants import AccessDeniedError
 from workers.jobs import JobNotFoundError
 from workers.orchestration import PlanError
 from workers.runtime import Runtime
@@ -37,6 +39,7 @@ DOMAIN_ERRORS: list[tuple[type[Exception], int, str]] = [
     (PlanError, 422, "cannot_plan"),
     (ValueError, 422, "invalid_value"),
     (JobNotFoundError, 404, "job_not_found"),
+    (AccessDeniedError, 403, "forbidden"),
     (NotAvailableError, 503, "backend_not_available"),
     (StoreError, 503, "store_unavailable"),
     (ModelNotInstalledError, 503, "model_not_installed"),
@@ -66,7 +69,9 @@ def _domain_handler(status: int, code: str) -> Callable[[Request, Exception], An
 def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     code = getattr(exc, "code", None) or error_code(exc.status_code)
-    return error(exc.status_code, code, str(exc.detail))
+    answer = error(exc.status_code, code, str(exc.detail))
+    answer.headers.update(exc.headers or {})  # WWW-Authenticate with a 401
+    return answer
 
 
 def _dataset_not_found(request: Request, exc: Exception) -> JSONResponse:
@@ -175,11 +180,18 @@ def create_app(runtime: Runtime | None = None) -> FastAPI:
         lifespan=lambda app: _lifespan(app, runtime),
         responses=error_responses(500),
     )
-    for router in (datasets.router, cognify.router, jobs.router, search.router, health.router):
-        app.include_router(router)
-    app.include_router(route.router)
-    app.include_router(memory.router)
-    app.include_router(export.router)
+    # Every route but the probes takes a key once auth is on (a reader's at least; writes
+    # check more).
+    keyed: dict[str, Any] = {
+        "dependencies": [Depends(reader)],
+        "responses": error_responses(401, 403),
+    }
+    for router in (datasets.router, cognify.router, jobs.router, search.router):
+        app.include_router(router, **keyed)
+    app.include_router(health.router)
+    app.include_router(route.router, **keyed)
+    app.include_router(memory.router, **keyed)
+    app.include_router(export.router, **keyed)
     for exc_type, status, code in DOMAIN_ERRORS:
         app.add_exception_handler(exc_type, _domain_handler(status, code))
     for exc_type, handler in HINTED_ERRORS:

@@ -1,10 +1,11 @@
-"""Route dependencies: the runtime, validated dataset names, and uploads streamed to disk."""
+"""Route dependencies: the runtime, the caller (API key), validated dataset names, and uploads
+streamed to disk."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Annotated, BinaryIO
@@ -20,6 +21,7 @@ from starlette.requests import ClientDisconnect
 
 from api.http.schemas import ApiError, DocumentsAdd
 from api.services import datasets
+from core.tenants import LOCAL, Caller, Role, Tenants
 from workers.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -34,6 +36,51 @@ def get_runtime(request: Request) -> Runtime:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+def _unauthorized(message: str) -> ApiError:
+    error = ApiError(401, "unauthorized", message)
+    error.headers = {"WWW-Authenticate": "Bearer"}
+    return error
+
+
+def get_caller(request: Request, runtime: RuntimeDep) -> Caller:
+    """Who the request acts for: the tenant and role of its `Authorization: Bearer` key (401
+    without a usable one), or the local default tenant while auth is off (no key was ever
+    created and COGMILL_AUTH is not `required`)."""
+    tenants = Tenants(runtime.state)
+    if runtime.settings.auth != "required" and not tenants.auth_configured():
+        return LOCAL
+    scheme, _, key = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        raise _unauthorized(
+            "send an API key as 'Authorization: Bearer KEY' (`cogmill keys create`)"
+        )
+    record = tenants.authenticate(key.strip())
+    if record is None:
+        raise _unauthorized("the API key is not valid (unknown, revoked or expired)")
+    return Caller(record.tenant, record.role)
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+def _role(needed: Role, what: str) -> Callable[[Caller], Caller]:
+    def check(caller: CallerDep) -> Caller:
+        if not caller.role.allows(needed):
+            message = f"a {caller.role.value} key may not {what}; it takes a {needed.value} key"
+            raise ApiError(403, "forbidden", message)
+        return caller
+
+    return check
+
+
+reader = _role(Role.READER, "read")
+writer = _role(Role.WRITER, "change data")
+Reader = Annotated[Caller, Depends(reader)]
+Writer = Annotated[Caller, Depends(writer)]
+WRITE = Depends(writer)
+"""For a route's `dependencies`: the caller's key must be a writer's or an admin's (403)."""
 
 
 def dataset_name(name: Annotated[str, PathParam(description="Dataset name")]) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from api.services.datasets import checked
+from core.tenants import LOCAL, AccessDeniedError, Caller, Role
 from retrieval.models import Route, SearchResponse, SearchType
 from retrieval.response_model import ResponseModel
 from retrieval.router import route as route_query
@@ -32,12 +33,29 @@ def search(
     top_k: int | None = None,
     response_model: ResponseModel | None = None,
     session: str | None = None,
+    caller: Caller = LOCAL,
 ) -> Searched:
     """Search the datasets with one type (None: the query router's) and top-k (None: from the
-    query). Raises ValueError (CatalogError for a bad dataset name) for a bad request."""
+    query). Raises ValueError (CatalogError for a bad dataset name) for a bad request,
+    AccessDeniedError for a query type the caller's role may not run."""
+    check_type_allowed(caller, search_type if search_type is not None else route(query).search_type)
     ctx, names = rt.retrieval(), [checked(name) for name in datasets]
     response = run_search(ctx, query, names, search_type, top_k, response_model, session)
     return Searched(response, ctx.extras.get(QA_ID_KEY) if session is not None else None)
+
+
+# Queries written in Cypher (or translated into it) are not confined to the caller's datasets
+# by anything but the text itself, so only an admin key may run them.
+ADMIN_TYPES = frozenset({SearchType.CYPHER, SearchType.NATURAL_LANGUAGE})
+
+
+def check_type_allowed(caller: Caller, search_type: SearchType) -> None:
+    """Raise AccessDeniedError when the caller may not run this search type."""
+    if search_type in ADMIN_TYPES and not caller.role.allows(Role.ADMIN):
+        raise AccessDeniedError(
+            f"{search_type.value} queries are admin-only (they can read every tenant's data); "
+            "use another search type, or an admin key"
+        )
 
 
 def route(query: str) -> Route:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from api.http.deps import KnownDataset, RuntimeDep
+from api.http.deps import WRITE, KnownDataset, RuntimeDep
 from api.http.schemas import CognifyRequest, JobAccepted, error_responses
 from api.services.cognify import OntologyFile, cognify
 
@@ -13,6 +13,7 @@ router = APIRouter(prefix="/api/v1/datasets", tags=["cognify"])
 
 @router.post(
     "/{name}/cognify",
+    dependencies=[WRITE],
     status_code=202,
     response_model=JobAccepted,
     responses=error_responses(400, 404, 422, 503),

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from api.http.deps import DatasetName, RuntimeDep, UploadsDep
+from api.http.deps import WRITE, DatasetName, RuntimeDep, UploadsDep
 from api.http.schemas import AddResult, DatasetPublic, DeleteResult, DocumentPublic, error_responses
 from api.services import datasets, delete
 from api.services.add import AddOptions, add_files
@@ -48,6 +48,7 @@ def list_datasets(runtime: RuntimeDep) -> list[DatasetPublic]:
 @router.post(
     "/{name}/data",
     response_model=AddResult,
+    dependencies=[WRITE],
     responses=error_responses(400, 413, 415, 422, 503),
     openapi_extra=UPLOAD_BODY,
 )
@@ -91,6 +92,7 @@ def _result(deleted: delete.Deleted) -> DeleteResult:
 
 @router.delete(
     "/{name}/data/{document_name}",
+    dependencies=[WRITE],
     response_model=DeleteResult,
     responses=error_responses(400, 404, 409, 422, 503),
 )
@@ -107,6 +109,7 @@ def delete_document(
 @router.delete(
     "/{name}",
     response_model=DeleteResult,
+    dependencies=[WRITE],
     responses=error_responses(400, 404, 409, 422, 503),
 )
 def delete_dataset(name: DatasetName, runtime: RuntimeDep) -> DeleteResult:

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Header, Query
 from fastapi import Path as PathParam
 from fastapi.responses import StreamingResponse
 
-from api.http.deps import RuntimeDep
+from api.http.deps import WRITE, RuntimeDep
 from api.http.schemas import ApiError, error_responses
 from api.services import jobs
 from api.services.jobs import JobEvent
@@ -57,6 +57,7 @@ def get_job(job_id: JobId, runtime: RuntimeDep) -> Job:
 
 @router.post(
     "/{job_id}/cancel",
+    dependencies=[WRITE],
     status_code=202,
     response_model=Job,
     responses=error_responses(404, 422, 503),

@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from fastapi import APIRouter, Response
 
-from api.http.deps import RuntimeDep
+from api.http.deps import WRITE, Reader, RuntimeDep, Writer
 from api.http.schemas import (
     ApiError,
     ForgetRequest,
@@ -22,6 +22,8 @@ from api.http.schemas import (
     error_responses,
 )
 from api.services import memory
+from api.services.search import check_type_allowed
+from core.tenants import AccessDeniedError
 from retrieval.memory import ImproveResult, RecallResponse
 
 router = APIRouter(prefix="/api/v1", tags=["memory"])
@@ -38,6 +40,7 @@ def not_found(action: Callable[[], T]) -> T:
 
 @router.post(
     "/remember",
+    dependencies=[WRITE],
     response_model=RememberResult,
     response_model_exclude_none=True,
     responses={202: {"description": "Added to a dataset; a cognify job was started"},
@@ -66,8 +69,9 @@ def remember(body: RememberRequest, runtime: RuntimeDep, response: Response) -> 
     response_model_exclude_none=True,
     responses=error_responses(400, 422, 503),
 )
-def recall_memory(body: RecallRequest, runtime: RuntimeDep) -> RecallResponse:
+def recall_memory(body: RecallRequest, runtime: RuntimeDep, caller: Reader) -> RecallResponse:
     """Results from the session and/or the graph, each tagged with its `source`."""
+    check_type_allowed(caller, body.search_type)
     return memory.recall(
         runtime,
         body.query,
@@ -82,6 +86,7 @@ def recall_memory(body: RecallRequest, runtime: RuntimeDep) -> RecallResponse:
 
 @router.post(
     "/improve",
+    dependencies=[WRITE],
     response_model=ImproveResult,
     response_model_exclude_none=True,
     responses=error_responses(404, 422, 503),
@@ -97,9 +102,15 @@ def improve_answer(body: ImproveRequest, runtime: RuntimeDep) -> ImproveResult:
     response_model=ForgetResult,
     responses=error_responses(400, 404, 409, 422, 503),
 )
-def forget(body: ForgetRequest, runtime: RuntimeDep) -> ForgetResult:
-    """Forget a session, a document, a dataset, or everything (`everything` + `confirm`);
-    409 while a cognify job runs on a dataset it would remove from."""
+def forget(body: ForgetRequest, runtime: RuntimeDep, caller: Writer) -> ForgetResult:
+    """Forget a session, a document, a dataset, or everything (`everything` + `confirm`, only
+    without keys: it spans every tenant); 409 while a cognify job runs on a dataset it would
+    remove from."""
+    if body.everything and caller.tenant is not None:
+        raise AccessDeniedError(
+            "forget everything spans every tenant, so no API key may do it; forget your "
+            "datasets and sessions one by one"
+        )
     done = not_found(
         lambda: memory.forget(
             runtime,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.http.deps import RuntimeDep
+from api.http.deps import Reader, RuntimeDep
 from api.http.schemas import SearchRequest, error_responses
 from api.services import search as service
 from retrieval.models import SearchResponse
@@ -19,9 +19,10 @@ router = APIRouter(prefix="/api/v1", tags=["search"])
     response_model_exclude_none=True,
     responses=error_responses(400, 422, 503),
 )
-def search(body: SearchRequest, runtime: RuntimeDep) -> SearchResponse:
+def search(body: SearchRequest, runtime: RuntimeDep, caller: Reader) -> SearchResponse:
     """Search datasets; results carry the chunks and documents they came from."""
     searched = service.search(
-        runtime, body.query, body.datasets, body.search_type, body.top_k, body.response_model
-    )
+        runtime, body.query, body.datasets, body.search_type, body.top_k, body.response_model,
+        caller=caller,
+    )  # fmt: skip
     return searched.response

@@ -1,0 +1,105 @@
+"""Access: tenants and their API keys (`cogmill tenants ...`, `cogmill keys ...`)."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+
+from api.cli.render import err, guarded, out, runtime_session
+from core.tenants import ApiKey, Role, Tenants
+
+tenants_app = typer.Typer(no_args_is_help=True, help="Tenants: who owns datasets and keys.")
+keys_app = typer.Typer(no_args_is_help=True, help="API keys: create, list, revoke.")
+
+
+def _when(stamp: float | None) -> str:
+    if stamp is None:
+        return "never"
+    return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@tenants_app.command("create")
+def create_tenant(name: Annotated[str, typer.Argument(help="lowercase name")]) -> None:
+    """Create a tenant (then `cogmill keys create --tenant NAME`)."""
+
+    def body() -> None:
+        with runtime_session() as rt:
+            Tenants(rt.state).create_tenant(name)
+        out.print(f"tenant {name} created", markup=False)
+
+    guarded(body)
+
+
+@tenants_app.command("list")
+def list_tenants() -> None:
+    """The tenants, with their creation time."""
+
+    def body() -> None:
+        with runtime_session() as rt:
+            for tenant in Tenants(rt.state).tenants():
+                typer.echo(f"{tenant.name}\tcreated {_when(tenant.created)}")
+
+    guarded(body)
+
+
+@keys_app.command("create")
+def create_key(
+    tenant: Annotated[str, typer.Option(help="The tenant the key acts for")],
+    role: Annotated[Role, typer.Option(help="reader, writer or admin")] = Role.READER,
+    expires: Annotated[
+        float | None, typer.Option(min=0.0001, help="Days until the key expires (default: never)")
+    ] = None,
+) -> None:
+    """Create a key and print it once (only its salted hash is stored)."""
+
+    def body() -> None:
+        with runtime_session() as rt:
+            key, record = Tenants(rt.state).create_key(tenant, role, expires)
+        typer.echo(key)  # alone on stdout: KEY=$(cogmill keys create ...) captures it
+        err.print(
+            f"key {record.id} for tenant {tenant} ({role.value}), expires "
+            f"{_when(record.expires)}; store it now, it is not shown again",
+            markup=False,
+        )
+
+    guarded(body)
+
+
+def _state(key: ApiKey, now: float) -> str:
+    if key.revoked:
+        return "revoked"
+    return "active" if key.usable(now) else "expired"
+
+
+@keys_app.command("list")
+def list_keys(
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's keys")] = None,
+) -> None:
+    """Every key's id, tenant, role, state and expiry (never the key itself)."""
+
+    def body() -> None:
+        with runtime_session() as rt:
+            records = Tenants(rt.state).keys(tenant)
+        now = time.time()
+        for key in sorted(records, key=lambda k: (k.tenant, k.created)):
+            typer.echo(
+                f"{key.id}\t{key.tenant}\t{key.role.value}\t{_state(key, now)}\t"
+                f"expires {_when(key.expires)}"
+            )
+
+    guarded(body)
+
+
+@keys_app.command("revoke")
+def revoke_key(key_id: Annotated[str, typer.Argument(help="The key id (`keys list`)")]) -> None:
+    """Revoke a key at once; requests with it get 401."""
+
+    def body() -> None:
+        with runtime_session() as rt:
+            Tenants(rt.state).revoke(key_id)
+        out.print(f"key {key_id} revoked", markup=False)
+
+    guarded(body)
