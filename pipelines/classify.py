@@ -130,7 +130,9 @@ class Classify:
         """From the settings' file size and unpacking limits."""
         s = services.settings
         limits = Limits(
-            max_unpacked_bytes=s.max_unpacked_bytes, max_compression_ratio=s.max_compression_ratio
+            max_unpacked_bytes=s.max_unpacked_bytes,
+            max_compression_ratio=s.max_compression_ratio,
+            max_unpacked_part_bytes=s.max_unpacked_part_bytes,
         )
         return cls(services.blobs, s.max_file_bytes, limits)
 
@@ -145,6 +147,7 @@ class Classify:
             max_unpacked_bytes=base.max_unpacked_bytes,
             max_compression_ratio=base.max_compression_ratio,
             block_bytes=base.block_bytes,
+            max_unpacked_part_bytes=base.max_unpacked_part_bytes,
         )
 
     def run(self, batch: DocumentBatch) -> ClassifiedBatch:

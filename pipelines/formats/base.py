@@ -20,17 +20,20 @@ class DocumentProblem(ValueError):
 class Limits:
     """Bounds on what one document may cost to read.
 
-    `max_unpacked_bytes` and `max_compression_ratio` guard ZIP-based formats (docx, pptx,
-    xlsx): a few kilobytes can declare gigabytes of XML (a "zip bomb").
+    `max_unpacked_bytes` (the whole document), `max_unpacked_part_bytes` (one ZIP member or
+    PDF stream) and `max_compression_ratio` guard compressed formats (docx, pptx, xlsx, PDF):
+    a few kilobytes can declare or inflate to gigabytes (a "decompression bomb").
     """
 
     max_bytes: int = 200 * 1024 * 1024
-    max_unpacked_bytes: int = 1024 * 1024 * 1024
+    max_unpacked_bytes: int = 256 * 1024 * 1024
     max_compression_ratio: int = 250
     block_bytes: int = BLOCK_BYTES
+    max_unpacked_part_bytes: int = 128 * 1024 * 1024
 
     def __post_init__(self) -> None:
-        for name in ("max_bytes", "max_unpacked_bytes", "max_compression_ratio", "block_bytes"):
+        names = ("max_bytes", "max_unpacked_bytes", "max_compression_ratio", "block_bytes")
+        for name in (*names, "max_unpacked_part_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
 

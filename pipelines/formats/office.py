@@ -1,9 +1,10 @@
 """Word, PowerPoint and Excel (Office Open XML) through `unstructured`, behind a ZIP guard.
 
 These files are ZIP archives. Before any parser opens one, its central directory is checked:
-the member count, the total declared uncompressed size and each member's compression ratio.
-Python's zipfile never inflates a member past its declared size (a lie fails the CRC check),
-so bounding the declared sizes bounds the real work.
+the member count, the total declared uncompressed size, each member's declared size, and the
+compression ratio of each member above 64 KiB and of the archive as a whole (many small
+members of a high ratio add up). Python's zipfile never inflates a member past its declared
+size (a lie fails the CRC check), so bounding the declared sizes bounds the real work.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ import zipfile
 from collections.abc import Callable, Sequence
 from typing import BinaryIO
 
-from pipelines.formats.base import DocumentProblem, Source, group_rows
+from pipelines.formats.base import DocumentProblem, Limits, Source, group_rows
 from pipelines.formats.markup import configure_unstructured, from_unstructured, html_table_rows
 from pipelines.formats.markup import row_lines as render_rows
 from pipelines.formats.text import binary_kind
 from pipelines.models import Element
 
 MAX_MEMBERS = 10_000
+RATIO_MIN_BYTES = 64 * 1024  # smaller members say little by their ratio alone
 ZIP_MAGIC = b"PK\x03\x04"
 # The part each format cannot do without, and the format's full name.
 _MAIN_PART = {
@@ -82,17 +84,35 @@ def check_archive(stream: BinaryIO, kind: str, source: Source) -> None:
             f"of {limits.max_unpacked_bytes} (COGMILL_MAX_UNPACKED_BYTES)"
         )
     for member in members:
-        ratio = member.file_size / max(member.compress_size, 1)
-        if member.file_size > (1 << 20) and ratio > limits.max_compression_ratio:
-            raise DocumentProblem(
-                f"refused as a possible zip bomb: member {member.filename!r} is compressed "
-                f"{ratio:.0f}:1 (limit {limits.max_compression_ratio}:1, "
-                "COGMILL_MAX_COMPRESSION_RATIO)"
-            )
+        _check_member(member, limits)
+    packed = sum(m.compress_size for m in members)
+    if declared > RATIO_MIN_BYTES and declared / max(packed, 1) > limits.max_compression_ratio:
+        raise DocumentProblem(
+            f"refused as a possible zip bomb: its {len(members)} members are compressed "
+            f"{declared / max(packed, 1):.0f}:1 together (limit {limits.max_compression_ratio}:1, "
+            "COGMILL_MAX_COMPRESSION_RATIO)"
+        )
     if main_part not in {m.filename for m in members}:
         raise DocumentProblem(
             f"not a valid {full_name}: the archive has no {main_part}; "
             f"is it another kind of ZIP file renamed .{kind}?"
+        )
+
+
+def _check_member(member: zipfile.ZipInfo, limits: Limits) -> None:
+    """One member's declared size and compression ratio within the limits."""
+    if member.file_size > limits.max_unpacked_part_bytes:
+        raise DocumentProblem(
+            f"refused as a possible zip bomb: member {member.filename[:200]!r} unpacks to "
+            f"{member.file_size} bytes, above the limit of {limits.max_unpacked_part_bytes} "
+            "(COGMILL_MAX_UNPACKED_PART_BYTES)"
+        )
+    ratio = member.file_size / max(member.compress_size, 1)
+    if member.file_size > RATIO_MIN_BYTES and ratio > limits.max_compression_ratio:
+        raise DocumentProblem(
+            f"refused as a possible zip bomb: member {member.filename[:200]!r} is compressed "
+            f"{ratio:.0f}:1 (limit {limits.max_compression_ratio}:1, "
+            "COGMILL_MAX_COMPRESSION_RATIO)"
         )
 
 

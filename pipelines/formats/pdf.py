@@ -2,8 +2,9 @@
 inference stack, torch included, even for the "fast" strategy).
 
 pypdf opens the file first: it tells an encrypted PDF (one that needs a password to read)
-from a corrupt one, each with its own advice. pdfminer then lays out each page's text boxes;
-each box is one element.
+from a corrupt one, each with its own advice. Every stream is then measured with bounded
+decoders (pdf_streams.py: a decompression bomb is refused), and pdfminer lays out each
+page's text boxes; each box is one element.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from typing import BinaryIO, cast
 
 from pipelines.formats.base import DocumentProblem, Source
+from pipelines.formats.pdf_streams import check_pdf_streams
 from pipelines.formats.text import binary_kind
 from pipelines.models import Element
 
@@ -66,6 +68,22 @@ def _open_checked(stream: BinaryIO) -> int:
         ) from err
 
 
+def _check_streams(stream: BinaryIO, source: Source) -> None:
+    """Every stream unpacks within the limits (pdfminer would inflate each one whole)."""
+    from pdfminer.pdfexceptions import PDFException
+    from pdfminer.psexceptions import PSException
+
+    try:
+        check_pdf_streams(stream, source.limits)
+    except DocumentProblem:
+        raise
+    except (PDFException, PSException, ValueError, KeyError, TypeError, EOFError) as err:
+        raise DocumentProblem(
+            f"corrupt PDF: its objects cannot be read ({type(err).__name__}); "
+            "re-export or repair it, then add it again"
+        ) from err
+
+
 def partition_pdf(source: Source) -> list[Element]:
     """Text boxes of every page, in reading order; a PDF without text is refused."""
     from pdfminer.high_level import extract_pages
@@ -82,13 +100,23 @@ def partition_pdf(source: Source) -> list[Element]:
         stream.seek(0)
         pages = _open_checked(stream)
         stream.seek(0)
+        _check_streams(stream, source)
+        stream.seek(0)
         elements: list[Element] = []
         try:
             for page in extract_pages(cast(io.IOBase, stream), laparams=LAParams()):
                 for box in page:
                     if isinstance(box, LTTextContainer) and (text := _box_text(box.get_text())):
                         elements.append(Element(kind="text", text=text))
-        except (PDFException, PSException, ValueError, KeyError, TypeError, EOFError) as err:
+        except (
+            PDFException,
+            PSException,
+            ValueError,
+            KeyError,
+            TypeError,
+            EOFError,
+            RuntimeError,
+        ) as err:  # RuntimeError: pdfminer's decoders on truncated data
             raise DocumentProblem(
                 f"corrupt PDF: its pages cannot be read ({type(err).__name__}: {err}); "
                 "re-export or repair it, then add it again"
