@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 from core.catalog import SQLITE_MAGIC
 from core.ports import BlobStore
 from pipelines.classify import check_supported
+from pipelines.formats.records import TOO_DEEP, too_deep
 from pipelines.models import DocumentRef
 
 DELIMITED = {"csv": ",", "tsv": "\t"}
@@ -230,6 +231,10 @@ def _jsonl_rows(blobs: BlobStore, key: str, encoding: str) -> Iterator[Row]:
                         f"invalid JSON on line {number}, column {err.colno}: {err.msg}; "
                         "fix that line (JSON Lines holds one object per line)"
                     ) from err
+                except RecursionError as err:
+                    raise TableProblem(f"line {number}: {TOO_DEEP}") from err
+                if too_deep(value):
+                    raise TableProblem(f"line {number}: {TOO_DEEP}")
                 yield _record(value, f"line {number}")
         except UnicodeDecodeError as err:
             raise _decode_error(err, encoding) from err
@@ -246,6 +251,10 @@ def _json_tables(table: str, text: io.TextIOWrapper) -> list[TableSource]:
         ) from err
     except UnicodeDecodeError as err:
         raise _decode_error(err, text.encoding) from err
+    except RecursionError as err:
+        raise TableProblem(TOO_DEEP) from err
+    if too_deep(value):
+        raise TableProblem(TOO_DEEP)
     if isinstance(value, list):
         groups = {table: value}
     elif isinstance(value, dict):

@@ -3,6 +3,9 @@
 A JSON record becomes `key: value; a.b: value`; a table row `column: value, column: value`
 under the header's names. Ragged CSV rows are kept: missing cells are left out, extra cells
 are named `column N`.
+
+JSON nested deeper than MAX_JSON_DEPTH levels is refused as a per-document problem (one such
+file once failed its whole batch with a RecursionError); `too_deep` checks without recursion.
 """
 
 from __future__ import annotations
@@ -18,6 +21,11 @@ from pipelines.formats.text import read_text, with_text
 from pipelines.models import Element
 
 _SNIFF_LINES = 20
+MAX_JSON_DEPTH = 100
+TOO_DEEP = (
+    f"the JSON is nested deeper than {MAX_JSON_DEPTH} levels; flatten the records, or save it "
+    "as .txt to ingest it as plain text"
+)
 
 
 def lines(blocks: Iterator[str]) -> Iterator[str]:
@@ -40,9 +48,33 @@ def partition_json(source: Source) -> list[Element]:
     return json_elements(read_text(source))
 
 
-def json_elements(text: str) -> list[Element]:
+def too_deep(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether a parsed JSON value nests lists and objects more than `limit` levels deep."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _parse(text: str) -> object:
+    """json.loads, with nesting past the parser's own limit or MAX_JSON_DEPTH refused."""
     try:
         value = json.loads(text)
+    except RecursionError as err:
+        raise DocumentProblem(TOO_DEEP) from err
+    if too_deep(value):
+        raise DocumentProblem(TOO_DEEP)
+    return value
+
+
+def json_elements(text: str) -> list[Element]:
+    try:
+        value = _parse(text)
     except json.JSONDecodeError as err:
         if err.msg == "Extra data":  # one value per line: JSON Lines saved as .json
             try:
@@ -67,7 +99,9 @@ def _jsonl_elements(rows: Iterator[str]) -> list[Element]:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = _parse(line)
+        except DocumentProblem as err:
+            raise DocumentProblem(f"line {number}: {err}") from err
         except json.JSONDecodeError as err:
             raise DocumentProblem(
                 f"invalid JSON on line {number}, column {err.colno}: {err.msg}; "
