@@ -54,7 +54,7 @@ class CatalogError(ValueError):
 
 def check_dataset_name(name: str) -> str:
     """Return the name or raise CatalogError saying what is allowed."""
-    if not DATASET_NAME.match(name):
+    if not DATASET_NAME.fullmatch(name):
         raise CatalogError(
             f"invalid dataset name {name!r}: use 1-64 letters, digits, '_', '-' or '.', "
             "starting with a letter or digit (no spaces or slashes)"
@@ -67,7 +67,7 @@ NODE_SET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 
 def check_node_set(name: str) -> str:
     """Return the node set name or raise CatalogError saying what is allowed."""
-    if not NODE_SET_NAME.match(name):
+    if not NODE_SET_NAME.fullmatch(name):
         raise CatalogError(
             f"invalid node set name {name!r}: use 1-64 letters, digits, '_', '-' or '.', "
             "starting with a letter or digit (e.g. coding_rules)"

@@ -86,7 +86,7 @@ class Note(BaseModel):
 
 def check_session_id(session: str) -> str:
     """Return the id or raise SessionError saying what is allowed."""
-    if not SESSION_ID.match(session):
+    if not SESSION_ID.fullmatch(session):
         raise SessionError(
             f"invalid session id {session!r}: use 1-128 letters, digits, '_', '-' or '.', "
             "starting with a letter or digit (e.g. chat-42)"
@@ -175,7 +175,7 @@ class SessionStore:
 
     def qa(self, session: str, qa_id: str) -> QARecord | None:
         """One qa with its trace, or None when missing or expired."""
-        if not ITEM_ID.match(qa_id):
+        if not ITEM_ID.fullmatch(qa_id):
             raise SessionError(
                 f"invalid answer id {qa_id!r}: use a qa_id returned by search or recall "
                 "with this session"

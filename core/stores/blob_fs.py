@@ -21,7 +21,7 @@ class FileBlobStore:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def _path(self, key: str) -> Path:
-        if not _KEY.match(key) or ".." in key.split("/"):
+        if not _KEY.fullmatch(key) or ".." in key.split("/"):
             raise ValueError(f"invalid blob key {key!r}: use letters, digits, '_', '-', '.', '/'")
         return self.root / key
 
