@@ -31,7 +31,7 @@ from core.models.vocabulary import (
     TABLE_COLLECTION,
     TABLE_ROW,
 )
-from core.ports import BlobStore, Embedder, GraphStore, VectorStore
+from core.ports import BlobStore, Embedder, GraphStore, LexicalIndex, VectorStore
 from core.purge import purge_document
 from pipelines.add_data_points import AddDataPoints
 from pipelines.base import INGEST, StepContext, StepQueue, StepServices
@@ -75,6 +75,7 @@ class LinkRows:
             services.vectors,
             services.embedder,
             services.blobs,
+            lexical=services.lexical,
             pipeline_version=context.version,
             embed_batch_size=s.embed_batch_size,
             write_batch_size=s.write_batch_size,
@@ -87,11 +88,12 @@ class LinkRows:
         embedder: Embedder,
         blobs: BlobStore,
         *,
+        lexical: LexicalIndex | None = None,
         pipeline_version: str,
         embed_batch_size: int = 64,
         write_batch_size: int = 2000,
     ) -> None:
-        self.graph, self.vectors, self.blobs = graph, vectors, blobs
+        self.graph, self.vectors, self.blobs, self.lexical = graph, vectors, blobs, lexical
         self.version = pipeline_version
         self.batch_size = write_batch_size
         self.writer = AddDataPoints(
@@ -170,7 +172,7 @@ class LinkRows:
             props = current[doc.id].properties if doc.id in current else {}
             same = processed_by(props, STRUCTURED_PIPELINE, self.version)
             removed = purge_document(
-                self.graph, self.vectors, None, dataset, doc.id, keep_node_vectors=same
+                self.graph, self.vectors, self.lexical, dataset, doc.id, keep_node_vectors=same
             )
             reuse |= set(removed.node_ids) if same else set()
         return reuse

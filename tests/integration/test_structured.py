@@ -164,6 +164,28 @@ def test_rerun_is_idempotent_and_deleting_a_table_removes_its_references(
     }  # fmt: skip
 
 
+def test_switching_a_table_to_the_structured_pipeline_drops_its_old_chunk_postings(
+    runtime: Runtime, shop: Path, dataset: str
+) -> None:
+    add(runtime, shop, dataset)
+    assert run_with(runtime, dataset, "default").status is JobStatus.SUCCEEDED
+    chunks = {c.id for c in runtime.graph.find_nodes(dataset, "DocumentChunk", limit=1000)}
+    assert chunks and lexical_ids(runtime, dataset) >= chunks
+    assert run_with(runtime, dataset, "structured").status is JobStatus.SUCCEEDED
+    # The chunks went with the default pipeline's output, and so did their postings.
+    assert not runtime.graph.find_nodes(dataset, "DocumentChunk", limit=10)
+    assert not lexical_ids(runtime, dataset) & chunks
+
+
+def run_with(rt: Runtime, dataset: str, pipeline: str) -> Job:
+    return finished(rt, cognify(rt, dataset, pipeline, mode="all"))
+
+
+def lexical_ids(rt: Runtime, dataset: str) -> set[str]:
+    terms = ["alice", "bruno", "grandma", "kettle", "lantern", "bicycle", "c001", "sku"]
+    return {p.chunk_id for p in rt.lexical.postings([dataset], terms)}
+
+
 def test_declared_keys_relink_the_tables_on_the_next_plain_cognify(
     runtime: Runtime, shop: Path, dataset: str
 ) -> None:
