@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from core.embeddings.tokenizer import count_tokens
 from tests.llm_answers import retrieval_reply
 from tests.llm_multistep import multistep_reply
 
@@ -66,6 +67,11 @@ class Faults:
     # 1/n of the requests, every kind, whatever texts arrive (a "malformed" turn that falls on
     # an embeddings request answers 500 there and goes to the next chat request).
     fault_every: int = 0
+    # How replies count tokens in `usage`: "chars" (~4 characters a token, of the messages),
+    # "wordpiece" (the local tokenizer over the messages and the JSON schema sent, as a real
+    # endpoint counts the schema too) or "omit" (no `usage`; the client must count).
+    usage: str = "chars"
+    cached_tokens: int = 0  # reported as cached in each chat reply (at most its prompt)
 
 
 def graph_for_text(text: str) -> dict[str, Any]:
@@ -201,6 +207,8 @@ class _Server(ThreadingHTTPServer):
         self.owed_malformed = 0  # malformed turns that fell on embeddings requests
         self.in_flight = 0
         self.peak_in_flight = 0
+        # Tokens answered per path, as `usage` said (or would have said, with usage "omit").
+        self.tokens: dict[str, Counter[str]] = {}
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Quiet about a client that hung up (it gave up on a hanging request); loud otherwise."""
@@ -252,6 +260,17 @@ class _Server(ThreadingHTTPServer):
         with self.lock:
             self.requests[path] += 1
 
+    def tally(self, path: str, usage: dict[str, Any]) -> None:
+        """Count one answered call's usage on `path`."""
+        with self.lock:
+            counter = self.tokens.setdefault(path, Counter())
+            counter["calls"] += 1
+            for name in ("prompt_tokens", "completion_tokens"):
+                counter[name] += usage[name]
+            counter["cached_tokens"] += (usage.get("prompt_tokens_details") or {}).get(
+                "cached_tokens", 0
+            )
+
     def enter(self) -> None:
         """A model call starts: count it in flight."""
         with self.lock:
@@ -270,6 +289,7 @@ class _Server(ThreadingHTTPServer):
                 "requests": dict(self.requests),
                 "faults": faults,
                 "peak_in_flight": self.peak_in_flight,
+                "usage": {path: dict(counter) for path, counter in self.tokens.items()},
                 "config": config,
             }
 
@@ -321,6 +341,7 @@ class _Handler(BaseHTTPRequestHandler):
             with self.server.lock:
                 for counter in (self.server.requests, self.server.injected, self.server.seen):
                     counter.clear()
+                self.server.tokens.clear()
                 self.server.peak_in_flight = self.server.in_flight
         self._json(200, self.server.stats())
 
@@ -365,7 +386,6 @@ class _Handler(BaseHTTPRequestHandler):
             content = json.dumps(custom_graph_for_text(text, spec["schema"]))
         if malformed:
             content = content[: len(content) // 2]
-        prompt = sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4
         message = {"role": "assistant", "content": content}
         reply = {
             "id": "chatcmpl-test",
@@ -373,8 +393,28 @@ class _Handler(BaseHTTPRequestHandler):
             "created": int(time.time()),
             "model": body.get("model", "test"),
             "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
-            "usage": _usage(prompt, len(content) // 4),
+            "usage": self._chat_usage(body, content),
         }
+        self._answer(reply)
+
+    def _chat_usage(self, body: dict[str, Any], content: str) -> dict[str, Any]:
+        """The reply's `usage`, counted the way the `usage` setting says."""
+        texts = [str(m.get("content", "")) for m in body["messages"]]
+        if self.server.faults.usage == "chars":
+            usage = _usage(sum(len(t) for t in texts) // 4, len(content) // 4)
+        else:
+            schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
+            sent = "\n".join(texts + ([json.dumps(schema)] if schema else []))
+            prompt, completion = count_tokens([sent, content])
+            usage = _usage(prompt, completion)
+        cached = min(self.server.faults.cached_tokens, usage["prompt_tokens"])
+        return {**usage, "prompt_tokens_details": {"cached_tokens": cached}}
+
+    def _answer(self, reply: dict[str, Any]) -> None:
+        """Send a model reply; its usage is tallied, and left out in usage mode "omit"."""
+        self.server.tally(self.path, reply["usage"])
+        if self.server.faults.usage == "omit":
+            reply = {k: v for k, v in reply.items() if k != "usage"}
         self._json(200, reply)
 
     def _embeddings(self, body: dict[str, Any]) -> None:
@@ -391,8 +431,11 @@ class _Handler(BaseHTTPRequestHandler):
             {"object": "embedding", "index": i, "embedding": encode(vector)}
             for i, vector in enumerate(embeddings_for_texts(texts, dim))
         ]
-        usage = _usage(sum(len(t) for t in texts) // 4, 0)
-        self._json(200, {"object": "list", "data": data, "model": "test", "usage": usage})
+        if self.server.faults.usage == "chars":
+            usage = _usage(sum(len(t) for t in texts) // 4, 0)
+        else:
+            usage = _usage(count_tokens(["\n".join(texts), ""])[0], 0)
+        self._answer({"object": "list", "data": data, "model": "test", "usage": usage})
 
     def _body(self) -> dict[str, Any]:
         length = int(self.headers.get("Content-Length") or 0)

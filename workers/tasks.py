@@ -31,6 +31,7 @@ from workers.heartbeat import Heartbeat, ensure_heartbeat, worker_id
 from workers.jobs import JobTracker, batch_input_key
 from workers.orchestration import record_batch
 from workers.runtime import Runtime, current_runtime
+from workers.usage import metered
 
 log = logging.getLogger("cogmill.tasks")
 
@@ -135,7 +136,7 @@ def _run_step(work: Delivery, counted: list[int]) -> str | None:
         input_type = step_types(type(instance))[0]
         data = input_type.model_validate_json(jobs.artifact(work.in_key))
         try:
-            output = instance.run(data)
+            output = metered(runtime.state, job_id, work.step, lambda: instance.run(data))
         except StoreError:
             raise
         except Exception as err:  # noqa: BLE001 - a failed step becomes per-document errors

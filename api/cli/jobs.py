@@ -32,7 +32,7 @@ def jobs_list() -> None:
 
 @app.command("show")
 def jobs_show(job_id: str) -> None:
-    """One job as JSON: status, counts and per-document errors."""
+    """One job as JSON: status, counts, per-document errors, LLM/embeddings tokens and cost."""
 
     def body() -> Job:
         with runtime_session() as rt:

@@ -8,9 +8,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from core.llm.usage import UsageTotals, priced
 from core.models.jobs import Job
 from workers.jobs import JobNotFoundError, JobTracker
 from workers.runtime import Runtime
+from workers.usage import job_usage
 
 # Job ids are uuid4 hex; anything else (a ':' especially) would address other state keys.
 JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -32,9 +34,18 @@ def list_jobs(rt: Runtime) -> list[Job]:
     return sorted(tracker(rt).list(), key=lambda job: job.created_at, reverse=True)
 
 
-def show(rt: Runtime, job_id: str) -> Job:
-    """A job's status, live counts and per-document errors. Raises JobNotFoundError."""
-    return tracker(rt).get(checked_id(job_id))
+class JobReport(Job):
+    """A job with the tokens its LLM and embeddings calls used, and their cost."""
+
+    llm: UsageTotals
+    embeddings: UsageTotals
+
+
+def show(rt: Runtime, job_id: str) -> JobReport:
+    """A job's status, live counts, per-document errors and token usage. Raises
+    JobNotFoundError."""
+    job = tracker(rt).get(checked_id(job_id))
+    return JobReport(**dict(job), **priced(job_usage(rt.state, job.id), rt.settings))
 
 
 def cancel(rt: Runtime, job_id: str) -> Job:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import openai
 
+from core.llm import usage as accounting
 from core.llm.client import NO_API_KEY, LLMError, backoff_delay, classify, short
 from core.ports import batched
 
@@ -81,11 +82,16 @@ class OpenAIEmbedder:
                 last = self._failed(err, attempt)
                 continue
             try:
-                data = json.loads(raw.content)["data"]
+                body = json.loads(raw.content)
+                data = body["data"]
             except (ValueError, KeyError, TypeError) as err:
                 last = f"{self.endpoint}: the answer is not an embeddings list ({short(err)})"
                 continue
-            return self._matrix(data, len(texts))
+            matrix = self._matrix(data, len(texts))
+            accounting.record(
+                "embeddings", body.get("usage"), prompt="\n".join(texts), completion=""
+            )
+            return matrix
         raise LLMError(f"{last} (gave up after {self.max_attempts} attempts)")
 
     def _failed(self, err: openai.OpenAIError, attempt: int) -> str:

@@ -15,7 +15,7 @@ import random
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -23,15 +23,15 @@ import openai
 import openai.resources  # noqa: F401  (the SDK imports this lazily, ~1 s inside the first call)
 from pydantic import BaseModel, ValidationError
 
+from core.llm import usage as accounting
 from core.llm.cache import LLMCache, cache_key
+from core.llm.usage import LLMStats
 from core.ports import RateLimiter, StoreError
 
 log = logging.getLogger("cogmill.llm")
 Model = TypeVar("Model", bound=BaseModel)
 # Local servers (vLLM, Ollama, llama.cpp) need no key, but the SDK refuses an empty one.
 NO_API_KEY = "not-needed"
-# Completion tokens assumed per call before any usage has been reported.
-DEFAULT_COMPLETION_TOKENS = 256
 # A server asking for a longer pause gets retried after this anyway (and may say no again).
 MAX_RETRY_AFTER = 120.0
 # 408 timeout, 409 lock conflict, 429 rate limit; all 5xx are retried too.
@@ -40,40 +40,6 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})
 
 class LLMError(RuntimeError):
     """An LLM endpoint failed for good: after all attempts, or with a non-retryable error."""
-
-
-@dataclass
-class LLMStats:
-    """Counters for logs and tests; safe to update from several threads."""
-
-    requests: int = 0
-    cache_hits: int = 0
-    retries: int = 0
-    repairs: int = 0
-    fallbacks: int = 0
-    failures: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    _answers: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-
-    def add(self, **counts: int) -> None:
-        """Add to named counters atomically."""
-        with self._lock:
-            for name, value in counts.items():
-                setattr(self, name, getattr(self, name) + value)
-
-    def snapshot(self) -> dict[str, int]:
-        """The public counters as a dict."""
-        with self._lock:
-            return {k: v for k, v in vars(self).items() if not k.startswith("_")}
-
-    def expected_completion_tokens(self) -> int:
-        """The mean completion size so far, for the next call's token estimate."""
-        with self._lock:
-            if not self._answers:
-                return DEFAULT_COMPLETION_TOKENS
-            return self.completion_tokens // self._answers
 
 
 class LLMClient:
@@ -199,9 +165,14 @@ class LLMClient:
             body = json.loads(raw.content)
             self._record_usage(body.get("usage"))
             choices = body.get("choices") or [{}]
-            return (choices[0].get("message") or {}).get("content") or ""
+            content = (choices[0].get("message") or {}).get("content") or ""
         except (ValueError, AttributeError):  # not JSON, or JSON of another shape: an invalid
-            return raw.text  # reply, which the caller asks to have repaired like any other
+            body, content = {}, raw.text  # reply, which is sent back for repair like any other
+        usage = body.get("usage") if isinstance(body, dict) else None
+        accounting.record(
+            "llm", usage, prompt=accounting.prompt_text(sent, fmt), completion=content
+        )
+        return content
 
     def _with_format(
         self, messages: list[dict[str, Any]], schema_json: dict[str, Any], json_schema: bool
@@ -292,6 +263,7 @@ class LLMClient:
         except ValidationError:
             return None  # written under an older schema: answer again
         self.stats.add(cache_hits=1)
+        accounting.cache_hit("llm")
         return result
 
     async def _store(self, key: str, raw: str) -> None:

@@ -13,7 +13,7 @@ from fastapi.responses import StreamingResponse
 from api.http.deps import WRITE, RuntimeDep
 from api.http.schemas import ApiError, error_responses
 from api.services import jobs
-from api.services.jobs import JobEvent
+from api.services.jobs import JobEvent, JobReport
 from core.models.jobs import Job
 from workers.jobs import JobNotFoundError
 from workers.runtime import Runtime
@@ -49,9 +49,9 @@ def list_jobs(runtime: RuntimeDep) -> list[Job]:
     return jobs.list_jobs(runtime)
 
 
-@router.get("/{job_id}", response_model=Job, responses=error_responses(404, 422, 503))
-def get_job(job_id: JobId, runtime: RuntimeDep) -> Job:
-    """A job's status, live counts and per-document errors."""
+@router.get("/{job_id}", response_model=JobReport, responses=error_responses(404, 422, 503))
+def get_job(job_id: JobId, runtime: RuntimeDep) -> JobReport:
+    """A job's status, live counts, per-document errors and LLM/embeddings tokens and cost."""
     return _found(jobs.show, runtime, job_id)
 
 

@@ -1,0 +1,196 @@
+"""Token accounting: what the LLM and embeddings calls of one piece of work used.
+
+The step shell (workers/tasks.py) opens a `Meter` around a step with `metering(meter)`; the
+LLM client and the remote embedder add each reply's `usage` to `current_meter()`. The meter
+lives in a context variable: each thread (the embedded mode runs steps on threads) sees only
+its own, and the LLM loop's tasks inherit the meter of the thread that submitted them
+(`asyncio.run_coroutine_threadsafe` and `asyncio.gather` copy the caller's context). A meter
+only sums in memory; whoever opened it stores the totals once (atomic counters, so workers
+never lose each other's increments).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from core.embeddings.tokenizer import count_tokens as word_pieces
+from core.settings import Settings
+
+# Completion tokens assumed per call before any usage has been reported.
+DEFAULT_COMPLETION_TOKENS = 256
+KINDS = ("llm", "embeddings")
+FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "cache_hits")
+
+
+@dataclass
+class LLMStats:
+    """Counters for logs and tests; safe to update from several threads."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    repairs: int = 0
+    fallbacks: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    _answers: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **counts: int) -> None:
+        """Add to named counters atomically."""
+        with self._lock:
+            for name, value in counts.items():
+                setattr(self, name, getattr(self, name) + value)
+
+    def snapshot(self) -> dict[str, int]:
+        """The public counters as a dict."""
+        with self._lock:
+            return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def expected_completion_tokens(self) -> int:
+        """The mean completion size so far, for the next call's token estimate."""
+        with self._lock:
+            if not self._answers:
+                return DEFAULT_COMPLETION_TOKENS
+            return self.completion_tokens // self._answers
+
+
+@dataclass
+class Usage:
+    """Token counts of one kind of call (LLM or embeddings)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cache_hits: int = 0  # calls saved by the response cache
+
+    def counts(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass
+class Meter:
+    """Sums the usage of the calls made while it is current; safe to update from threads."""
+
+    usage: dict[str, Usage] = field(default_factory=lambda: {kind: Usage() for kind in KINDS})
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, kind: str, **counts: int) -> None:
+        """Add to the named counters of `kind` ("llm" or "embeddings")."""
+        with self._lock:
+            usage = self.usage[kind]
+            for name, value in counts.items():
+                setattr(usage, name, getattr(usage, name) + int(value))
+
+    def totals(self) -> dict[str, dict[str, int]]:
+        """{kind: {field: count}}, a copy."""
+        with self._lock:
+            return {kind: usage.counts() for kind, usage in self.usage.items()}
+
+
+_current: ContextVar[Meter | None] = ContextVar("cogmill_meter", default=None)
+
+
+def current_meter() -> Meter | None:
+    """The meter of the work running in this context, if any."""
+    return _current.get()
+
+
+@contextmanager
+def metering(meter: Meter) -> Iterator[Meter]:
+    """Make `meter` current for the block (in this thread and the tasks it starts)."""
+    token = _current.set(meter)
+    try:
+        yield meter
+    finally:
+        _current.reset(token)
+
+
+def record(kind: str, usage: Mapping[str, Any] | None, *, prompt: str, completion: str) -> None:
+    """Add one answered call to the current meter: the reply's `usage` when the endpoint sent
+    one, else tokens counted with the local tokenizer (`prompt`/`completion`: the texts sent
+    and received)."""
+    meter = current_meter()
+    if meter is None:
+        return
+    if usage:
+        details = usage.get("prompt_tokens_details") or {}
+        meter.add(
+            kind,
+            calls=1,
+            prompt_tokens=usage.get("prompt_tokens") or 0,
+            completion_tokens=usage.get("completion_tokens") or 0,
+            cached_tokens=details.get("cached_tokens") or 0,
+        )
+        return
+    counted = count_tokens([prompt, completion])
+    meter.add(kind, calls=1, prompt_tokens=counted[0], completion_tokens=counted[1])
+
+
+def cache_hit(kind: str = "llm") -> None:
+    """A call the response cache saved."""
+    meter = current_meter()
+    if meter is not None:
+        meter.add(kind, cache_hits=1)
+
+
+def count_tokens(texts: list[str]) -> list[int]:
+    """Tokens per text with the local word-piece tokenizer (close to, not exactly, a remote
+    model's); ~4 characters a token when the tokenizer is not installed."""
+    try:
+        return word_pieces(texts)
+    except FileNotFoundError:
+        return [len(text) // 4 for text in texts]
+
+
+def cost_usd(kind: str, counts: Mapping[str, int], settings: Settings) -> float:
+    """What `counts` of `kind` cost at the settings' prices (USD per million tokens); cached
+    prompt tokens at the cached-input price, the rest at the input price."""
+    prompt, cached = counts.get("prompt_tokens", 0), counts.get("cached_tokens", 0)
+    if kind == "embeddings":
+        return round(prompt * settings.embedding_price_per_mtok / 1e6, 6)
+    cost = (
+        (prompt - cached) * settings.llm_price_input_per_mtok
+        + cached * settings.llm_price_cached_input_per_mtok
+        + counts.get("completion_tokens", 0) * settings.llm_price_output_per_mtok
+    )
+    return round(cost / 1e6, 6)
+
+
+def priced(totals: Mapping[str, Mapping[str, int]], settings: Settings) -> dict[str, UsageTotals]:
+    """{kind: UsageTotals} for every kind: the counts and their cost."""
+    out: dict[str, UsageTotals] = {}
+    for kind in KINDS:
+        counts = {name: int(totals.get(kind, {}).get(name, 0)) for name in FIELDS}
+        out[kind] = UsageTotals(**counts, cost_usd=cost_usd(kind, counts, settings))
+    return out
+
+
+def prompt_text(messages: Sequence[dict[str, Any]], fmt: dict[str, Any]) -> str:
+    """The text a request sends the model (its messages, and a JSON schema it is given), for
+    counting its tokens where the endpoint reports no usage."""
+    parts = [str(m.get("content", "")) for m in messages]
+    if schema := (fmt.get("json_schema") or {}).get("schema"):
+        parts.append(json.dumps(schema))
+    return "\n".join(parts)
+
+
+class UsageTotals(BaseModel):
+    """Token usage of one kind of call, priced: what a job record shows."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float = 0.0
+    cache_hits: int = Field(default=0, description="calls the response cache saved")
