@@ -1,21 +1,26 @@
 """Distributed-mode benchmark: worker processes on Redis, Neo4j graph + vectors, test LLM server.
 
-    .venv/bin/python bench/distributed.py throughput   # (a) chunks/s at 0 ms LLM, 1x and 4x
+    .venv/bin/python bench/distributed.py throughput   # (a) 0 ms LLM: 1x and 4x (--scales 1,4,10)
     .venv/bin/python bench/distributed.py latency      # (b) 1,000 ms per call, 32 in flight
 
 Needs Redis and Neo4j (`deploy/services.sh start`; the URLs below are its defaults). The LLM
-and the embeddings come from tests/llm_server.py, so the figures measure cogmill itself: the
-Celery chains, the stores and the bookkeeping. The same worker processes serve an untimed
-warm-up ingest and then every timed run, as a deployment's long-running workers would. Each
-run prints one JSON line: chunks/s, the Neo4j write rate inside the pipeline (nodes and
-relationships written / time spent writing them), and every worker's peak RSS so far.
+and the embeddings come from tests/llm_server.py, run as a process of its own, so the figures
+measure cogmill itself: the Celery chains, the stores and the bookkeeping. The same worker
+processes serve an untimed warm-up ingest and then every timed run, as a deployment's
+long-running workers would. The corpora are distinct passages (bench/corpora.py): 1x MuSiQue,
+4x MuSiQue + 2Wiki, 10x all three plus tagged repeats, said so in the output.
+
+A timed run is everything a user waits for: `add` of one file per passage, then the cognify
+job to its end. Beside chunks/s it prints CPU-ms per chunk of every process (workers, Neo4j,
+Redis, the stand-in, this driver) from /proc, nodes and relationships *created* (counted in
+Neo4j before and after), and the floor measured in the same run (bench/neo4j_floor.py): the
+same graph written by the neo4j driver alone plus the embedder alone over the same passages.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -29,30 +34,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import corpora  # noqa: E402
+import dist_report  # noqa: E402
+from neo4j_floor import embed_floor, graph_counts, graph_floor  # noqa: E402
+from processes import Snapshot, StandIn, cpu_s, listening_pid, snapshot, tree_cpu_s  # noqa: E402
+
 from core.catalog import AddReport  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from pipelines.classify import check_supported  # noqa: E402
-from tests.llm_server import LLMTestServer  # noqa: E402
 from workers.celery_app import configure  # noqa: E402
 from workers.jobs import JobTracker  # noqa: E402
 from workers.orchestration import cognify  # noqa: E402
 from workers.runtime import Runtime, use_runtime  # noqa: E402
-
-DATA = ROOT.parent / "shared" / "bench" / "data"
-
-
-def write_passages(folder: Path, copies: int, limit: int | None, run: str) -> list[Path]:
-    """The MuSiQue passages as files, `copies` times, each tagged with the run and its copy:
-    no text repeats, within a run or across runs, so no LLM answer comes from the cache."""
-    passages = json.loads((DATA / "musique_train_corpus.json").read_text())[:limit]
-    paths = []
-    for copy in range(copies):
-        for index, passage in enumerate(passages):
-            path = folder / f"{copy}-{index:05d}.txt"
-            tag = f" ({run} copy {copy})"
-            path.write_text(f"{passage['title']}{tag}\n{passage['text']}", encoding="utf-8")
-            paths.append(path)
-    return paths
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -68,10 +61,31 @@ class Service:
 
     args: argparse.Namespace
     runtime: Runtime
-    llm: LLMTestServer
+    llm: StandIn
     workers: list[subprocess.Popen[bytes]]
     home: Path
+    pool: list[corpora.Passage]
     datasets: list[str] = field(default_factory=list)
+
+    def mark(self) -> Snapshot:
+        """CPU so far of every process the runs use; the driver without its children."""
+        return snapshot(
+            {
+                "workers": lambda: sum(tree_cpu_s(p.pid) for p in self.workers),
+                "neo4j": lambda: tree_cpu_s(self.args.neo4j_pid),
+                "redis": lambda: tree_cpu_s(self.args.redis_pid),
+                "stand-in": lambda: tree_cpu_s(self.llm.proc.pid),
+                "driver": lambda: cpu_s(os.getpid()),
+            }
+        )
+
+
+def port_pid(url: str, what: str) -> int:
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    pid = listening_pid(port)
+    if pid is None:
+        sys.exit(f"no process of this user listens on {what}'s port {port}: its CPU cannot be read")
+    return pid
 
 
 @contextlib.contextmanager
@@ -92,7 +106,8 @@ def service(args: argparse.Namespace, latency_ms: int) -> Iterator[Service]:
     else:
         workers = [["--concurrency", str(args.threads)]] * args.workers
     # Chat answers take `latency_ms`; embeddings are instant (a stand-in for a fast endpoint).
-    with LLMTestServer(latency_ms=latency_ms, embedding_latency_ms=0, embedding_dim=384) as llm:
+    llm = StandIn(ROOT, latency_ms, 384, home / "stand-in.log")
+    try:
         env = {
             "COGMILL_HOME": str(home),
             "COGMILL_BROKER_URL": args.redis,
@@ -125,7 +140,7 @@ def service(args: argparse.Namespace, latency_ms: int) -> Iterator[Service]:
             )
             for i, worker_args in enumerate(workers)
         ]
-        running = Service(args, runtime, llm, procs, home)
+        running = Service(args, runtime, llm, procs, home, corpora.pool())
         try:
             time.sleep(args.warmup)  # workers load their code and connect
             yield running
@@ -138,48 +153,72 @@ def service(args: argparse.Namespace, latency_ms: int) -> Iterator[Service]:
                 runtime.catalog.remove_dataset(dataset)
             runtime.close()
             use_runtime(None)
+    finally:
+        llm.close()
 
 
-def ingest(svc: Service, copies: int) -> dict[str, object]:
-    """One timed cognify job over `copies` of the passages, in a dataset of its own."""
+def ingest(svc: Service, scale: int, *, floor: bool) -> dict[str, object]:
+    """One timed run over `scale` x the base corpus, in a dataset of its own: `add` of every
+    file, then the cognify job to its end; with `floor`, the floor of what it wrote."""
+    args, runtime = svc.args, svc.runtime
     dataset = f"bench-{uuid.uuid4().hex[:8]}"
     svc.datasets.append(dataset)
     folder = svc.home / dataset
     folder.mkdir()
-    paths = write_passages(folder, copies, svc.args.limit, dataset)
-    runtime = svc.runtime
+    passages = corpora.corpus(scale, args.limit or 1890, svc.pool)
+    paths = corpora.write(folder, passages, dataset)
+    calls = svc.llm.calls()
+    before = graph_counts(args.neo4j)
+    quiet = svc.mark()
+    time.sleep(args.idle)  # what the processes burn with nothing to do (Neo4j's JIT, GC)
+    start = svc.mark()
     runtime.catalog.ensure_dataset(dataset)
     report = AddReport()
     for path in paths:
         runtime.catalog.add_file(dataset, path, path.name, report, check_supported)
-    calls = svc.llm.calls()
-    started = time.perf_counter()
+    added = svc.mark()
     job = cognify(runtime, dataset)
     tracker = JobTracker(runtime.state)
     while not job.status.finished:  # the status alone: the finished job holds the counts
         time.sleep(0.2)
         job = tracker.get(job.id, live=False)
-    elapsed = time.perf_counter() - started
+    done = svc.mark()
+    after = graph_counts(args.neo4j)
     counts = job.counts
     write_s = counts.get("graph_write_ms", 0) / 1000
-    return {
+    figures: dict[str, object] = {
+        "scale": scale,
+        "corpus": corpora.describe(passages),
         "documents": len(paths),
         "llm_latency_ms": svc.llm.stats()["config"]["latency_ms"],
-        "in_flight": svc.args.in_flight,
+        "in_flight": args.in_flight,
         "status": job.status.value,
         "errors": len(job.errors),
-        "seconds": round(elapsed, 1),
         "chunks": counts.get("chunks", 0),
-        "chunks_per_s": round(counts.get("chunks", 0) / elapsed, 1),
+        "idle": start.since(quiet),
+        "add": added.since(start),
+        "cognify": done.since(added),
+        "total": done.since(start),
         "llm_calls": svc.llm.calls() - calls,
-        "nodes_written": counts.get("nodes_written", 0),
-        "edges_written": counts.get("edges_written", 0),
-        "graph_write_s": round(write_s, 1),
-        "nodes_per_s": round(counts.get("nodes_written", 0) / write_s) if write_s else None,
-        "rels_per_s": round(counts.get("edges_written", 0) / write_s) if write_s else None,
+        "created": {k: after[k] - before[k] for k in after},
+        "merges_written": {
+            "nodes": counts.get("nodes_written", 0),
+            "edges": counts.get("edges_written", 0),
+            "graph_write_s": round(write_s, 1),
+        },
         # Peak so far: flat from the 1x run to the 4x run means no growth with the corpus.
         "worker_peak_rss_mib": [round(peak_rss_mib(p.pid)) for p in svc.workers],
     }
+    if floor:
+        texts = [path.read_text(encoding="utf-8") for path in paths]
+        batches = -(-len(paths) // args.batch_size)  # the job's batches of documents
+        figures["floor_graph"] = graph_floor(
+            args.neo4j, dataset, batches, runtime.settings.write_batch_size, svc.mark
+        )
+        figures["floor_embed"] = embed_floor(
+            runtime.embedder.embed, texts, args.batch_size, svc.mark
+        )
+    return figures
 
 
 def main() -> None:
@@ -192,32 +231,30 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=32, help="LLM calls in flight, in all")
     parser.add_argument("--llm-threads", type=int, default=8, help="threads of the llm worker")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--limit", type=int, default=None, help="passages per copy")
+    parser.add_argument("--limit", type=int, default=None, help="passages at 1x (1,890)")
     parser.add_argument("--warmup", type=float, default=8.0)
     parser.add_argument(
-        "--warmup-copies", type=int, default=2, help="throughput: copies ingested untimed first"
+        "--warmup-scale", type=int, default=2, help="throughput: an untimed run of this scale first"
     )
-    parser.add_argument("--scale", type=int, default=4, help="copies of the corpus, second run")
+    parser.add_argument(
+        "--scales", default="1,4", help="throughput: the timed runs, e.g. 1,4,10 (x the 1x corpus)"
+    )
+    parser.add_argument("--idle", type=float, default=5.0, help="s idle, metered, before a run")
+    parser.add_argument("--no-floor", action="store_true", help="skip the floor measurements")
+    parser.add_argument("--json", action="store_true", help="also print each run as JSON")
     args = parser.parse_args()
+    args.neo4j_pid = port_pid(args.neo4j, "Neo4j")
+    args.redis_pid = port_pid(args.redis, "Redis")
     latency_ms = 0 if args.mode == "throughput" else 1000
-    copies = [1, args.scale] if args.mode == "throughput" else [1]
+    scales = [int(s) for s in args.scales.split(",")] if args.mode == "throughput" else [1]
     with service(args, latency_ms) as svc:
         # Untimed: a fresh Neo4j's JIT compiles for about two minutes, taking 0.6 of a core
         # (per-thread CPU of its "C2 CompilerThread"s); a 1x job in that time runs ~20% slower.
         # With the slow LLM, Neo4j has time to spare: no warm-up.
-        if args.warmup_copies and not latency_ms:
-            ingest(svc, args.warmup_copies)
-        results = [ingest(svc, n) for n in copies]
-    for figures in results:
-        print(json.dumps(figures))
-    if args.mode == "throughput":
-        ratio = results[1]["seconds"] / results[0]["seconds"]
-        target = round(args.scale * 1.1, 1)
-        print(json.dumps({f"time_ratio_{args.scale}x": round(ratio, 2), "at_most": target}))
-    if args.mode == "latency":
-        ideal = args.in_flight * 1000 / 1000  # one call per chunk, one second each
-        share = results[0]["chunks_per_s"] / ideal
-        print(json.dumps({"ideal_chunks_per_s": ideal, "share_of_ideal": round(share, 2)}))
+        if args.warmup_scale and not latency_ms:
+            ingest(svc, args.warmup_scale, floor=False)
+        results = [ingest(svc, n, floor=not args.no_floor) for n in scales]
+    dist_report.render(results, args, latency_ms)
 
 
 if __name__ == "__main__":
