@@ -21,7 +21,9 @@ from core.models.vocabulary import DATASET, DOCUMENT, NODE_SET
 from core.ports import BlobStore, GraphStore, LexicalIndex, VectorStore
 from core.purge import purge_document
 
-DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+# A tenant's datasets are stored as `<tenant>:<name>` (core/tenants.py); a caller names them
+# without the prefix, which api/services/datasets.py adds.
+DATASET_NAME = re.compile(r"^(?:[a-z0-9][a-z0-9_\-]{0,31}:)?[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 HEAD_BYTES = 8192
 
 # (file name, first bytes) -> a rejection reason, or None when the file looks acceptable

@@ -134,13 +134,9 @@ class SummarizeDocuments:
         from core.llm.client import LLMError
 
         semaphore = asyncio.Semaphore(self.concurrency)
-        system = PROMPT.replace("{chars}", str(self.max_chars))
 
         async def one(doc: str) -> tuple[str, str]:
-            messages = [
-                {"role": "system", "content": system},
-                {"role": "user", "content": "\n".join(s for s in texts[doc] if s.strip())},
-            ]
+            messages = summary_messages(texts[doc], self.max_chars)
             async with semaphore:
                 try:
                     answer = await llm.structured(messages, SummaryAnswer)
@@ -151,6 +147,15 @@ class SummarizeDocuments:
 
         results = await asyncio.gather(*(one(doc) for doc in texts))
         return {doc: text for doc, text in results if text}
+
+
+def summary_messages(parts: list[str], max_chars: int) -> list[dict[str, str]]:
+    """The chat messages that ask for a document's summary from its chunk summaries (`parts`,
+    in order; `cognify --estimate` counts them too)."""
+    return [
+        {"role": "system", "content": PROMPT.replace("{chars}", str(max_chars))},
+        {"role": "user", "content": "\n".join(s for s in parts if s.strip())},
+    ]
 
 
 def _only_summary(texts: list[str], chunk_ids: list[str], text: str) -> str:

@@ -22,8 +22,10 @@ from api.services.add import add_sql as run_add_sql
 from api.services.cognify import OntologyFile
 from api.services.cognify import cognify as run_cognify
 from api.services.delete import Deleted, delete_dataset, delete_document
+from api.services.estimate import CognifyEstimate
+from api.services.estimate import estimate as run_estimate
 from api.services.export import export_graph as run_export
-from core.models.jobs import Job
+from api.services.jobs import JobReport
 
 if TYPE_CHECKING:
     from pipelines.key_declarations import KeyDeclarations
@@ -154,13 +156,24 @@ def cognify(
             "--ontology", help="OWL/RDF file (.owl .rdf .ttl .nt .jsonld) to align entities with"
         ),
     ] = None,
+    estimate: Annotated[
+        bool,
+        typer.Option(
+            "--estimate",
+            help="Count the LLM calls, tokens and cost it would take; run and store nothing",
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="With --estimate: print JSON")] = False,
 ) -> None:
     """Build the knowledge graph and vectors of a dataset's new and changed documents."""
     from core.models.custom import load_graph_model
 
     started = time.perf_counter()
+    if estimate:
+        print_estimate(dataset, all_documents, pipeline, graph_model, as_json)
+        return
 
-    def body() -> Job:
+    def body() -> JobReport:
         model = load_graph_model(graph_model) if graph_model else None
         rules = OntologyFile.read(ontology) if ontology is not None else None
         with runtime_session(with_worker=True) as rt:
@@ -176,12 +189,43 @@ def cognify(
         f"entities {c.get('entities', 0)}, relationships {c.get('relationships', 0)}, "
         f"errors {len(job.errors)}, seconds {time.perf_counter() - started:.1f}"
     )
+    llm, embeddings = job.llm, job.embeddings
+    out.print(
+        f"LLM calls {llm.calls} ({llm.cache_hits} from cache), tokens in {llm.prompt_tokens} "
+        f"(cached {llm.cached_tokens}) out {llm.completion_tokens}, ${llm.cost_usd:.4f}; "
+        f"embeddings tokens {embeddings.prompt_tokens}, ${embeddings.cost_usd:.4f}",
+        markup=False,
+    )
     for error in job.errors:
         out.print(f"  rejected {error.document_name}: {error.step}: {error.message}", markup=False)
     if job.status.value != "succeeded":
         raise typer.Exit(1)
     if job.errors:
         out.print(f"finished with {len(job.errors)} rejected document(s); the others are processed")
+
+
+def print_estimate(
+    dataset: str, everything: bool, pipeline: str | None, graph_model: str | None, as_json: bool
+) -> None:
+    """`cognify --estimate`: what the run would ask of the LLM, as text or JSON."""
+    from core.models.custom import load_graph_model
+
+    def body() -> CognifyEstimate:
+        model = load_graph_model(graph_model) if graph_model else None
+        with runtime_session() as rt:
+            return run_estimate(
+                rt, dataset, everything=everything, graph_model=model, pipeline=pipeline
+            )
+
+    guess = guarded(body)
+    if as_json:
+        out.print_json(guess.model_dump_json())
+        return
+    out.print(
+        f"estimate for {dataset}: LLM calls {guess.calls}, prompt tokens {guess.prompt_tokens}, "
+        f"completion tokens ~{guess.completion_tokens}, cost ${guess.cost_usd:.4f}",
+        markup=False,
+    )
 
 
 @app.command()

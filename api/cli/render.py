@@ -79,7 +79,7 @@ def guarded(action: Callable[[], T]) -> T:
         fail(str(error), 1)
 
 
-def wait_for(job: Job, show_progress: bool) -> Job:
+def wait_for(job: Job, show_progress: bool) -> jobs.JobReport:
     """Poll a job until it finishes, with a progress bar on a terminal."""
     from workers.runtime import current_runtime
 

@@ -20,8 +20,9 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect
 
 from api.http.schemas import ApiError, DocumentsAdd
-from api.services import datasets
+from api.services import datasets, jobs
 from core.tenants import LOCAL, Caller, Role, Tenants
+from workers.jobs import JobNotFoundError
 from workers.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -83,6 +84,23 @@ WRITE = Depends(writer)
 """For a route's `dependencies`: the caller's key must be a writer's or an admin's (403)."""
 
 
+def owned_job_id(
+    job_id: Annotated[str, PathParam(description="Id returned by cognify")],
+    runtime: RuntimeDep,
+    caller: CallerDep,
+) -> str:
+    """The path's job id; 404 for another tenant's job, as for an unknown one (the route's use
+    case reports those)."""
+    try:
+        job = jobs.tracker(runtime).get(jobs.checked_id(job_id))
+    except JobNotFoundError:
+        return job_id
+    if not caller.owns(job.dataset):
+        message = f"no job {job_id!r}; GET /api/v1/jobs lists the known jobs"
+        raise ApiError(404, "job_not_found", message)
+    return job_id
+
+
 def dataset_name(name: Annotated[str, PathParam(description="Dataset name")]) -> str:
     """The path's dataset name; CatalogError (400) says what is allowed."""
     return datasets.checked(name)
@@ -91,9 +109,11 @@ def dataset_name(name: Annotated[str, PathParam(description="Dataset name")]) ->
 DatasetName = Annotated[str, Depends(dataset_name)]
 
 
-def known_dataset(name: DatasetName, runtime: RuntimeDep) -> str:
-    """A dataset that exists; DatasetNotFoundError (404) otherwise."""
-    return datasets.existing(runtime, name)
+def known_dataset(name: DatasetName, runtime: RuntimeDep, caller: CallerDep) -> str:
+    """The name of a dataset of the caller's that exists; DatasetNotFoundError (404)
+    otherwise."""
+    datasets.existing(runtime, name, caller)
+    return name
 
 
 KnownDataset = Annotated[str, Depends(known_dataset)]

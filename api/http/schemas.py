@@ -167,6 +167,9 @@ class CognifyRequest(BaseModel):
     ontology_format: Literal["owl", "rdf", "ttl", "nt", "n3", "jsonld"] = Field(
         default="owl", description="Syntax of `ontology`: owl/rdf (RDF/XML), ttl, nt, n3, jsonld"
     )
+    estimate: bool = Field(
+        default=False, description="Only count the LLM calls, tokens and cost (runs nothing)"
+    )
 
 
 class JobAccepted(BaseModel):

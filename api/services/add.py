@@ -17,6 +17,7 @@ from sqlalchemy.exc import ArgumentError
 from api.services.datasets import checked, register
 from core.catalog import AddReport, check_node_set, iter_files
 from core.models.documents import STRUCTURED_PIPELINE
+from core.tenants import LOCAL, Caller
 from pipelines.definitions import get_pipeline
 from pipelines.key_declarations import KeyDeclarations, declare_keys
 from pipelines.tables import check_source, snapshot_sql
@@ -64,11 +65,12 @@ def add_files(
     dataset: str,
     files: Iterable[tuple[str, Path]],
     options: AddOptions | None = None,
+    caller: Caller = LOCAL,
 ) -> Added:
     """Add files, each `(name, path)`: rejected (with the reason), skipped as unchanged, or
     stored. Raises CatalogError for a bad dataset or node set name, ValueError for an unknown
     pipeline, before anything is stored."""
-    return _add(rt, dataset, ((name, path, None) for name, path in files), options)
+    return _add(rt, dataset, ((name, path, None) for name, path in files), options, caller)
 
 
 def add_paths(
@@ -115,11 +117,13 @@ def _add(
     dataset: str,
     files: Iterable[tuple[str, Path, str | None]],
     options: AddOptions | None,
+    caller: Caller = LOCAL,
 ) -> Added:
     options = options or AddOptions()
     options.check()
+    shown, dataset = dataset, checked(dataset, caller)
     register(rt, dataset)
-    added = Added(dataset)
+    added = Added(shown)
     for name, path, problem in files:
         if problem is not None:
             added.report.rejected.append((name, problem))

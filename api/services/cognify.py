@@ -10,6 +10,7 @@ from api.services.datasets import checked, existing
 from core.models.custom import graph_model_of
 from core.models.jobs import Job
 from core.ontology import InvalidOntology, store_ontology
+from core.tenants import LOCAL, Caller
 from workers.orchestration import cognify as plan
 from workers.runtime import Runtime
 
@@ -39,6 +40,7 @@ def cognify(
     everything: bool = False,
     graph_model: dict[str, Any] | None = None,
     ontology: OntologyFile | None = None,
+    caller: Caller = LOCAL,
 ) -> Job:
     """Start a job building the graph and vectors of the dataset's new and changed documents
     (every document with `everything`: a re-cognify), through each document's own pipeline or
@@ -54,5 +56,6 @@ def cognify(
         options["graph_model"] = graph_model
     if ontology is not None:
         options["ontology"] = store_ontology(rt.blobs, ontology.data, ontology.filename)
-    existing(rt, dataset)  # after the options: a bad one is reported even for a new dataset
-    return plan(rt, dataset, pipeline, "all" if everything else "changed", options)
+    # After the options: a bad one is reported even for a new dataset.
+    stored = existing(rt, dataset, caller)
+    return plan(rt, stored, pipeline, "all" if everything else "changed", options)

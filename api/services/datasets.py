@@ -1,7 +1,9 @@
 """Datasets: the one registry every face lists from, existence checks and the running-job guard.
 
 Dataset names enter every use case through `checked` (a new or any name) or `existing` (a
-dataset that must exist): the one place where a caller's tenant will scope them (issue 14).
+dataset that must exist), which scope them by the caller's tenant (issue 14): a tenant's
+`docs` is stored as `<tenant>:docs`, the local default tenant's as `docs`. Everything else
+here takes stored names, and what goes back to a caller is unscoped again.
 """
 
 from __future__ import annotations
@@ -9,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import islice
 
-from core.catalog import check_dataset_name
+from core.catalog import CatalogError, check_dataset_name
 from core.models.graph import Node, dataset_id
 from core.models.vocabulary import DOCUMENT
+from core.tenants import LOCAL, Caller
 from workers.jobs import JobTracker
 from workers.runtime import Runtime
 
@@ -49,26 +52,34 @@ class DatasetInfo:
     documents: int
 
 
-def checked(name: str) -> str:
-    """The dataset name, valid; CatalogError (a ValueError) says what is allowed."""
-    return check_dataset_name(name)
+def checked(name: str, caller: Caller = LOCAL) -> str:
+    """The stored name of the caller's dataset `name`, valid; CatalogError (a ValueError) says
+    what is allowed."""
+    if ":" in name:  # reserved: it separates a tenant from its dataset names
+        raise CatalogError(
+            f"invalid dataset name {name!r}: ':' is not allowed; use letters, digits, '_', '-' "
+            "or '.'"
+        )
+    return caller.scoped(check_dataset_name(name))
 
 
-def exists(rt: Runtime, name: str) -> bool:
-    return bool(rt.graph.get_nodes([dataset_id(checked(name))]))
+def exists(rt: Runtime, stored: str) -> bool:
+    return bool(rt.graph.get_nodes([dataset_id(check_dataset_name(stored))]))
 
 
-def existing(rt: Runtime, name: str) -> str:
-    """The name of a dataset that exists; DatasetNotFoundError otherwise."""
-    if not exists(rt, name):
+def existing(rt: Runtime, name: str, caller: Caller = LOCAL) -> str:
+    """The stored name of the caller's dataset `name` when it exists; DatasetNotFoundError
+    otherwise (also for another tenant's: its existence does not leak)."""
+    stored = checked(name, caller)
+    if not exists(rt, stored):
         raise DatasetNotFoundError(name)
-    return name
+    return stored
 
 
-def register(rt: Runtime, name: str) -> None:
+def register(rt: Runtime, stored: str) -> None:
     """Create the dataset (if new) and list it."""
-    rt.catalog.ensure_dataset(checked(name))
-    rt.state.put(REGISTRY + name, name)
+    rt.catalog.ensure_dataset(check_dataset_name(stored))
+    rt.state.put(REGISTRY + stored, stored)
 
 
 def unregister(rt: Runtime, name: str) -> None:
@@ -76,24 +87,31 @@ def unregister(rt: Runtime, name: str) -> None:
     rt.state.delete(REGISTRY + name)
 
 
-def names(rt: Runtime) -> list[str]:
-    """The datasets that exist, sorted: the registered ones and those of known jobs (datasets
-    added before `add` registered them but cognified since)."""
+def names(rt: Runtime, caller: Caller = LOCAL) -> list[str]:
+    """The stored names of the caller's datasets that exist, sorted: the registered ones and
+    those of known jobs (datasets added before `add` registered them but cognified since)."""
     known = {key.removeprefix(REGISTRY) for key in rt.state.keys(REGISTRY)}
     known |= {job.dataset for job in JobTracker(rt.state).list()}
+    known = {n for n in known if caller.owns(n)}
     found = {node.id for node in rt.graph.get_nodes([dataset_id(n) for n in sorted(known)])}
     return sorted(n for n in known if dataset_id(n) in found)
 
 
-def list_datasets(rt: Runtime) -> list[DatasetInfo]:
-    """Every dataset with its document count."""
-    return [DatasetInfo(n, rt.graph.count(n).get(DOCUMENT, 0)) for n in names(rt)]
+def list_datasets(rt: Runtime, caller: Caller = LOCAL) -> list[DatasetInfo]:
+    """The caller's datasets, by the names it knows them by, with their document counts."""
+    return [
+        DatasetInfo(caller.unscoped(n), rt.graph.count(n).get(DOCUMENT, 0))
+        for n in names(rt, caller)
+    ]
 
 
-def documents(rt: Runtime, name: str, offset: int = 0, limit: int = 1000) -> list[Node]:
+def documents(
+    rt: Runtime, name: str, offset: int = 0, limit: int = 1000, caller: Caller = LOCAL
+) -> list[Node]:
     """A window of the dataset's Document nodes (with their processing status). Raises
     DatasetNotFoundError."""
-    return list(islice(rt.catalog.documents(existing(rt, name)), offset, offset + limit))
+    stored = existing(rt, name, caller)
+    return list(islice(rt.catalog.documents(stored), offset, offset + limit))
 
 
 def running_jobs(rt: Runtime, name: str) -> list[str]:
@@ -102,8 +120,8 @@ def running_jobs(rt: Runtime, name: str) -> list[str]:
     return [job.id for job in jobs if job.dataset == name and not job.status.finished]
 
 
-def ensure_idle(rt: Runtime, name: str) -> None:
+def ensure_idle(rt: Runtime, stored: str, caller: Caller = LOCAL) -> None:
     """Raise JobRunningError when a cognify job on the dataset is unfinished."""
-    running = running_jobs(rt, name)
+    running = running_jobs(rt, stored)
     if running:
-        raise JobRunningError(name, running)
+        raise JobRunningError(caller.unscoped(stored), running)

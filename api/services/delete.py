@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from api.services.datasets import ensure_idle, existing, unregister
 from core.catalog import CatalogError
 from core.models.graph import Removed
+from core.tenants import LOCAL, Caller
 from workers.runtime import Runtime
 
 
@@ -33,22 +34,24 @@ class Deleted:
         return cls(dataset, document, len(removed.node_ids), len(removed.edge_ids))
 
 
-def delete_document(rt: Runtime, dataset: str, document: str) -> Deleted:
+def delete_document(rt: Runtime, dataset: str, document: str, caller: Caller = LOCAL) -> Deleted:
     """Delete a document: its chunks and whatever only it supported (graph, vectors, lexical
     index); shared entities and edges only lose its support. Raises DatasetNotFoundError,
     DocumentNotFoundError, JobRunningError."""
-    ensure_idle(rt, existing(rt, dataset))
+    stored = existing(rt, dataset, caller)
+    ensure_idle(rt, stored, caller)
     try:
-        removed = rt.catalog.remove_named(dataset, document)
+        removed = rt.catalog.remove_named(stored, document)
     except CatalogError as err:
         raise DocumentNotFoundError(dataset, document, str(err)) from err
     return Deleted.of(dataset, document, removed)
 
 
-def delete_dataset(rt: Runtime, dataset: str) -> Deleted:
+def delete_dataset(rt: Runtime, dataset: str, caller: Caller = LOCAL) -> Deleted:
     """Delete a whole dataset: every node, edge, vector, index entry and stored file. Raises
     DatasetNotFoundError, JobRunningError."""
-    ensure_idle(rt, existing(rt, dataset))
-    removed = rt.catalog.remove_dataset(dataset)
-    unregister(rt, dataset)
+    stored = existing(rt, dataset, caller)
+    ensure_idle(rt, stored, caller)
+    removed = rt.catalog.remove_dataset(stored)
+    unregister(rt, stored)
     return Deleted.of(dataset, None, removed)

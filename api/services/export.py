@@ -21,6 +21,7 @@ from xml.sax.saxutils import escape, quoteattr
 from api.services.datasets import existing
 from core.models.graph import Edge, Node
 from core.ports import GraphReader
+from core.tenants import LOCAL, Caller
 from workers.runtime import Runtime
 
 NODE_PAGE = 500
@@ -204,12 +205,18 @@ def export_lines(graph: GraphReader, dataset: str, fmt: str, **window: Any) -> I
 
 
 def export_graph(
-    rt: Runtime, dataset: str, fmt: str, *, offset: int = 0, limit: int | None = None
+    rt: Runtime,
+    dataset: str,
+    fmt: str,
+    *,
+    offset: int = 0,
+    limit: int | None = None,
+    caller: Caller = LOCAL,
 ) -> Iterator[str]:
     """The dataset's nodes from `offset` (at most `limit`) and the edges leaving them, as text
     chunks of `fmt`. Raises DatasetNotFoundError, ValueError for an unknown format or window,
     before the first chunk is asked for."""
-    existing(rt, dataset)
+    stored = existing(rt, dataset, caller)
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
-    return export_lines(rt.graph, dataset, fmt, offset=offset, limit=limit)
+    return export_lines(rt.graph, stored, fmt, offset=offset, limit=limit)

@@ -1,6 +1,6 @@
 """search and route: the use cases behind `cogmill search|route` and POST /search|/route.
 
-Dataset names pass through `datasets.checked`, where a caller's tenant will scope them."""
+Dataset names pass through `datasets.checked`, which scopes them by the caller's tenant."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def search(
     query). Raises ValueError (CatalogError for a bad dataset name) for a bad request,
     AccessDeniedError for a query type the caller's role may not run."""
     check_type_allowed(caller, search_type if search_type is not None else route(query).search_type)
-    ctx, names = rt.retrieval(), [checked(name) for name in datasets]
+    ctx, names = rt.retrieval(), [checked(name, caller) for name in datasets]
     response = run_search(ctx, query, names, search_type, top_k, response_model, session)
     return Searched(response, ctx.extras.get(QA_ID_KEY) if session is not None else None)
 

@@ -60,14 +60,15 @@ class LLMExtractor:
         )
         return _collect(outcomes)
 
+    def messages(self, text: str) -> list[dict[str, str]]:
+        """The chat messages that ask for the graph of one text (`cognify --estimate` counts
+        them too)."""
+        return [{"role": "system", "content": self.prompt}, {"role": "user", "content": text}]
+
     async def _one(self, semaphore: asyncio.Semaphore, text: str) -> KnowledgeGraph:
         """The graph of one text."""
-        messages = [
-            {"role": "system", "content": self.prompt},
-            {"role": "user", "content": text},
-        ]
         async with semaphore:
-            return await self.client.structured(messages, self.graph_model)
+            return await self.client.structured(self.messages(text), self.graph_model)
 
 
 def _collect(outcomes: list[KnowledgeGraph | BaseException]) -> list[KnowledgeGraph]:

@@ -10,7 +10,8 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
-_KEY = re.compile(r"^[A-Za-z0-9_.\-/]+$")
+# ':' separates a tenant from its dataset name in the datasets' folders (core/tenants.py).
+_KEY = re.compile(r"^[A-Za-z0-9_.\-/:]+$")
 
 
 class FileBlobStore:
@@ -22,7 +23,9 @@ class FileBlobStore:
 
     def _path(self, key: str) -> Path:
         if not _KEY.fullmatch(key) or ".." in key.split("/"):
-            raise ValueError(f"invalid blob key {key!r}: use letters, digits, '_', '-', '.', '/'")
+            raise ValueError(
+                f"invalid blob key {key!r}: use letters, digits, '_', '-', '.', ':', '/'"
+            )
         return self.root / key
 
     def put(self, key: str, stream: BinaryIO) -> int:

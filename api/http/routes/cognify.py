@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
 
 from api.http.deps import WRITE, KnownDataset, RuntimeDep
 from api.http.schemas import CognifyRequest, JobAccepted, error_responses
 from api.services.cognify import OntologyFile, cognify
+from api.services.estimate import CognifyEstimate
+from api.services.estimate import estimate as run_estimate
 
 router = APIRouter(prefix="/api/v1/datasets", tags=["cognify"])
+ESTIMATE = "Only count the LLM calls, tokens and cost the job would take (runs nothing)"
 
 
 @router.post(
     "/{name}/cognify",
     dependencies=[WRITE],
     status_code=202,
-    response_model=JobAccepted,
+    response_model=JobAccepted | CognifyEstimate,
     responses=error_responses(400, 404, 422, 503),
 )
 def start_cognify(
@@ -24,12 +29,18 @@ def start_cognify(
     request: Request,
     response: Response,
     body: CognifyRequest | None = None,
-) -> JobAccepted:
+    estimate: Annotated[bool, Query(description=ESTIMATE)] = False,
+) -> JobAccepted | CognifyEstimate:
     """Build the graph and vectors of new and changed documents (all with `"all": true`).
 
     Poll the job at the Location header; a job with nothing to do is already succeeded.
+    With `estimate` (query or body): 200 and the LLM calls, tokens and cost it would take.
     """
     body = body or CognifyRequest()
+    if estimate or body.estimate:
+        response.status_code = 200
+        return run_estimate(runtime, name, everything=body.all, graph_model=body.graph_model,
+                            pipeline=body.pipeline)  # fmt: skip
     ontology = None
     if body.ontology is not None:
         ontology = OntologyFile(body.ontology.encode(), f"ontology.{body.ontology_format}")

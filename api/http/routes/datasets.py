@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from api.http.deps import WRITE, DatasetName, RuntimeDep, UploadsDep
+from api.http.deps import DatasetName, Reader, RuntimeDep, UploadsDep, Writer
 from api.http.schemas import AddResult, DatasetPublic, DeleteResult, DocumentPublic, error_responses
 from api.services import datasets, delete
 from api.services.add import AddOptions, add_files
@@ -37,22 +37,23 @@ UPLOAD_BODY = {
 
 
 @router.get("", response_model=list[DatasetPublic], responses=error_responses(503))
-def list_datasets(runtime: RuntimeDep) -> list[DatasetPublic]:
+def list_datasets(runtime: RuntimeDep, caller: Reader) -> list[DatasetPublic]:
     """Datasets with their document counts."""
     return [
         DatasetPublic(name=found.name, documents=found.documents)
-        for found in datasets.list_datasets(runtime)
+        for found in datasets.list_datasets(runtime, caller)
     ]
 
 
 @router.post(
     "/{name}/data",
     response_model=AddResult,
-    dependencies=[WRITE],
     responses=error_responses(400, 413, 415, 422, 503),
     openapi_extra=UPLOAD_BODY,
 )
-def add_documents(name: DatasetName, uploads: UploadsDep, runtime: RuntimeDep) -> AddResult:
+def add_documents(
+    caller: Writer, name: DatasetName, uploads: UploadsDep, runtime: RuntimeDep
+) -> AddResult:
     """Add documents (unchanged content is skipped; a known name with new content replaces).
 
     Send one or many files as multipart/form-data `files` parts (text formats, PDF, Word,
@@ -61,7 +62,7 @@ def add_documents(name: DatasetName, uploads: UploadsDep, runtime: RuntimeDep) -
     stored.
     """
     files = [(upload.name, upload.path) for upload in uploads.files]
-    added = add_files(runtime, name, files, AddOptions(node_set=uploads.node_set))
+    added = add_files(runtime, name, files, AddOptions(node_set=uploads.node_set), caller)
     return AddResult.from_report(added.report)
 
 
@@ -73,11 +74,12 @@ def add_documents(name: DatasetName, uploads: UploadsDep, runtime: RuntimeDep) -
 def list_documents(
     name: DatasetName,
     runtime: RuntimeDep,
+    caller: Reader,
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> list[DocumentPublic]:
     """The dataset's documents with their processing status."""
-    docs = datasets.documents(runtime, name, offset, limit)
+    docs = datasets.documents(runtime, name, offset, limit, caller)
     return [DocumentPublic.from_node(doc) for doc in docs]
 
 
@@ -92,7 +94,6 @@ def _result(deleted: delete.Deleted) -> DeleteResult:
 
 @router.delete(
     "/{name}/data/{document_name}",
-    dependencies=[WRITE],
     response_model=DeleteResult,
     responses=error_responses(400, 404, 409, 422, 503),
 )
@@ -100,18 +101,18 @@ def delete_document(
     name: DatasetName,
     document_name: Annotated[str, Path(description="The document's file name, as added")],
     runtime: RuntimeDep,
+    caller: Writer,
 ) -> DeleteResult:
     """Delete a document: its chunks and whatever only it supported (graph, vectors, lexical
     index); shared entities and edges only lose its support."""
-    return _result(delete.delete_document(runtime, name, document_name))
+    return _result(delete.delete_document(runtime, name, document_name, caller))
 
 
 @router.delete(
     "/{name}",
     response_model=DeleteResult,
-    dependencies=[WRITE],
     responses=error_responses(400, 404, 409, 422, 503),
 )
-def delete_dataset(name: DatasetName, runtime: RuntimeDep) -> DeleteResult:
+def delete_dataset(name: DatasetName, runtime: RuntimeDep, caller: Writer) -> DeleteResult:
     """Delete a whole dataset: every node, edge, vector, index entry and stored file."""
-    return _result(delete.delete_dataset(runtime, name))
+    return _result(delete.delete_dataset(runtime, name, caller))

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from api.http.deps import DatasetName, RuntimeDep
+from api.http.deps import DatasetName, Reader, RuntimeDep
 from api.http.schemas import error_responses
 from api.services.export import EXPORT_FORMATS
 from api.services.export import export_graph as run_export
@@ -29,6 +29,7 @@ EXPORT_RESPONSES = {
 def export_graph(
     name: DatasetName,
     runtime: RuntimeDep,
+    caller: Reader,
     format: Annotated[
         Literal["jsonl", "graphml"],
         Query(description="jsonl: one {kind: node|edge, ...} object per line; graphml: GraphML"),
@@ -44,7 +45,7 @@ def export_graph(
     edge comes once, after the page holding its source node, so a window holds the edges
     leaving its nodes (their targets may lie outside it).
     """
-    lines = run_export(runtime, name, format, offset=offset, limit=limit)
+    lines = run_export(runtime, name, format, offset=offset, limit=limit, caller=caller)
     # Read the first page now: a store failure is then a 503, not a cut-off 200 body.
     first = next(lines, "")
     media, extension = EXPORT_FORMATS[format]

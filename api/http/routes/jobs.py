@@ -6,11 +6,10 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Header, Query
-from fastapi import Path as PathParam
+from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import StreamingResponse
 
-from api.http.deps import WRITE, RuntimeDep
+from api.http.deps import WRITE, Reader, RuntimeDep, owned_job_id
 from api.http.schemas import ApiError, error_responses
 from api.services import jobs
 from api.services.jobs import JobEvent, JobReport
@@ -30,7 +29,7 @@ EVENTS_RESPONSES = {
     },
     **error_responses(404, 422, 503),
 }
-JobId = Annotated[str, PathParam(description="Id returned by cognify")]
+JobId = Annotated[str, Depends(owned_job_id)]
 T = TypeVar("T")
 
 
@@ -44,9 +43,10 @@ def _found(use_case: Callable[[Runtime, str], T], runtime: Runtime, job_id: str)
 
 
 @router.get("", response_model=list[Job], responses=error_responses(503))
-def list_jobs(runtime: RuntimeDep) -> list[Job]:
-    """Jobs known to the state store, newest first."""
-    return jobs.list_jobs(runtime)
+def list_jobs(runtime: RuntimeDep, caller: Reader) -> list[Job]:
+    """The caller's jobs, newest first."""
+    mine = [job for job in jobs.list_jobs(runtime) if caller.owns(job.dataset)]
+    return [job.model_copy(update={"dataset": caller.unscoped(job.dataset)}) for job in mine]
 
 
 @router.get("/{job_id}", response_model=JobReport, responses=error_responses(404, 422, 503))

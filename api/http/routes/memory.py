@@ -1,6 +1,7 @@
 """Session memory: remember, recall, improve, forget (the same use cases as the CLI commands).
 
-Sessions are not per tenant: the API has no tenants yet (see api/services/memory.py).
+Sessions are not per tenant yet, so these routes serve only the local default tenant (no API
+keys configured): with a key they answer 403 rather than mix tenants' memories.
 """
 
 from __future__ import annotations
@@ -8,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Depends, Response
 
-from api.http.deps import WRITE, Reader, RuntimeDep, Writer
+from api.http.deps import WRITE, CallerDep, Reader, RuntimeDep, Writer
 from api.http.schemas import (
     ApiError,
     ForgetRequest,
@@ -26,7 +27,17 @@ from api.services.search import check_type_allowed
 from core.tenants import AccessDeniedError
 from retrieval.memory import ImproveResult, RecallResponse
 
-router = APIRouter(prefix="/api/v1", tags=["memory"])
+
+def local_tenant_only(caller: CallerDep) -> None:
+    """403 for a tenant's key: sessions and the datasets memory reaches are not scoped yet."""
+    if caller.tenant is not None:
+        raise AccessDeniedError(
+            "session memory is not per tenant yet, so API keys may not use it; use "
+            "POST /api/v1/search, and the datasets routes to add and delete"
+        )
+
+
+router = APIRouter(prefix="/api/v1", tags=["memory"], dependencies=[Depends(local_tenant_only)])
 T = TypeVar("T")
 
 

@@ -1,0 +1,152 @@
+"""Two tenants each with a dataset named `docs`: neither key ever reaches the other's data.
+
+Real app, embedded stores, real Celery worker threads; each tenant's text has words the other's
+has not, so any crossing shows in search results, listings or job reads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.http.app import create_app
+from core.settings import Settings
+from core.tenants import Role, Tenants
+from retrieval.models import SearchType
+from tests.backends import http_finished
+from workers.runtime import Runtime
+
+pytestmark = pytest.mark.e2e
+
+TEXTS = {
+    "acme": "Zanzibar the aardvark digs burrows near Mombasa every monsoon season.",
+    "beta": "Quentin the quokka hops around Rottnest Island eating saltbush leaves.",
+    None: "Ludmila the lemur sleeps in the local default tenant's baobab tree.",
+}
+MARKERS = {"acme": ("zanzibar", "aardvark"), "beta": ("quentin", "quokka"), None: ("ludmila",)}
+QUERIES = {"acme": "Where does Zanzibar the aardvark dig?", "beta": "Where does Quentin hop?"}
+DOCS = "/api/v1/datasets/docs"
+# Every type that reads only the datasets it is given (CYPHER and NATURAL_LANGUAGE are
+# admin-only, tests/e2e/test_api_auth.py); recall is refused to keys for now.
+TYPES = [t for t in SearchType if t not in (SearchType.CYPHER, SearchType.NATURAL_LANGUAGE)]
+
+
+def note(tenant: str | None) -> dict[str, Any]:
+    return {"documents": [{"name": "note.txt", "text": TEXTS[tenant]}]}
+
+
+@pytest.fixture(scope="module")
+def app_clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str | None, Any]]:
+    rt = Runtime(Settings(home=tmp_path_factory.mktemp("tenants-home")))
+    app = create_app(rt)
+    with TestClient(app) as local:
+        # The local default tenant's `docs`, added before any key exists (bare name).
+        assert local.post(f"{DOCS}/data", json=note(None)).status_code == 200
+        local_job = local.post(f"{DOCS}/cognify", json={}).json()["job_id"]
+        http_finished(local, local_job)
+        tenants = Tenants(rt.state)
+        clients: dict[str | None, Any] = {None: local}
+        for name in ("acme", "beta"):
+            tenants.create_tenant(name)
+            key, _ = tenants.create_key(name, Role.WRITER)
+            clients[name] = TestClient(app, headers={"Authorization": f"Bearer {key}"})
+        yield clients
+
+
+@pytest.fixture(scope="module")
+def jobs(app_clients: dict[str | None, Any]) -> dict[str, dict[str, Any]]:
+    done = {}
+    for tenant in ("acme", "beta"):
+        client = app_clients[tenant]
+        added = client.post(f"{DOCS}/data", json=note(tenant))
+        assert added.status_code == 200 and added.json()["added"] == ["note.txt"], added.text
+        accepted = client.post(f"{DOCS}/cognify", json={})
+        assert accepted.status_code == 202, accepted.text
+        done[tenant] = http_finished(client, accepted.json()["job_id"])
+        assert done[tenant]["status"] == "succeeded", done[tenant]
+    return done
+
+
+def texts_of(body: dict[str, Any]) -> str:
+    """What a search answered (not the query it echoes), lowercased."""
+    return json.dumps([body.get("results"), body.get("answer"), body.get("answer_json")]).lower()
+
+
+@pytest.mark.parametrize("search_type", [t.value for t in TYPES])
+def test_no_search_type_crosses_tenants(
+    app_clients: dict[str | None, Any], jobs: Any, search_type: str
+) -> None:
+    found: dict[str, set[str]] = {}
+    for tenant, other in (("acme", "beta"), ("beta", "acme")):
+        request = {"query": QUERIES[other], "datasets": ["docs"], "search_type": search_type}
+        response = app_clients[tenant].post("/api/v1/search", json=request)
+        assert response.status_code == 200, response.text
+        text = texts_of(response.json())
+        for word in MARKERS[other] + MARKERS[None]:
+            assert word not in text, (tenant, search_type, word)
+        ids = {s["document_id"] for r in response.json()["results"] for s in r["sources"]}
+        found[tenant] = ids
+    assert not found["acme"] & found["beta"]
+
+
+def test_each_tenant_finds_its_own_text(app_clients: dict[str | None, Any], jobs: Any) -> None:
+    # The isolation above is no empty answer: the same search finds the tenant's own text.
+    for tenant in ("acme", "beta"):
+        request = {"query": QUERIES[tenant], "datasets": ["docs"], "search_type": "CHUNKS"}
+        body = app_clients[tenant].post("/api/v1/search", json=request).json()
+        assert MARKERS[tenant][0] in texts_of(body)
+
+
+def test_listings_show_only_the_callers_own(app_clients: dict[str | None, Any], jobs: Any) -> None:
+    for tenant in ("acme", "beta"):
+        client = app_clients[tenant]
+        assert client.get("/api/v1/datasets").json() == [{"name": "docs", "documents": 1}]
+        assert [d["name"] for d in client.get(f"{DOCS}/data").json()] == ["note.txt"]
+        listed = client.get("/api/v1/jobs").json()
+        assert [job["id"] for job in listed] == [jobs[tenant]["id"]]
+        assert listed[0]["dataset"] == "docs"
+        exported = client.get(f"{DOCS}/graph").text.lower()
+        assert MARKERS[tenant][0] in exported
+        other = "beta" if tenant == "acme" else "acme"
+        assert all(word not in exported for word in MARKERS[other] + MARKERS[None])
+
+
+def test_another_tenants_jobs_are_404(app_clients: dict[str | None, Any], jobs: Any) -> None:
+    beta, acme_job = app_clients["beta"], jobs["acme"]["id"]
+    for method, url in (
+        ("GET", f"/api/v1/jobs/{acme_job}"),
+        ("POST", f"/api/v1/jobs/{acme_job}/cancel"),
+        ("GET", f"/api/v1/jobs/{acme_job}/events"),
+    ):
+        response = beta.request(method, url)
+        assert response.status_code == 404, (url, response.text)
+        assert response.json()["error"]["code"] == "job_not_found"
+    assert app_clients["acme"].get(f"/api/v1/jobs/{acme_job}").status_code == 200
+
+
+def test_reserved_and_unknown_names(app_clients: dict[str | None, Any], jobs: Any) -> None:
+    acme = app_clients["acme"]
+    for name in ("beta:docs", "acme:docs"):
+        response = acme.get(f"/api/v1/datasets/{name}/data")
+        assert response.status_code == 400 and "':' is not allowed" in response.text
+    missing = acme.post("/api/v1/datasets/other/cognify", json={})
+    assert missing.status_code == 404 and "acme" not in missing.json()["error"]["message"]
+
+
+def test_deletes_by_one_tenant_leave_the_other_intact(
+    app_clients: dict[str | None, Any], jobs: Any
+) -> None:
+    acme, beta = app_clients["acme"], app_clients["beta"]
+    deleted = beta.delete(f"{DOCS}/data/note.txt")
+    assert deleted.status_code == 200 and deleted.json()["dataset"] == "docs", deleted.text
+    assert beta.delete(DOCS).status_code == 200
+    assert beta.get(f"{DOCS}/data").status_code == 404
+    assert [d["name"] for d in acme.get(f"{DOCS}/data").json()] == ["note.txt"]
+    request = {"query": QUERIES["acme"], "datasets": ["docs"], "search_type": "CHUNKS"}
+    assert "aardvark" in texts_of(acme.post("/api/v1/search", json=request).json())
+    # The local default tenant's bare `docs` is untouched too (read through the runtime).
+    local_docs = app_clients[None].app.state.runtime.catalog.documents("docs")
+    assert [doc.name for doc in local_docs] == ["note.txt"]
