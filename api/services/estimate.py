@@ -23,6 +23,7 @@ from core.llm.client import response_format, schema_of
 from core.llm.extractor import LLMExtractor
 from core.llm.usage import cost_usd, count_tokens, prompt_text
 from core.models.custom import graph_model_of
+from core.tenants import LOCAL, Caller
 from pipelines.base import Pipeline
 from pipelines.definitions import get_pipeline
 from pipelines.models import Chunk, ChunkBatch, DocumentBatch
@@ -50,6 +51,7 @@ def estimate(
     everything: bool = False,
     graph_model: dict[str, Any] | None = None,
     pipeline: str | None = None,
+    caller: Caller = LOCAL,
 ) -> CognifyEstimate:
     """The calls, tokens and cost of `cognify` with the same arguments; nothing is stored and
     no LLM is called. Raises DatasetNotFoundError, ValueError for a bad graph model, and
@@ -63,7 +65,7 @@ def estimate(
     if graph_model is not None:
         graph_model_of(graph_model)
         options["graph_model"] = graph_model
-    existing(rt, dataset)
+    dataset = existing(rt, dataset, caller)  # its stored name, scoped by the caller's tenant
     calls = prompts = 0
     asked: set[str] = set()  # cache keys asked before in this job: the cache answers again
     for batch in plan_batches(rt, dataset, None, "all" if everything else "changed"):

@@ -114,6 +114,15 @@ def test_listings_show_only_the_callers_own(app_clients: dict[str | None, Any], 
         assert all(word not in exported for word in MARKERS[other] + MARKERS[None])
 
 
+def test_estimate_reads_the_callers_dataset(app_clients: dict[str | None, Any], jobs: Any) -> None:
+    # `solo` exists only as acme's: an estimate that read the bare name would answer 404.
+    acme, beta = app_clients["acme"], app_clients["beta"]
+    assert acme.post("/api/v1/datasets/solo/data", json=note("acme")).status_code == 200
+    estimate = acme.post("/api/v1/datasets/solo/cognify?estimate=true", json={})
+    assert estimate.status_code == 200, estimate.text
+    assert beta.post("/api/v1/datasets/solo/cognify?estimate=true", json={}).status_code == 404
+
+
 def test_another_tenants_jobs_are_404(app_clients: dict[str | None, Any], jobs: Any) -> None:
     beta, acme_job = app_clients["beta"], jobs["acme"]["id"]
     for method, url in (

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from api.http.deps import WRITE, KnownDataset, RuntimeDep
+from api.http.deps import KnownDataset, RuntimeDep, Writer
 from api.http.schemas import CognifyRequest, JobAccepted, error_responses
 from api.services.cognify import OntologyFile, cognify
 from api.services.estimate import CognifyEstimate
@@ -18,12 +18,12 @@ ESTIMATE = "Only count the LLM calls, tokens and cost the job would take (runs n
 
 @router.post(
     "/{name}/cognify",
-    dependencies=[WRITE],
     status_code=202,
     response_model=JobAccepted | CognifyEstimate,
     responses=error_responses(400, 404, 422, 503),
 )
 def start_cognify(
+    caller: Writer,
     name: KnownDataset,
     runtime: RuntimeDep,
     request: Request,
@@ -40,11 +40,11 @@ def start_cognify(
     if estimate or body.estimate:
         response.status_code = 200
         return run_estimate(runtime, name, everything=body.all, graph_model=body.graph_model,
-                            pipeline=body.pipeline)  # fmt: skip
+                            pipeline=body.pipeline, caller=caller)  # fmt: skip
     ontology = None
     if body.ontology is not None:
         ontology = OntologyFile(body.ontology.encode(), f"ontology.{body.ontology_format}")
     job = cognify(runtime, name, pipeline=body.pipeline, everything=body.all,
-                  graph_model=body.graph_model, ontology=ontology)  # fmt: skip
+                  graph_model=body.graph_model, ontology=ontology, caller=caller)  # fmt: skip
     response.headers["Location"] = request.app.url_path_for("get_job", job_id=job.id)
     return JobAccepted(job_id=job.id, status=job.status, message=job.message)
