@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, ClassVar
 from pydantic import BaseModel
 
 from core.llm.aio import run_sync
+from core.llm.usage import about_document
 from core.models.graph import Edge, Node, Support, stable_id, summary_id
 from core.models.vocabulary import SUMMARIZES, SUMMARY_COLLECTION, TEXT_SUMMARY
 from pipelines.base import LLM, StepContext, StepQueue, StepServices
@@ -136,6 +137,7 @@ class SummarizeDocuments:
         semaphore = asyncio.Semaphore(self.concurrency)
 
         async def one(doc: str) -> tuple[str, str]:
+            about_document(doc)  # this task's calls count for the document
             messages = summary_messages(texts[doc], self.max_chars)
             async with semaphore:
                 try:

@@ -136,7 +136,7 @@ def _run_step(work: Delivery, counted: list[int]) -> str | None:
         input_type = step_types(type(instance))[0]
         data = input_type.model_validate_json(jobs.artifact(work.in_key))
         try:
-            output = metered(runtime.state, job_id, work.step, lambda: instance.run(data))
+            output = metered(runtime.state, job_id, work.step, lambda: instance.run(data), data)
         except StoreError:
             raise
         except Exception as err:  # noqa: BLE001 - a failed step becomes per-document errors

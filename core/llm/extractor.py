@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
+from core.llm import usage as accounting
 from core.llm.aio import run_sync
 from core.llm.client import LLMClient, LLMError
 from core.models.extraction import KnowledgeGraph
@@ -66,7 +67,8 @@ class LLMExtractor:
         return [{"role": "system", "content": self.prompt}, {"role": "user", "content": text}]
 
     async def _one(self, semaphore: asyncio.Semaphore, text: str) -> KnowledgeGraph:
-        """The graph of one text."""
+        """The graph of one text (its calls counted for its document, when the meter knows)."""
+        accounting.about_text(text)
         async with semaphore:
             return await self.client.structured(self.messages(text), self.graph_model)
 

@@ -83,14 +83,28 @@ class Meter:
     """Sums the usage of the calls made while it is current; safe to update from threads."""
 
     usage: dict[str, Usage] = field(default_factory=lambda: {kind: Usage() for kind in KINDS})
+    # The document each text belongs to (a step's chunks), for the LLM calls made about it.
+    owners: Mapping[str, str] = field(default_factory=dict)
+    # LLM usage per document, from calls made under `about_document` / `about_text`.
+    documents: dict[str, Usage] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, kind: str, **counts: int) -> None:
-        """Add to the named counters of `kind` ("llm" or "embeddings")."""
+        """Add to the named counters of `kind` ("llm" or "embeddings"), and to the current
+        document's LLM usage when a call is about one."""
+        document = _document.get() if kind == "llm" else None
         with self._lock:
-            usage = self.usage[kind]
-            for name, value in counts.items():
-                setattr(usage, name, getattr(usage, name) + int(value))
+            targets = [self.usage[kind]]
+            if document is not None:
+                targets.append(self.documents.setdefault(document, Usage()))
+            for usage in targets:
+                for name, value in counts.items():
+                    setattr(usage, name, getattr(usage, name) + int(value))
+
+    def by_document(self) -> dict[str, dict[str, int]]:
+        """{document id: LLM {field: count}}, a copy."""
+        with self._lock:
+            return {doc: usage.counts() for doc, usage in self.documents.items()}
 
     def totals(self) -> dict[str, dict[str, int]]:
         """{kind: {field: count}}, a copy."""
@@ -99,6 +113,20 @@ class Meter:
 
 
 _current: ContextVar[Meter | None] = ContextVar("cogmill_meter", default=None)
+_document: ContextVar[str | None] = ContextVar("cogmill_document", default=None)
+
+
+def about_document(document_id: str) -> None:
+    """The LLM calls made from here on in this context (call it first thing in the asyncio
+    task of one document's call: a task's context is its own) are about this document."""
+    _document.set(document_id)
+
+
+def about_text(text: str) -> None:
+    """`about_document` for the document the current meter knows `text` (a chunk) is from."""
+    meter = current_meter()
+    if meter is not None and (owner := meter.owners.get(text)) is not None:
+        _document.set(owner)
 
 
 def current_meter() -> Meter | None:

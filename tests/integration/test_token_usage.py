@@ -105,6 +105,13 @@ def test_job_totals_are_what_the_server_answered(
         for name in ("calls", "prompt_tokens", "completion_tokens"):
             assert sum(step[name] for step in steps) == chat[name]
 
+        # And the documents' shares: every LLM call is about one document.
+        documents = [doc.id for doc in rt.catalog.documents(dataset)]
+        shares = [job_usage(rt.state, job.id, document=doc)["llm"] for doc in documents]
+        assert len(documents) == len(TEXTS) and all(share["calls"] for share in shares)
+        for name in ("calls", "prompt_tokens", "completion_tokens", "cached_tokens"):
+            assert sum(share[name] for share in shares) == chat[name]
+
         # A re-run of every document: the extraction replies come from the cache.
         before = served(server, "chat/completions")["calls"]
         again = finished(rt, cognify(rt, dataset, None, "all"))
