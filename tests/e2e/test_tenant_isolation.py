@@ -133,7 +133,10 @@ def test_another_tenants_jobs_are_404(app_clients: dict[str | None, Any], jobs: 
         response = beta.request(method, url)
         assert response.status_code == 404, (url, response.text)
         assert response.json()["error"]["code"] == "job_not_found"
-    assert app_clients["acme"].get(f"/api/v1/jobs/{acme_job}").status_code == 200
+    own = app_clients["acme"].get(f"/api/v1/jobs/{acme_job}")
+    assert own.status_code == 200 and own.json()["dataset"] == "docs", own.text
+    cancelled = app_clients["acme"].post(f"/api/v1/jobs/{acme_job}/cancel")
+    assert cancelled.status_code == 202 and cancelled.json()["dataset"] == "docs"
 
 
 def test_reserved_and_unknown_names(app_clients: dict[str | None, Any], jobs: Any) -> None:

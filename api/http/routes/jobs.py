@@ -9,11 +9,12 @@ from typing import Annotated, TypeVar
 from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import StreamingResponse
 
-from api.http.deps import WRITE, Reader, RuntimeDep, owned_job_id
+from api.http.deps import Reader, RuntimeDep, Writer, owned_job_id
 from api.http.schemas import ApiError, error_responses
 from api.services import jobs
 from api.services.jobs import JobEvent, JobReport
 from core.models.jobs import Job
+from core.tenants import Caller
 from workers.jobs import JobNotFoundError
 from workers.runtime import Runtime
 
@@ -46,25 +47,32 @@ def _found(use_case: Callable[[Runtime, str], T], runtime: Runtime, job_id: str)
 def list_jobs(runtime: RuntimeDep, caller: Reader) -> list[Job]:
     """The caller's jobs, newest first."""
     mine = [job for job in jobs.list_jobs(runtime) if caller.owns(job.dataset)]
-    return [job.model_copy(update={"dataset": caller.unscoped(job.dataset)}) for job in mine]
+    return [_shown(job, caller) for job in mine]
+
+
+J = TypeVar("J", bound=Job)
+
+
+def _shown(job: J, caller: Caller) -> J:
+    """The job with its dataset named as the caller knows it."""
+    return job.model_copy(update={"dataset": caller.unscoped(job.dataset)})
 
 
 @router.get("/{job_id}", response_model=JobReport, responses=error_responses(404, 422, 503))
-def get_job(job_id: JobId, runtime: RuntimeDep) -> JobReport:
+def get_job(job_id: JobId, runtime: RuntimeDep, caller: Reader) -> JobReport:
     """A job's status, live counts, per-document errors and LLM/embeddings tokens and cost."""
-    return _found(jobs.show, runtime, job_id)
+    return _shown(_found(jobs.show, runtime, job_id), caller)
 
 
 @router.post(
     "/{job_id}/cancel",
-    dependencies=[WRITE],
     status_code=202,
     response_model=Job,
     responses=error_responses(404, 422, 503),
 )
-def cancel_job(job_id: JobId, runtime: RuntimeDep) -> Job:
+def cancel_job(job_id: JobId, runtime: RuntimeDep, caller: Writer) -> Job:
     """Stop a job: queued batches are skipped, running steps stop at their next boundary."""
-    return _found(jobs.cancel, runtime, job_id)
+    return _shown(_found(jobs.cancel, runtime, job_id), caller)
 
 
 def sse_lines(events: Iterator[JobEvent | None], *, poll: float, keepalive: float) -> Iterator[str]:
