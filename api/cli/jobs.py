@@ -31,7 +31,12 @@ def jobs_list() -> None:
 
 
 @app.command("show")
-def jobs_show(job_id: str) -> None:
+def jobs_show(
+    job_id: str,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="JSON (the only output; for scripts)")
+    ] = True,
+) -> None:
     """One job as JSON: status, counts, per-document errors, LLM/embeddings tokens and cost."""
 
     def body() -> Job:

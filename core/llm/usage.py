@@ -165,6 +165,13 @@ def record(kind: str, usage: Mapping[str, Any] | None, *, prompt: str, completio
     meter.add(kind, calls=1, prompt_tokens=counted[0], completion_tokens=counted[1])
 
 
+def add(kind: str, **counts: int) -> None:
+    """Add counts to the current meter, if any (e.g. the local embedder's calls and tokens)."""
+    meter = current_meter()
+    if meter is not None:
+        meter.add(kind, **counts)
+
+
 def cache_hit(kind: str = "llm") -> None:
     """A call the response cache saved."""
     meter = current_meter()

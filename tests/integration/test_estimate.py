@@ -114,6 +114,9 @@ def test_estimate_faces(server: LLMTestServer, tmp_path: Path) -> None:
         job = http_finished(client, accepted["job_id"])
     assert job["llm"]["calls"] == cli["calls"]
     assert job["llm"]["prompt_tokens"] == pytest.approx(cli["prompt_tokens"], rel=0.03)
+    shown = runner.invoke(cli_app, ["jobs", "show", accepted["job_id"], "--json"], env=env)
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["llm"] == job["llm"]
     # The run printed its tokens and cost: a second cognify has nothing left to do.
     done = runner.invoke(cli_app, ["cognify", "est"], env=env)
     assert done.exit_code == 0 and "LLM calls 0 (0 from cache)" in done.output, done.output

@@ -15,11 +15,12 @@ from api.http.app import create_app
 from api.services import jobs
 from core.llm.client import LLMClient
 from core.llm.extractor import LLMExtractor
-from core.llm.usage import Meter, cost_usd, metering
+from core.llm.usage import Meter, cost_usd, count_tokens, metering
 from core.settings import Settings
 from tests.backends import (  # noqa: F401 - fixtures used by name
     Backend,
     backend_fixture,
+    embedded_only,
     embedder_fixture,
     finished,
     http_finished,
@@ -176,6 +177,23 @@ def test_concurrent_adds_lose_nothing(backend: Backend) -> None:
         assert totals["embeddings"]["prompt_tokens"] == 600
         assert job_usage(state, job_id, "extract_graph") == totals
     assert settings.llm_price_input_per_mtok == 0  # unpriced by default
+
+
+@embedded_only
+def test_local_embedder_calls_are_counted(
+    backend: Backend, embedder: object, server: LLMTestServer, tmp_path: Path
+) -> None:
+    """The local embedder sends nothing anywhere, but its calls and word pieces are counted."""
+    settings = {"llm_base_url": server.base_url, "llm_model": "test"}
+    with backend.runtime(shared={"embedder": embedder}, **settings) as rt:
+        dataset = backend.dataset("local")
+        job = ingest(rt, dataset, write_files(tmp_path / "docs", TEXTS))
+        report = jobs.show(rt, job.id)
+    assert server.calls("/v1/embeddings") == 0 and report.embeddings.calls > 0
+    # At least the chunks' own word pieces were read (plus summaries and entity names).
+    chunk_tokens = sum(count_tokens(list(TEXTS.values())))
+    assert report.embeddings.prompt_tokens > chunk_tokens, report.embeddings
+    assert report.llm.calls == served(server, "chat/completions")["calls"]
 
 
 def test_cost_is_tokens_times_prices() -> None:
