@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from api.http.app import create_app
 from api.services.demo import SAMPLE_CORPUS
 from core.settings import Settings
+from core.tenants import Caller, Role, Tenants
 from retrieval.models import SearchType
 from retrieval.search import search as run_search
 from tests.backends import http_finished
@@ -23,6 +24,7 @@ LIMIT = 64 * 1024  # max_file_bytes of the module's runtime
 DATA = "/api/v1/datasets/sample/data"
 NOTE = {"name": "notes.txt", "text": "Ada Lovelace wrote the first algorithm for a machine."}
 SAMPLE_NAMES = sorted(p.name for p in SAMPLE_CORPUS.iterdir())
+TENANT = Caller("tests", Role.WRITER)
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +35,13 @@ def runtime(tmp_path_factory: pytest.TempPathFactory) -> Runtime:
 
 @pytest.fixture(scope="module")
 def client(runtime: Runtime) -> Iterator[TestClient]:
-    with TestClient(create_app(runtime)) as client:  # runs the lifespan: worker threads
+    # Every call carries a writer's key of tenant `tests`, so the API requires keys; its
+    # datasets are stored under the tenant (the CLI comparison below reads them there).
+    tenants = Tenants(runtime.state)
+    tenants.create_tenant(TENANT.tenant or "")
+    key, _ = tenants.create_key(TENANT.tenant or "", TENANT.role)
+    headers = {"Authorization": f"Bearer {key}"}
+    with TestClient(create_app(runtime), headers=headers) as client:  # runs the lifespan
         yield client
 
 
@@ -148,7 +156,7 @@ def test_search_matches_the_cli_json(
     cli = run_search(
         runtime.retrieval(),
         query,
-        ["sample"],
+        [TENANT.scoped("sample")],
         SearchType(search_type),
         5,
     )
