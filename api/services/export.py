@@ -196,12 +196,23 @@ EXPORT_FORMATS: dict[str, tuple[str, str]] = {
 }
 
 
-def export_lines(graph: GraphReader, dataset: str, fmt: str, **window: Any) -> Iterator[str]:
-    """The dataset's graph as text chunks of `fmt` (jsonl or graphml). ValueError otherwise."""
+def _renamed(pages: Iterator[GraphPage], shown: str) -> Iterator[GraphPage]:
+    for page in pages:
+        nodes = [node.model_copy(update={"dataset": shown}) for node in page.nodes]
+        yield GraphPage(nodes, [edge.model_copy(update={"dataset": shown}) for edge in page.edges])
+
+
+def export_lines(
+    graph: GraphReader, dataset: str, fmt: str, *, shown: str | None = None, **window: Any
+) -> Iterator[str]:
+    """The dataset's graph as text chunks of `fmt` (jsonl or graphml), the dataset named
+    `shown` (a tenant's dataset without its prefix) when given. ValueError otherwise."""
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
     pages = graph_pages(graph, dataset, **window)
-    return jsonl_lines(pages) if fmt == "jsonl" else graphml_lines(pages, dataset)
+    if shown is not None and shown != dataset:
+        pages = _renamed(pages, shown)
+    return jsonl_lines(pages) if fmt == "jsonl" else graphml_lines(pages, shown or dataset)
 
 
 def export_graph(
@@ -219,4 +230,4 @@ def export_graph(
     stored = existing(rt, dataset, caller)
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
-    return export_lines(rt.graph, stored, fmt, offset=offset, limit=limit)
+    return export_lines(rt.graph, stored, fmt, shown=dataset, offset=offset, limit=limit)

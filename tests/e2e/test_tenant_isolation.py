@@ -109,6 +109,11 @@ def test_listings_show_only_the_callers_own(app_clients: dict[str | None, Any], 
         assert [job["id"] for job in listed] == [jobs[tenant]["id"]]
         assert listed[0]["dataset"] == "docs"
         exported = client.get(f"{DOCS}/graph").text.lower()
+        records = [json.loads(line) for line in exported.splitlines()]
+        assert records and {r["dataset"] for r in records} == {"docs"}
+        graphml = client.get(f"{DOCS}/graph?format=graphml").text
+        assert '<data key="n_dataset">docs</data>' in graphml
+        assert f'dataset">{tenant}:' not in graphml
         assert MARKERS[tenant][0] in exported
         other = "beta" if tenant == "acme" else "acme"
         assert all(word not in exported for word in MARKERS[other] + MARKERS[None])
