@@ -177,6 +177,8 @@ def ingest(svc: Service, scale: int, *, floor: bool) -> dict[str, object]:
     for path in paths:
         runtime.catalog.add_file(dataset, path, path.name, report, check_supported)
     added = svc.mark()
+    progress = f"{scale}x ({len(paths):,} files)"
+    print(f"{progress}: added in {added.at - start.at:.0f} s, cognifying", file=sys.stderr)
     job = cognify(runtime, dataset)
     tracker = JobTracker(runtime.state)
     while not job.status.finished:  # the status alone: the finished job holds the counts
@@ -209,6 +211,7 @@ def ingest(svc: Service, scale: int, *, floor: bool) -> dict[str, object]:
         # Peak so far: flat from the 1x run to the 4x run means no growth with the corpus.
         "worker_peak_rss_mib": [round(peak_rss_mib(p.pid)) for p in svc.workers],
     }
+    print(f"{progress}: cognified in {done.at - added.at:.0f} s", file=sys.stderr)
     if floor:
         texts = [path.read_text(encoding="utf-8") for path in paths]
         batches = -(-len(paths) // args.batch_size)  # the job's batches of documents
