@@ -153,6 +153,9 @@ class Settings(BaseSettings):
     # API access (core/tenants.py): auto requires a key once any key was created; required
     # always does (and lets `cogmill serve` bind a non-loopback host).
     auth: Literal["auto", "required"] = "auto"
+    # Requests per minute per API key (a fixed one-minute window in the state store: Redis in
+    # distributed mode, so all API processes share it); 0 = unlimited. Over it: 429.
+    api_requests_per_minute: int = Field(default=0, ge=0)
 
     @field_validator("home")
     @classmethod

@@ -20,6 +20,7 @@ from core.ports import StateStore
 
 TENANT_PREFIX = "tenants:tenant:"
 KEY_PREFIX = "tenants:key:"
+RATE_PREFIX = "tenants:rate:"
 # Set by the first key ever created and never removed: from then on the API requires keys
 # (revoking every key does not open the API again).
 AUTH_MARKER = "tenants:auth"
@@ -183,6 +184,18 @@ class Tenants:
         if not hmac.compare_digest(_hash(found.group(2), bytes.fromhex(record.salt)), record.hash):
             return None
         return record if record.usable(time.time()) else None
+
+    def throttle(self, key_id: str, per_minute: int, now: float | None = None) -> float | None:
+        """Count a request of the key in this minute: None while within `per_minute`, else
+        the seconds until the next minute starts."""
+        now = time.time() if now is None else now
+        window = int(now // 60)
+        counter = f"{RATE_PREFIX}{key_id}:{window}"
+        count = self.state.incr(counter)
+        if count == 1:  # the window's first request: let the counter expire with it
+            # A request counted between the incr and this put is lost: at most a few, once.
+            self.state.put(counter, "1", ttl=120)
+        return None if count <= per_minute else (window + 1) * 60 - now
 
     def auth_configured(self) -> bool:
         """Whether any key was ever created (the API then requires one)."""

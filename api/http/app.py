@@ -184,7 +184,7 @@ def create_app(runtime: Runtime | None = None) -> FastAPI:
     # check more).
     keyed: dict[str, Any] = {
         "dependencies": [Depends(reader)],
-        "responses": error_responses(401, 403),
+        "responses": error_responses(401, 403, 429),
     }
     for router in (datasets.router, cognify.router, jobs.router, search.router):
         app.include_router(router, **keyed)

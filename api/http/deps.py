@@ -3,6 +3,7 @@ streamed to disk."""
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable
@@ -60,6 +61,16 @@ def get_caller(request: Request, runtime: RuntimeDep) -> Caller:
     record = tenants.authenticate(key.strip())
     if record is None:
         raise _unauthorized("the API key is not valid (unknown, revoked or expired)")
+    limit = runtime.settings.api_requests_per_minute
+    if limit and (wait := tenants.throttle(record.id, limit)) is not None:
+        error = ApiError(
+            429,
+            "rate_limited",
+            f"this key made more than {limit} requests this minute "
+            f"(COGMILL_API_REQUESTS_PER_MINUTE); retry in {math.ceil(wait)} s",
+        )
+        error.headers = {"Retry-After": str(math.ceil(wait))}
+        raise error
     return Caller(record.tenant, record.role)
 
 

@@ -39,6 +39,7 @@ ERROR_DESCRIPTIONS = {
     400: "Invalid request (e.g. a bad dataset name)",
     401: "No usable API key (send 'Authorization: Bearer KEY')",
     403: "The key's role may not do this",
+    429: "The key's requests per minute are used up (see Retry-After)",
     404: "Dataset or job not found",
     413: "A file or the body is larger than COGMILL_MAX_FILE_BYTES",
     409: "A cognify job on the dataset is running",

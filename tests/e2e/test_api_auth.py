@@ -154,6 +154,24 @@ def test_auth_required_closes_the_api_before_any_key(tmp_path: Path) -> None:
         assert client.get("/health").status_code == 200
 
 
+def test_requests_over_the_per_minute_limit_are_429(tmp_path: Path) -> None:
+    rt = Runtime(Settings(home=tmp_path, api_requests_per_minute=3))
+    with TestClient(create_app(rt)) as client:
+        tenants = Tenants(rt.state)
+        tenants.create_tenant("acme")
+        first, _ = tenants.create_key("acme", Role.READER)
+        second, _ = tenants.create_key("acme", Role.READER)
+        if time.time() % 60 > 50:  # stay inside one minute's window
+            time.sleep(61 - time.time() % 60)
+        for _ in range(3):
+            assert call(client, first, "GET", "/api/v1/datasets").status_code == 200
+        over = call(client, first, "GET", "/api/v1/datasets")
+        assert_error(over, 429, "rate_limited", "COGMILL_API_REQUESTS_PER_MINUTE")
+        assert 1 <= int(over.headers["Retry-After"]) <= 60
+        assert call(client, second, "GET", "/api/v1/datasets").status_code == 200
+        assert client.get("/health").status_code == 200  # probes are not counted
+
+
 def test_openapi_documents_401_and_403(client: TestClient) -> None:
     spec = client.get("/openapi.json").json()
     search = spec["paths"]["/api/v1/search"]["post"]["responses"]

@@ -88,6 +88,18 @@ def test_bad_names_unknown_tenants_and_duplicates_are_refused(state: StateStore)
     assert [t.name for t in tenants.tenants()] == ["acme"]
 
 
+def test_throttle_counts_per_key_and_minute(state: StateStore) -> None:
+    tenants = Tenants(state)
+    start = 1_000_000 * 60 + 10.0  # 10 s into a minute
+    assert [tenants.throttle("k1", 2, start + i) for i in range(2)] == [None, None]
+    assert tenants.throttle("k1", 2, start + 5) == pytest.approx(45.0)
+    assert tenants.throttle("k2", 2, start + 5) is None  # another key: its own count
+    assert tenants.throttle("k1", 2, start + 49) is not None  # 59 s into the minute
+    assert tenants.throttle("k1", 2, start + 60) is None  # the next minute starts afresh
+    # Each window's counter expires (it is not kept forever).
+    assert all(state.get(key) is not None for key in state.keys("tenants:rate:"))
+
+
 def test_roles_include_the_ones_below_and_callers_scope_names() -> None:
     assert Role.ADMIN.allows(Role.WRITER) and Role.WRITER.allows(Role.READER)
     assert not Role.READER.allows(Role.WRITER) and not Role.WRITER.allows(Role.ADMIN)
