@@ -156,6 +156,8 @@ class Settings(BaseSettings):
     # Requests per minute per API key (a fixed one-minute window in the state store: Redis in
     # distributed mode, so all API processes share it); 0 = unlimited. Over it: 429.
     api_requests_per_minute: int = Field(default=0, ge=0)
+    # Bytes of documents a tenant (an API key's) may store over all its datasets; 0 = no quota.
+    tenant_storage_bytes: int = Field(default=0, ge=0)
 
     @field_validator("home")
     @classmethod

@@ -39,6 +39,10 @@ class AccessDeniedError(PermissionError):
     """The caller's role may not do this (HTTP 403)."""
 
 
+class QuotaExceededError(ValueError):
+    """Storing this would take the tenant over its storage quota (HTTP 413)."""
+
+
 class Role(StrEnum):
     """What a key may do, each role including the ones before it."""
 

@@ -26,7 +26,7 @@ from core.embeddings.local import ModelNotInstalledError
 from core.ports import StoreError
 from core.settings import Settings
 from core.stores.factory import NotAvailableError
-from core.tenants import AccessDeniedError
+from core.tenants import AccessDeniedError, QuotaExceededError
 from workers.jobs import JobNotFoundError
 from workers.orchestration import PlanError
 from workers.runtime import Runtime
@@ -40,6 +40,7 @@ DOMAIN_ERRORS: list[tuple[type[Exception], int, str]] = [
     (ValueError, 422, "invalid_value"),
     (JobNotFoundError, 404, "job_not_found"),
     (AccessDeniedError, 403, "forbidden"),
+    (QuotaExceededError, 413, "quota_exceeded"),
     (NotAvailableError, 503, "backend_not_available"),
     (StoreError, 503, "store_unavailable"),
     (ModelNotInstalledError, 503, "model_not_installed"),

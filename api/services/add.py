@@ -14,10 +14,10 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from api.services.datasets import checked, register
+from api.services.datasets import checked, register, stored_bytes
 from core.catalog import AddReport, check_node_set, iter_files
 from core.models.documents import STRUCTURED_PIPELINE
-from core.tenants import LOCAL, Caller
+from core.tenants import LOCAL, Caller, QuotaExceededError
 from pipelines.definitions import get_pipeline
 from pipelines.key_declarations import KeyDeclarations, declare_keys
 from pipelines.tables import check_source, snapshot_sql
@@ -112,6 +112,19 @@ def add_sql(
     return added
 
 
+def _check_quota(rt: Runtime, caller: Caller, paths: list[Path]) -> None:
+    """Raise QuotaExceededError when the files would take a tenant over its storage quota
+    (counted whole: a replaced document's old bytes are not deducted)."""
+    quota = rt.settings.tenant_storage_bytes
+    used, incoming = stored_bytes(rt, caller), sum(path.stat().st_size for path in paths)
+    if used + incoming > quota:
+        raise QuotaExceededError(
+            f"tenant {caller.tenant!r} stores {used} bytes of documents; adding {incoming} "
+            f"more would pass its quota of {quota} (COGMILL_TENANT_STORAGE_BYTES): delete "
+            "documents or datasets first"
+        )
+
+
 def _add(
     rt: Runtime,
     dataset: str,
@@ -122,6 +135,9 @@ def _add(
     options = options or AddOptions()
     options.check()
     shown, dataset = dataset, checked(dataset, caller)
+    if caller.tenant is not None and rt.settings.tenant_storage_bytes:
+        files = list(files)  # counted before anything is stored
+        _check_quota(rt, caller, [path for _, path, problem in files if problem is None])
     register(rt, dataset)
     added = Added(shown)
     for name, path, problem in files:

@@ -114,6 +114,15 @@ def documents(
     return list(islice(rt.catalog.documents(stored), offset, offset + limit))
 
 
+def stored_bytes(rt: Runtime, caller: Caller) -> int:
+    """Bytes of the documents stored in all the caller's datasets."""
+    return sum(
+        int(doc.properties.get("size", 0))
+        for stored in names(rt, caller)
+        for doc in rt.catalog.documents(stored)
+    )
+
+
 def running_jobs(rt: Runtime, name: str) -> list[str]:
     """Ids of the unfinished cognify jobs on a dataset."""
     jobs = JobTracker(rt.state).list()

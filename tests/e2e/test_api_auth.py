@@ -172,6 +172,28 @@ def test_requests_over_the_per_minute_limit_are_429(tmp_path: Path) -> None:
         assert client.get("/health").status_code == 200  # probes are not counted
 
 
+def test_a_tenants_storage_quota_is_413(tmp_path: Path) -> None:
+    rt = Runtime(Settings(home=tmp_path, tenant_storage_bytes=100))
+    with TestClient(create_app(rt)) as client:
+        tenants = Tenants(rt.state)
+        for name in ("acme", "beta"):
+            tenants.create_tenant(name)
+        acme, _ = tenants.create_key("acme", Role.WRITER)
+        beta, _ = tenants.create_key("beta", Role.WRITER)
+
+        def add(key: str, dataset: str, name: str, size: int) -> Any:
+            body = {"documents": [{"name": name, "text": "x" * size}]}
+            return call(client, key, "POST", f"/api/v1/datasets/{dataset}/data", json=body)
+
+        assert add(acme, "one", "a.txt", 60).status_code == 200
+        # The quota spans the tenant's datasets: 60 stored + 60 > 100, refused, nothing stored.
+        over = add(acme, "two", "b.txt", 60)
+        assert_error(over, 413, "quota_exceeded", "COGMILL_TENANT_STORAGE_BYTES")
+        assert call(client, acme, "GET", "/api/v1/datasets/two/data").status_code == 404
+        assert add(acme, "two", "c.txt", 40).status_code == 200  # 100: exactly the quota
+        assert add(beta, "one", "a.txt", 100).status_code == 200  # beta's own quota
+
+
 def test_openapi_documents_401_and_403(client: TestClient) -> None:
     spec = client.get("/openapi.json").json()
     search = spec["paths"]["/api/v1/search"]["post"]["responses"]
