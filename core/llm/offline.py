@@ -175,14 +175,30 @@ def find_mentions(doc: Any, is_word: Callable[[str], bool]) -> list[Mention]:
         covered.update(range(ent.start, ent.end))
         if ent.label_ in SKIP_LABELS or (ent.label_ == "DATE" and not is_specific_date(ent.text)):
             continue
-        found.append(make_mention(ent, LABEL_TYPES.get(ent.label_, "Thing")))
+        type_ = LABEL_TYPES.get(ent.label_, "Thing")
+        found += [make_mention(part, type_) for part in lines_of(ent)]
     for sent in doc.sents:
         subject = named_subject(sent, covered, is_word)
         if subject is not None:
             covered.update(range(subject.start, subject.end))
-            found.append(make_mention(subject, "Thing"))
+            found += [make_mention(part, "Thing") for part in lines_of(subject)]
     found += [make_mention(run, "Thing") for run in proper_noun_runs(doc, covered, is_word)]
     return sorted((m for m in found if m is not None), key=lambda m: m.start)
+
+
+def lines_of(span: Any) -> list[Any]:
+    """The parts of a span between line breaks: a name never spans two lines ("Ana Lima\nAna
+    Lima is ..." names Ana Lima twice, not "Ana Lima Ana Lima")."""
+    parts, start = [], span.start
+    for tok in span:
+        if "\n" in tok.text or "\n" in tok.whitespace_:
+            end = tok.i if tok.is_space else tok.i + 1
+            if end > start:
+                parts.append(span.doc[start:end])
+            start = tok.i + 1
+    if span.end > start:
+        parts.append(span.doc[start : span.end])
+    return parts
 
 
 def named_subject(sent: Any, covered: set[int], is_word: Callable[[str], bool]) -> Any | None:

@@ -40,6 +40,8 @@ TRIED = "UTF-8, UTF-16/UTF-32 (with a byte-order mark or as plain UTF-16 text), 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _BLANK_LINES = re.compile(r"\n[ \t]*\n")
+_TITLE_WORDS = 12
+_CONTINUED = tuple(".,;:!?-–—")
 _BULLET = re.compile(r"(?:[-*+•◦▪‣]|\d{1,3}[.)])\s")
 MAX_PARAGRAPH_CHARS = 1 << 20  # a longer run without a blank line is cut at a line end
 
@@ -210,7 +212,20 @@ def paragraph_element(block: str) -> Element | None:
         return None
     if all(_BULLET.match(line) for line in lines):
         return Element(kind="list", text="\n".join(lines))
+    if len(lines) > 1 and is_title_line(lines[0], lines[1:]):
+        # The line break stays, so the extractor does not read "X\nX is ..." as one name "X X".
+        return Element(kind="text", text=lines[0] + "\n" + " ".join(lines[1:]))
     return Element(kind="text", text=" ".join(lines))
+
+
+def is_title_line(line: str, rest: list[str]) -> bool:
+    """A paragraph's first line that heads it ("Quillon Labs" over its text), not wrapped prose:
+    a few words, no closing punctuation, at most half as long as the longest line after it."""
+    return (
+        len(line.split()) <= _TITLE_WORDS
+        and not line.endswith(_CONTINUED)
+        and 2 * len(line) <= max(len(other) for other in rest)
+    )
 
 
 def partition_txt(source: Source) -> list[Element]:

@@ -12,6 +12,7 @@ from core.llm.offline import OfflineExtractor, OfflineModelUnavailable
 from core.models.extraction import KnowledgeGraph
 from core.models.graph import normalise_name
 from core.ports import Extractor
+from pipelines.formats.text import paragraph_element
 
 pytestmark = pytest.mark.unit
 
@@ -170,6 +171,70 @@ def test_summary_is_short_and_starts_with_the_first_sentence(
     assert short.summary == PASSAGES[0]
     assert long.summary.startswith("Marie Curie was born in Warsaw.")
     assert 0 < len(long.summary) <= 300
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("Tomas Rieger\nTomas Rieger is a software engineer born in Graz.", "Tomas Rieger"),
+        ("Corvana Systems\nCorvana Systems is an industrial software company.", "Corvana Systems"),
+        (
+            "Kenji Watanabe\nKenji Watanabe is the head of research at Quillon Labs.",
+            "Kenji Watanabe",
+        ),
+    ],
+)
+def test_a_title_line_and_the_sentence_repeating_it_are_two_mentions(
+    extractor: OfflineExtractor, text: str, name: str
+) -> None:
+    names = [e.name for e in extract_one(extractor, text).entities]
+    assert name in names
+    assert not any(f"{name} {name}" in n for n in names), names
+
+
+def test_a_span_is_cut_at_each_line_break(extractor: OfflineExtractor) -> None:
+    nlp, _ = extractor._load()
+    doc = nlp("Lima\nAna Lima\n\nQuillon Labs")  # tokens: Lima \n Ana Lima \n\n Quillon Labs
+    assert [part.text for part in offline.lines_of(doc[:])] == ["Lima", "Ana Lima", "Quillon Labs"]
+    assert [part.text for part in offline.lines_of(doc[1:5])] == ["Ana Lima"]
+    assert [part.text for part in offline.lines_of(doc[5:7])] == ["Quillon Labs"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "name"),
+    [
+        (
+            "Quillon Labs\nQuillon Labs is a Zurich company that builds inspection software.",
+            "Quillon Labs",
+        ),
+        ("Lima\nAna Lima is the chief executive of Corvana Systems.", "Corvana Systems"),
+        ("Quillon Labs\nLisbon-based Quillon Labs builds inspection software.", "Quillon Labs"),
+    ],
+)
+def test_a_text_file_title_line_stays_its_own_line(
+    extractor: OfflineExtractor, raw: str, name: str
+) -> None:
+    # What the extractor reads of a .txt passage "Title\nText" (a bench passage, a bio).
+    element = paragraph_element(raw)
+    assert element is not None and "\n" in element.text
+    names = [e.name for e in extract_one(extractor, element.text).entities]
+    assert name in names
+    joined = {"Quillon Labs Quillon Labs", "Lima Ana Lima", "Labs Lisbon", "Quillon Labs Lisbon"}
+    assert not joined & set(names), names
+
+
+def test_names_on_one_line_and_wrapped_prose_stay_whole(extractor: OfflineExtractor) -> None:
+    text = "Barack Obama met Angela Merkel in New York City with the United Nations delegation."
+    names = {e.name for e in extract_one(extractor, text).entities}
+    assert {"Barack Obama", "Angela Merkel", "New York City"} <= names
+    # A hard-wrapped paragraph is one line of prose: a name broken by the wrap is still whole.
+    wrapped = paragraph_element(
+        "In 1994 the company was moved from Seattle to Lisbon by its founder Barack\n"
+        "Obama, who later met Angela Merkel in New York City."
+    )
+    assert wrapped is not None and "\n" not in wrapped.text
+    names = {e.name for e in extract_one(extractor, wrapped.text).entities}
+    assert {"Barack Obama", "Angela Merkel", "New York City"} <= names
 
 
 def test_non_english_text_does_not_crash(extractor: OfflineExtractor) -> None:
