@@ -91,8 +91,6 @@ reader = _role(Role.READER, "read")
 writer = _role(Role.WRITER, "change data")
 Reader = Annotated[Caller, Depends(reader)]
 Writer = Annotated[Caller, Depends(writer)]
-WRITE = Depends(writer)
-"""For a route's `dependencies`: the caller's key must be a writer's or an admin's (403)."""
 
 
 def owned_job_id(

@@ -1,8 +1,8 @@
 """remember, recall, improve, forget: the session-memory use cases every face calls.
 
-Sessions are per server (or per Redis prefix): the API has no tenants yet, so anyone who can
-call it can read a session whose id they know. Issue 14's tenant goes into `sessions` (the
-session key prefix) and, for datasets, into api/services/datasets.py's `checked`/`existing`.
+Datasets are scoped by the caller's tenant (api/services/datasets.py). Sessions are per server
+(or per Redis prefix), not yet per tenant: the HTTP face refuses them to API keys, and a
+tenant's key prefix is still to go into `sessions`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from api.services.cognify import cognify
 from api.services.datasets import checked, ensure_idle, names
 from api.services.delete import Deleted, delete_dataset, delete_document
 from core.models.jobs import Job
+from core.tenants import LOCAL, Caller
 from retrieval.memory import DEFAULT_THRESHOLD, ImproveResult, RecallResponse
 from retrieval.memory import improve as improve_answer
 from retrieval.memory import recall as recall_memory
@@ -53,22 +54,22 @@ class Remembered:
     job: Job
 
 
-def remember_in_dataset(rt: Runtime, dataset: str, text: str) -> Remembered:
+def remember_in_dataset(rt: Runtime, dataset: str, text: str, caller: Caller = LOCAL) -> Remembered:
     """Add the text to a dataset as a small document and start a cognify job for it.
 
     Raises ValueError (CatalogError for a bad dataset name) when there is nothing to store.
     """
-    checked(dataset)
+    checked(dataset, caller)
     if not text.strip():
         raise ValueError("the text is empty; pass the text to remember")
     name = memory_document_name(text)
     with tempfile.TemporaryDirectory(prefix=".memory-", dir=rt.settings.home) as tmp:
         path = Path(tmp) / name
         path.write_text(text.strip() + "\n", encoding="utf-8")
-        rejected = add_files(rt, dataset, [(name, path)]).report.rejected
+        rejected = add_files(rt, dataset, [(name, path)], caller=caller).report.rejected
     if rejected:
         raise ValueError(f"cannot remember this text: {rejected[0][1]}")
-    return Remembered(dataset, name, cognify(rt, dataset))
+    return Remembered(dataset, name, cognify(rt, dataset, caller=caller))
 
 
 def recall(
@@ -81,10 +82,11 @@ def recall(
     top_k: int = 10,
     search_type: SearchType = DEFAULT_TYPE,
     threshold: float = DEFAULT_THRESHOLD,
+    caller: Caller = LOCAL,
 ) -> RecallResponse:
     """Results from the session's lane and/or the graph's (see retrieval/memory.py), each
     tagged with its source. Raises ValueError for a bad request."""
-    names = [checked(name) for name in datasets]
+    names = [checked(name, caller) for name in datasets]
     return recall_memory(
         rt.retrieval(), query, session=session, datasets=names, scope=scope, top_k=top_k,
         search_type=search_type, threshold=threshold,
@@ -135,6 +137,7 @@ def forget(
     document: str | None = None,
     everything: bool = False,
     confirm: bool = False,
+    caller: Caller = LOCAL,
 ) -> Forgotten:
     """Forget one session, one document of a dataset, a dataset, or everything.
 
@@ -164,10 +167,10 @@ def forget(
         return done
     assert dataset is not None
     if document is not None:
-        done.count(delete_document(rt, dataset, document))
+        done.count(delete_document(rt, dataset, document, caller))
         done.documents = [document]
     else:
-        done.count(delete_dataset(rt, dataset))
+        done.count(delete_dataset(rt, dataset, caller))
         done.datasets = [dataset]
     return done
 

@@ -120,15 +120,24 @@ def test_session_memory_is_refused_to_keys(client: TestClient, keys: dict[str, s
     # Sessions are not per tenant yet: no key may reach them (or forget everything).
     memory = [
         ("/api/v1/remember", {"text": "x", "session": "s"}),
-        ("/api/v1/recall", {"query": "x", "session": "s"}),
         ("/api/v1/improve", {"session": "s", "qa_id": "q", "feedback": "up"}),
         ("/api/v1/forget", {"session": "s"}),
-        ("/api/v1/forget", {"everything": True, "confirm": True}),
     ]
-    for role in ("reader", "writer", "admin"):
+    for role in ("writer", "admin"):
         for url, body in memory:
             response = call(client, keys[role], "POST", url, json=body)
             assert_error(response, 403, "forbidden", "not per tenant")
+        everything = {"everything": True, "confirm": True}
+        response = call(client, keys[role], "POST", "/api/v1/forget", json=everything)
+        assert_error(response, 403, "forbidden", "every tenant")
+    recall = call(
+        client, keys["reader"], "POST", "/api/v1/recall", json={"query": "x", "session": "s"}
+    )
+    assert_error(recall, 403, "forbidden", "not per tenant")
+    remember = call(
+        client, keys["reader"], "POST", "/api/v1/remember", json={"text": "x", "dataset": "d"}
+    )
+    assert_error(remember, 403, "forbidden", "writer")
 
 
 @pytest.mark.parametrize("search_type", ["CYPHER", "NATURAL_LANGUAGE", None])

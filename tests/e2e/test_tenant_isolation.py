@@ -128,6 +128,27 @@ def test_estimate_reads_the_callers_dataset(app_clients: dict[str | None, Any], 
     assert beta.post("/api/v1/datasets/solo/cognify?estimate=true", json={}).status_code == 404
 
 
+def test_memory_over_datasets_stays_per_tenant(
+    app_clients: dict[str | None, Any], jobs: Any
+) -> None:
+    acme, beta = app_clients["acme"], app_clients["beta"]
+    text = "Ottoline the okapi grazes in the Ituri forest."
+    kept = acme.post("/api/v1/remember", json={"text": text, "dataset": "mem"})
+    assert kept.status_code == 202 and kept.json()["dataset"] == "mem", kept.text
+    http_finished(acme, kept.json()["job_id"])
+    query = {"query": "Where does Ottoline the okapi graze?", "datasets": ["mem"]}
+    own = acme.post("/api/v1/recall", json={**query, "search_type": "CHUNKS"})
+    assert own.status_code == 200 and "okapi" in texts_of(own.json()), own.text
+    # beta has no `mem`: acme's is invisible to its recall and untouchable by its forget.
+    other = beta.post("/api/v1/recall", json={**query, "search_type": "CHUNKS"})
+    assert other.status_code == 404 or "okapi" not in texts_of(other.json()), other.text
+    assert beta.post("/api/v1/forget", json={"dataset": "mem"}).status_code == 404
+    docs = {"query": QUERIES["acme"], "datasets": ["docs"], "search_type": "CHUNKS"}
+    assert "aardvark" not in texts_of(beta.post("/api/v1/recall", json=docs).json())
+    assert acme.post("/api/v1/forget", json={"dataset": "mem"}).status_code == 200
+    assert acme.get("/api/v1/datasets/mem/data").status_code == 404
+
+
 def test_another_tenants_jobs_are_404(app_clients: dict[str | None, Any], jobs: Any) -> None:
     beta, acme_job = app_clients["beta"], jobs["acme"]["id"]
     for method, url in (

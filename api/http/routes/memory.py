@@ -1,7 +1,7 @@
 """Session memory: remember, recall, improve, forget (the same use cases as the CLI commands).
 
-Sessions are not per tenant yet, so these routes serve only the local default tenant (no API
-keys configured): with a key they answer 403 rather than mix tenants' memories.
+Sessions are not per tenant yet, so a key may use these routes on datasets only: a session
+(and improve, which reads one, and forget everything) answers 403 to every key.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Response
 
-from api.http.deps import WRITE, CallerDep, Reader, RuntimeDep, Writer
+from api.http.deps import Reader, RuntimeDep, Writer
 from api.http.schemas import (
     ApiError,
     ForgetRequest,
@@ -24,20 +24,20 @@ from api.http.schemas import (
 )
 from api.services import memory
 from api.services.search import check_type_allowed
-from core.tenants import AccessDeniedError
+from core.tenants import AccessDeniedError, Caller
 from retrieval.memory import ImproveResult, RecallResponse
 
 
-def local_tenant_only(caller: CallerDep) -> None:
-    """403 for a tenant's key: sessions and the datasets memory reaches are not scoped yet."""
-    if caller.tenant is not None:
+def no_session_for_keys(caller: Caller, session: str | None) -> None:
+    """403 for a tenant's key naming a session: sessions are not scoped by tenant yet."""
+    if caller.tenant is not None and session is not None:
         raise AccessDeniedError(
-            "session memory is not per tenant yet, so API keys may not use it; use "
-            "POST /api/v1/search, and the datasets routes to add and delete"
+            "sessions are not per tenant yet, so API keys may not use them; remember into, "
+            "recall from and forget datasets instead"
         )
 
 
-router = APIRouter(prefix="/api/v1", tags=["memory"], dependencies=[Depends(local_tenant_only)])
+router = APIRouter(prefix="/api/v1", tags=["memory"])
 T = TypeVar("T")
 
 
@@ -51,19 +51,21 @@ def not_found(action: Callable[[], T]) -> T:
 
 @router.post(
     "/remember",
-    dependencies=[WRITE],
     response_model=RememberResult,
     response_model_exclude_none=True,
     responses={202: {"description": "Added to a dataset; a cognify job was started"},
                **error_responses(400, 422, 503)},
 )  # fmt: skip
-def remember(body: RememberRequest, runtime: RuntimeDep, response: Response) -> RememberResult:
+def remember(
+    body: RememberRequest, runtime: RuntimeDep, response: Response, caller: Writer
+) -> RememberResult:
     """Keep a note in a session (200), or add the text to a dataset and cognify it (202)."""
+    no_session_for_keys(caller, body.session)
     if body.session is not None:
         note = memory.remember_note(runtime, body.session, body.text)
         return RememberResult(stored_in="session", session=body.session, note_id=note.id)
     assert body.dataset is not None
-    done = memory.remember_in_dataset(runtime, body.dataset, body.text)
+    done = memory.remember_in_dataset(runtime, body.dataset, body.text, caller)
     response.status_code = 202
     return RememberResult(
         stored_in="dataset",
@@ -83,6 +85,7 @@ def remember(body: RememberRequest, runtime: RuntimeDep, response: Response) -> 
 def recall_memory(body: RecallRequest, runtime: RuntimeDep, caller: Reader) -> RecallResponse:
     """Results from the session and/or the graph, each tagged with its `source`."""
     check_type_allowed(caller, body.search_type)
+    no_session_for_keys(caller, body.session)
     return memory.recall(
         runtime,
         body.query,
@@ -92,18 +95,19 @@ def recall_memory(body: RecallRequest, runtime: RuntimeDep, caller: Reader) -> R
         top_k=body.top_k,
         search_type=body.search_type,
         threshold=body.threshold,
+        caller=caller,
     )
 
 
 @router.post(
     "/improve",
-    dependencies=[WRITE],
     response_model=ImproveResult,
     response_model_exclude_none=True,
     responses=error_responses(404, 422, 503),
 )
-def improve_answer(body: ImproveRequest, runtime: RuntimeDep) -> ImproveResult:
+def improve_answer(body: ImproveRequest, runtime: RuntimeDep, caller: Writer) -> ImproveResult:
     """Feedback on an answer: reweigh the graph edges its results were read from."""
+    no_session_for_keys(caller, body.session)
     score = memory.feedback_score(body.feedback)
     return not_found(lambda: memory.improve(runtime, body.session, body.qa_id, score, body.results))
 
@@ -120,8 +124,9 @@ def forget(body: ForgetRequest, runtime: RuntimeDep, caller: Writer) -> ForgetRe
     if body.everything and caller.tenant is not None:
         raise AccessDeniedError(
             "forget everything spans every tenant, so no API key may do it; forget your "
-            "datasets and sessions one by one"
+            "datasets one by one"
         )
+    no_session_for_keys(caller, body.session)
     done = not_found(
         lambda: memory.forget(
             runtime,
@@ -130,6 +135,7 @@ def forget(body: ForgetRequest, runtime: RuntimeDep, caller: Writer) -> ForgetRe
             document=body.document,
             everything=body.everything,
             confirm=body.confirm,
+            caller=caller,
         )
     )
     return ForgetResult(
