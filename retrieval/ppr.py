@@ -4,8 +4,7 @@ Seeds: the dense entry points (chunks, sharpened so the best few dominate; entit
 chunks of the best summaries) and the entities the query names — its n-grams looked up by
 entity id (no scan, no NER at query time) and its capitalised names linked to the nearest
 entity names. From the seeds a bounded neighbourhood is read: a chunk's MENTIONS and an
-entity's chunks (its provenance lists every chunk that mentions it, and those of its title
-form "X X", see `Neighbourhood._load_entities`). An entity in more than
+entity's chunks (its provenance lists every chunk that mentions it). An entity in more than
 `entity_fanout` chunks is a hub and is not expanded; every entity weighs 1 / chunks **
 `specificity`, as a seed and as a step from a chunk, and an entity only one chunk mentions is
 no step at all (it bridges nowhere). PageRank runs over that neighbourhood only; a chunk's
@@ -207,11 +206,6 @@ class PPRRetriever(CompletionMixin):
         return [_result(nodes[c], final[c]) for c in best if c in nodes]
 
 
-def _chunks(entity: Node) -> list[str]:
-    """The chunks an entity's provenance lists (every chunk that mentions it)."""
-    return list(dict.fromkeys(s.chunk_id for s in entity.support if s.chunk_id))
-
-
 def _min_max(values: dict[str, float]) -> dict[str, float]:
     """Scores rescaled to [0, 1] so PageRank mass and cosine similarity can be added."""
     low, high = min(values.values(), default=0.0), max(values.values(), default=0.0)
@@ -264,19 +258,14 @@ class Neighbourhood:
         """Record each new entity's chunks (its provenance lists them); returns the new ids."""
         room = self.params.max_nodes - len(self.chunks) - len(self.entities)
         todo = [i for i in ids if i not in self.entities][: max(room, 0)]
-        new: dict[str, str] = {}  # id of the entity's title form -> the entity's id
+        new = []
         for node in self.graph.get_nodes(todo) if todo else []:
             if node.type == ENTITY:
-                self.entities[node.id] = _chunks(node)
-                new[entity_id(node.dataset, f"{node.name} {node.name}")] = node.id
-        # A passage that opens with its title ("Quillon Labs\nQuillon Labs is...") names its
-        # subject as "Quillon Labs Quillon Labs" (the extractor joins the two lines), so the
-        # one passage about X is not among X's chunks; X counts the chunks of that form too.
-        for node in self.graph.get_nodes(list(new)) if new else []:
-            if node.type == ENTITY:
-                chunks = self.entities[new[node.id]]
-                chunks.extend(c for c in _chunks(node) if c not in chunks)
-        return list(new.values())
+                self.entities[node.id] = list(
+                    dict.fromkeys(s.chunk_id for s in node.support if s.chunk_id)
+                )
+                new.append(node.id)
+        return new
 
     def _entities_of(self, chunks: list[str]) -> list[str]:
         """The entities the chunks mention (MENTIONS edges, at most `chunk_fanout` per chunk)."""

@@ -82,9 +82,10 @@ def test_routed_search_finds_as_many_gold_documents_as_dense_search(runtime: Run
 @pytest.mark.xfail(
     strict=True,
     reason="issue 15's bar is not reached yet: the routed default (GRAPH_PPR) puts every gold "
-    "document in the top 5 for 12 of 16 multi-hop questions (dense search: 11). Left: a bridge "
-    "entity most documents name (Corvana, Brightwater) weighs little as a PageRank step, and "
-    "the offline extractor joins a name across lines ('Lima Ana Lima', 'Quillon Labs Lisbon')",
+    "document in the top 5 for 12 of 16 multi-hop questions (dense search: 11), also since "
+    "names no longer span a title line. Left: a bridge entity most documents name (Corvana, "
+    "Brightwater) weighs little as a PageRank step, and the small NER model reads 'Lima' in "
+    "'Ana Lima' as a place, so Ana Lima is no entity",
 )
 def test_routed_search_completes_seven_of_eight_multi_hop_questions(runtime: Runtime) -> None:
     ctx = runtime.retrieval()

@@ -154,21 +154,6 @@ def test_expansion_respects_max_nodes(store: SQLiteGraphStore) -> None:
     assert len(hood.weighted) <= params.max_nodes
 
 
-def test_an_entity_reaches_the_passage_that_names_it_in_its_title_form(
-    store: SQLiteGraphStore,
-) -> None:
-    """A passage "C\nC is..." names its subject "C C" (title and sentence joined): C's chunks
-    include that passage, so a step from C reaches the passage about C."""
-    about_c = chunk("about-c")
-    mentions(store, about_c, "C C")
-    hood = Neighbourhood(store, PPRParams(hops=2, entity_fanout=5))
-    hood.expand(chunks=[chunk("c2").id], entities=[])
-    c, b = entity_id(DS, "C"), entity_id(DS, "B")
-    assert hood.entities[c] == [chunk("c2").id, chunk("c3").id, about_c.id]
-    assert about_c.id in hood.chunks and hood.degree(c) == 3
-    assert chunk("about-c").id not in hood.entities[b]  # only the title form "C C" counts
-
-
 def test_specificity_exponent_zero_treats_hubs_like_others(store: SQLiteGraphStore) -> None:
     hood = Neighbourhood(store, replace(PPRParams(), specificity=0.0))
     hood.expand(chunks=[chunk("c0").id], entities=[])
