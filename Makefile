@@ -38,7 +38,7 @@ test-fast: install
 
 lint: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy core pipelines retrieval
+	$(BIN)/mypy core pipelines retrieval workers api
 
 bench: install
 	$(BIN)/python bench/ingest_musique.py

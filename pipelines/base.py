@@ -112,7 +112,7 @@ def check_step(step: Any) -> None:
     step_types(step)
 
 
-def step_types(step: Any) -> tuple[type, type]:
+def step_types(step: Any) -> tuple[type[BaseModel], type[BaseModel]]:
     """The input and output models of a step, read from the annotations of its `run`."""
     hints = typing.get_type_hints(step.run)
     params = [name for name in hints if name != "return"]

@@ -81,7 +81,7 @@ class JobTracker:
             job.errors = job.errors + errors
         return job
 
-    def list(self, *, live: bool = True) -> Iterator[Job]:
+    def all(self, *, live: bool = True) -> Iterator[Job]:
         for key in self.state.keys("job:"):
             if key.count(":") == 1:
                 yield self.get(key.split(":", 1)[1], live=live)

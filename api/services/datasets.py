@@ -91,7 +91,7 @@ def names(rt: Runtime, caller: Caller = LOCAL) -> list[str]:
     """The stored names of the caller's datasets that exist, sorted: the registered ones and
     those of known jobs (datasets added before `add` registered them but cognified since)."""
     known = {key.removeprefix(REGISTRY) for key in rt.state.keys(REGISTRY)}
-    known |= {job.dataset for job in JobTracker(rt.state).list()}
+    known |= {job.dataset for job in JobTracker(rt.state).all()}
     known = {n for n in known if caller.owns(n)}
     found = {node.id for node in rt.graph.get_nodes([dataset_id(n) for n in sorted(known)])}
     return sorted(n for n in known if dataset_id(n) in found)
@@ -125,7 +125,7 @@ def stored_bytes(rt: Runtime, caller: Caller) -> int:
 
 def running_jobs(rt: Runtime, name: str) -> list[str]:
     """Ids of the unfinished cognify jobs on a dataset."""
-    jobs = JobTracker(rt.state).list()
+    jobs = JobTracker(rt.state).all()
     return [job.id for job in jobs if job.dataset == name and not job.status.finished]
 
 

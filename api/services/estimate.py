@@ -97,7 +97,8 @@ def _batch_prompts(
     if not isinstance(extractor, LLMExtractor):
         return []  # the offline extractor: no LLM calls
     classified = pipeline.build_step("classify", rt, options).run(batch)
-    chunks: ChunkBatch = pipeline.build_step("chunk", rt, options).run(classified)
+    chunks = pipeline.build_step("chunk", rt, options).run(classified)
+    assert isinstance(chunks, ChunkBatch)
     texts = [
         prompt_text(extractor.messages(chunk.text), _format(extractor.graph_model))
         for chunk in chunks.chunks

@@ -31,7 +31,7 @@ def checked_id(job_id: str) -> str:
 
 def list_jobs(rt: Runtime) -> list[Job]:
     """Jobs known to the state store, newest first."""
-    return sorted(tracker(rt).list(), key=lambda job: job.created_at, reverse=True)
+    return sorted(tracker(rt).all(), key=lambda job: job.created_at, reverse=True)
 
 
 class JobReport(Job):
@@ -45,7 +45,8 @@ def show(rt: Runtime, job_id: str) -> JobReport:
     """A job's status, live counts, per-document errors and token usage. Raises
     JobNotFoundError."""
     job = tracker(rt).get(checked_id(job_id))
-    return JobReport(**dict(job), **priced(job_usage(rt.state, job.id), rt.settings))
+    usage = priced(job_usage(rt.state, job.id), rt.settings)
+    return JobReport.model_validate({**dict(job), **usage})
 
 
 def cancel(rt: Runtime, job_id: str) -> Job:

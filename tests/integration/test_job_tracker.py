@@ -65,7 +65,7 @@ def report(batch: int, *, failed: str | None = None) -> WriteReport:
 def test_a_saved_job_reads_back_and_an_unknown_one_is_named(tracker: JobTracker) -> None:
     job = new_job(tracker)
     assert tracker.get(job.id, live=False) == job
-    assert [j.id for j in tracker.list()] == [job.id]
+    assert [j.id for j in tracker.all()] == [job.id]
     assert [j.id for j in tracker.running()] == [job.id]
     with pytest.raises(JobNotFoundError, match="cogmill jobs list"):
         tracker.get("nope")
