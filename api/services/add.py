@@ -16,6 +16,7 @@ from sqlalchemy.exc import ArgumentError
 
 from api.services.datasets import checked, register, stored_bytes
 from core.catalog import AddReport, check_node_set, iter_files
+from core.document_names import document_name
 from core.models.documents import STRUCTURED_PIPELINE
 from core.tenants import LOCAL, Caller, QuotaExceededError
 from pipelines.definitions import get_pipeline
@@ -68,9 +69,17 @@ def add_files(
     caller: Caller = LOCAL,
 ) -> Added:
     """Add files, each `(name, path)`: rejected (with the reason), skipped as unchanged, or
-    stored. Raises CatalogError for a bad dataset or node set name, ValueError for an unknown
-    pipeline, before anything is stored."""
-    return _add(rt, dataset, ((name, path, None) for name, path in files), options, caller)
+    stored. A name from outside is a label, never a path: it is reduced to its base name
+    (core/document_names.py) or rejected. Raises CatalogError for a bad dataset or node set
+    name, ValueError for an unknown pipeline, before anything is stored."""
+    return _add(rt, dataset, (_named(name, path) for name, path in files), options, caller)
+
+
+def _named(name: str, path: Path) -> tuple[str, Path, str | None]:
+    try:
+        return document_name(name), path, None
+    except ValueError as err:
+        return name[:80], path, str(err)
 
 
 def add_paths(

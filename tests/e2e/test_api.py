@@ -103,6 +103,22 @@ def test_oversize_file_is_413_and_nothing_is_stored(client: TestClient, uploaded
     assert names == {*SAMPLE_NAMES, "notes.txt"}
 
 
+def test_json_document_names_are_labels_not_paths(client: TestClient) -> None:
+    url = "/api/v1/datasets/names/data"
+    docs = [
+        {"name": "../../etc/passwd.txt", "text": "Up two folders."},
+        {"name": "/abs/path/report.md", "text": "# An absolute path"},
+        {"name": "nul\u0000byte.txt", "text": "A NUL in the name."},
+        {"name": "../..", "text": "Nothing but folders."},
+    ]
+    added = client.post(url, json={"documents": docs})
+    assert added.status_code == 200, added.text
+    assert {r["name"] for r in added.json()["rejected"]} == {"../.."}
+    assert {doc["name"] for doc in client.get(url).json()} == {
+        "passwd.txt", "report.md", "nulbyte.txt"
+    }  # fmt: skip
+
+
 def test_bad_requests_get_the_error_schema(client: TestClient) -> None:
     bad = client.post("/api/v1/datasets/my data!/data", files=sample_files()[:1])
     assert_error(bad, 400, "invalid_request", "invalid dataset name")
