@@ -101,6 +101,11 @@ def test_event_stream_errors(client: TestClient) -> None:
     assert_error(client.get("/api/v1/jobs/0123abcd/events"), 404, "job_not_found")
     bad = client.get("/api/v1/jobs/0123abcd/events?after=-1")
     assert_error(bad, 422, "validation_error", "after")
+    for huge in ("1e23", str(2**64)):  # past the stores' integers: refused before streaming
+        bad = client.get(f"/api/v1/jobs/0123abcd/events?after={huge}")
+        assert_error(bad, 422, "validation_error", "after")
+    bad = client.get("/api/v1/jobs/0123abcd/events", headers={"Last-Event-ID": str(2**64)})
+    assert_error(bad, 422, "validation_error")
 
 
 def test_export_jsonl_and_graphml(

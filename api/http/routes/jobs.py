@@ -91,13 +91,21 @@ def sse_lines(events: Iterator[JobEvent | None], *, poll: float, keepalive: floa
         yield f"{head}event: {event.kind}\ndata: {json.dumps(event.data)}\n\n"
 
 
+# Event ids are a job's sequence numbers; a larger `after` (say 1e23) is refused up front
+# instead of overflowing the stores' 64-bit integers once the stream has started.
+MAX_EVENT_ID = 2**53
+
+
 @router.get("/{job_id}/events", response_class=StreamingResponse, responses=EVENTS_RESPONSES)
 def job_events(
     job_id: JobId,
     runtime: RuntimeDep,
-    after: Annotated[int, Query(ge=0, description="Replay only events after this id")] = 0,
+    after: Annotated[
+        int, Query(ge=0, le=MAX_EVENT_ID, description="Replay only events after this id")
+    ] = 0,
     last_event_id: Annotated[
-        int | None, Header(ge=0, description="Sent by EventSource clients when reconnecting")
+        int | None,
+        Header(ge=0, le=MAX_EVENT_ID, description="Sent by EventSource clients when reconnecting"),
     ] = None,
 ) -> StreamingResponse:
     """Follow a job: its events so far, then new ones until it finishes (then the stream ends).
