@@ -158,6 +158,18 @@ class Settings(BaseSettings):
     api_requests_per_minute: int = Field(default=0, ge=0)
     # Bytes of documents a tenant (an API key's) may store over all its datasets; 0 = no quota.
     tenant_storage_bytes: int = Field(default=0, ge=0)
+    # Request bounds (413/422 over them). A request body other than an upload; all files of
+    # one upload together (each file also under max_file_bytes); characters of a query
+    # (search, route, recall); datasets named in one request.
+    api_max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    max_upload_bytes: int = Field(default=512 * 1024 * 1024, ge=1)
+    api_max_query_chars: int = Field(default=4096, ge=1)
+    api_max_datasets: int = Field(default=100, ge=1)
+    # Host header names served (DNS rebinding: anything else is a 400); "*" serves any.
+    api_trusted_hosts: list[str] = ["localhost", "127.0.0.1", "::1", "testserver"]
+    # Browser origins (scheme://host[:port]) allowed to POST/PUT/PATCH/DELETE besides the
+    # API's own; a request with another Origin header is a 403.
+    api_allowed_origins: list[str] = []
 
     @field_validator("home")
     @classmethod

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
 from api.http.deps import reader
+from api.http.guards import RequestGuard
 from api.http.routes import cognify, datasets, export, health, jobs, memory, route, search
 from api.http.schemas import DocumentsAdd, ErrorDetail, ErrorResponse, error_code, error_responses
 from api.services.datasets import DatasetNotFoundError, JobRunningError
@@ -60,9 +61,24 @@ def error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse(body.model_dump(), status_code=status)
 
 
+# A 5xx's message would carry hosts, paths and library text: it stays in the server log and
+# the answer says only what failed.
+SAFE_MESSAGES = {
+    "backend_not_available": "a backend the server is configured to use is not available",
+    "store_unavailable": "a store did not answer; retry later",
+    "model_not_installed": "the embedding model is not installed on the server",
+}
+
+
 def _domain_handler(status: int, code: str) -> Callable[[Request, Exception], Any]:
     def handle(request: Request, exc: Exception) -> JSONResponse:
-        return error(status, code, str(exc))
+        if status < 500:
+            return error(status, code, str(exc))
+        log.warning(
+            "api_error code=%s method=%s path=%s", code, request.method, request.url.path,
+            exc_info=exc,
+        )  # fmt: skip
+        return error(status, code, f"{SAFE_MESSAGES[code]} (the server log has the details)")
 
     return handle
 
@@ -179,7 +195,8 @@ def create_app(runtime: Runtime | None = None) -> FastAPI:
         description="Knowledge-graph memory for LLM applications: add documents, cognify "
         "them into a graph and vectors (async jobs), and search with provenance.",
         lifespan=lambda app: _lifespan(app, runtime),
-        responses=error_responses(500),
+        # The request guards (api/http/guards.py) may answer any route with these.
+        responses=error_responses(400, 403, 413, 415, 500),
     )
     # Every route but the probes takes a key once auth is on (a reader's at least; writes
     # check more).
@@ -202,4 +219,5 @@ def create_app(runtime: Runtime | None = None) -> FastAPI:
     app.add_exception_handler(ValidationError, _bug)
     app.add_exception_handler(Exception, _bug)
     app.openapi = _openapi(app)  # type: ignore[method-assign]
+    app.add_middleware(RequestGuard, settings=lambda: app.state.runtime.settings)
     return app

@@ -128,6 +128,26 @@ def known_dataset(name: DatasetName, runtime: RuntimeDep, caller: CallerDep) -> 
 KnownDataset = Annotated[str, Depends(known_dataset)]
 
 
+def check_bounds(runtime: Runtime, query: str, names: list[str]) -> None:
+    """422 for a query or a list of datasets over the settings' bounds (the router and the
+    searches are not linear in them)."""
+    settings = runtime.settings
+    if len(query) > settings.api_max_query_chars:
+        raise ApiError(
+            422,
+            "query_too_long",
+            f"the query has {len(query)} characters, over the limit of "
+            f"{settings.api_max_query_chars} (COGMILL_API_MAX_QUERY_CHARS); shorten it",
+        )
+    if len(names) > settings.api_max_datasets:
+        raise ApiError(
+            422,
+            "too_many_datasets",
+            f"{len(names)} datasets named, over the limit of {settings.api_max_datasets} "
+            "(COGMILL_API_MAX_DATASETS); search fewer at once",
+        )
+
+
 @dataclass
 class Upload:
     """One received document: its name and the temp file holding its bytes."""
@@ -254,7 +274,9 @@ async def _receive_files(request: Request, folder: Path, limit: int) -> Uploads:
                 await run_in_threadpool(sink.flush)
         parser.finalize()
     except FormParserError as err:
-        raise ApiError(400, "bad_multipart", f"malformed multipart body: {err}") from err
+        # The parser's text is no use to a client; say what to send.
+        message = "malformed multipart/form-data body; send files as 'files' parts"
+        raise ApiError(400, "bad_multipart", message) from err
     finally:
         sink.close()
     return Uploads(sink.uploads, sink.fields.get("node_set") or None)

@@ -36,12 +36,12 @@ class ApiError(HTTPException):
 
 
 ERROR_DESCRIPTIONS = {
-    400: "Invalid request (e.g. a bad dataset name)",
+    400: "Invalid request (e.g. a bad dataset name, an untrusted Host)",
     401: "No usable API key (send 'Authorization: Bearer KEY')",
-    403: "The key's role may not do this",
+    403: "The key's role may not do this, or a foreign Origin",
     429: "The key's requests per minute are used up (see Retry-After)",
     404: "Dataset or job not found",
-    413: "A file or the body is larger than COGMILL_MAX_FILE_BYTES",
+    413: "A file, the upload or the body is over its limit (COGMILL_MAX_*_BYTES)",
     409: "A cognify job on the dataset is running",
     415: "Unsupported Content-Type",
     422: "The body failed validation or names an unknown pipeline",
@@ -210,7 +210,8 @@ class Health(BaseModel):
 
 
 class Readiness(BaseModel):
-    """Whether each store answered; `stores` maps a store to "ok" or its error."""
+    """Whether each store answered; `stores` maps a store to "ok" or "unavailable" (the
+    server log has why)."""
 
     ready: bool
     stores: dict[str, str]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from fastapi import APIRouter, Response
@@ -11,6 +12,7 @@ from api.http.schemas import Health, Readiness
 from workers.runtime import Runtime
 
 router = APIRouter(tags=["health"])
+log = logging.getLogger("cogmill.api")
 
 # One cheap call per store; opening a store (or loading the model) on first use is part of
 # being ready, so a missing model or a bad setting shows here rather than on the first search.
@@ -43,7 +45,9 @@ def ready(runtime: RuntimeDep, response: Response) -> Readiness:
         # StoreError and NotAvailableError are RuntimeErrors, a missing model is an OSError,
         # and settings that do not fit together (embedding dim) are ValueErrors.
         except (RuntimeError, OSError, ValueError) as err:
-            stores[name] = f"{type(err).__name__}: {err}"
+            # The error names hosts and paths: the log has it, the answer only what failed.
+            log.warning("ready_check_failed store=%s", name, exc_info=err)
+            stores[name] = "unavailable (the server log has the details)"
     ok = all(status == "ok" for status in stores.values())
     if not ok:
         response.status_code = 503

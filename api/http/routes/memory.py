@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from fastapi import APIRouter, Response
 
-from api.http.deps import Reader, RuntimeDep, Writer
+from api.http.deps import Reader, RuntimeDep, Writer, check_bounds
 from api.http.schemas import (
     ApiError,
     ForgetRequest,
@@ -86,6 +86,7 @@ def recall_memory(body: RecallRequest, runtime: RuntimeDep, caller: Reader) -> R
     """Results from the session and/or the graph, each tagged with its `source`."""
     check_type_allowed(caller, body.search_type)
     no_session_for_keys(caller, body.session)
+    check_bounds(runtime, body.query, body.datasets)
     return memory.recall(
         runtime,
         body.query,

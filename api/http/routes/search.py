@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.http.deps import Reader, RuntimeDep
+from api.http.deps import Reader, RuntimeDep, check_bounds
 from api.http.schemas import SearchRequest, error_responses
 from api.services import search as service
 from retrieval.models import SearchResponse
@@ -21,6 +21,7 @@ router = APIRouter(prefix="/api/v1", tags=["search"])
 )
 def search(body: SearchRequest, runtime: RuntimeDep, caller: Reader) -> SearchResponse:
     """Search datasets; results carry the chunks and documents they came from."""
+    check_bounds(runtime, body.query, body.datasets)
     searched = service.search(
         runtime, body.query, body.datasets, body.search_type, body.top_k, body.response_model,
         caller=caller,
