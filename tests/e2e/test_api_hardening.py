@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from fastapi.testclient import TestClient
 from api.http.app import create_app
 from core.settings import Settings
 from core.tenants import Caller, Role, Tenants
+from tests.backends import http_finished
 from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
@@ -122,12 +124,27 @@ def test_upload_under_the_total_cap_is_taken(client: TestClient) -> None:
 # -- fault 11: no leaks ------------------------------------------------------------------------
 
 
-def test_ready_with_unreachable_stores_names_no_host(tmp_path: Path) -> None:
+@contextmanager
+def runtime_of(client: TestClient, settings: Settings) -> Iterator[Runtime]:
+    """The app serving a second runtime for a while. Only one app's lifespan may run at a time
+    (it installs the process' Celery runtime), so swap the runtime rather than start an app."""
+    served = client.app.state.runtime  # type: ignore[attr-defined]
+    other = Runtime(settings)
+    other.__dict__["embedder"] = served.embedder  # share the loaded model
+    client.app.state.runtime = other  # type: ignore[attr-defined]
+    try:
+        yield other
+    finally:
+        client.app.state.runtime = served  # type: ignore[attr-defined]
+        other.close()
+
+
+def test_ready_with_unreachable_stores_names_no_host(client: TestClient, tmp_path: Path) -> None:
     port = closed_port()
     settings = Settings(
         home=tmp_path, neo4j_uri=f"bolt://127.0.0.1:{port}", qdrant_url=f"http://127.0.0.1:{port}"
     )
-    with TestClient(create_app(Runtime(settings))) as client:
+    with runtime_of(client, settings):  # no key was made in it: the local tenant
         response = client.get("/ready")
         assert response.status_code == 503, response.text
         stores = response.json()["stores"]
@@ -156,6 +173,23 @@ def test_corrupt_multipart_names_no_library_text(client: TestClient) -> None:
     assert client.get(DATA).status_code == 404  # nothing was stored
 
 
+def test_corrupt_files_fail_without_paths_or_library_classes(client: TestClient) -> None:
+    files = [
+        ("files", ("broken.pdf", b"%PDF-1.7\n1 0 obj <<>> garbage", "application/pdf")),
+        ("files", ("broken.docx", b"PK\x03\x04 not a zip", "application/octet-stream")),
+        ("files", ("rows.jsonl", b"{bad json\n", "application/json")),
+    ]
+    assert client.post(DATA, files=files).status_code == 200
+    accepted = client.post("/api/v1/datasets/docs/cognify")
+    job = http_finished(client, accepted.json()["job_id"])
+    assert job["status"] == "failed" and len(job["errors"]) == 3, job
+    documents = client.get(DATA)
+    assert {d["status"] for d in documents.json()} == {"failed"}, documents.text
+    for text in [e["message"] for e in job["errors"]] + [d["error"] for d in documents.json()]:
+        assert not LEAKS.search(text), text
+    client.delete("/api/v1/datasets/docs")
+
+
 # -- fault 12: Host and Origin -----------------------------------------------------------------
 
 
@@ -181,9 +215,9 @@ def test_foreign_origin_is_403_on_state_changing_routes(client: TestClient) -> N
     client.delete("/api/v1/datasets/docs")
 
 
-def test_allowed_origin_may_post(tmp_path: Path) -> None:
+def test_allowed_origin_may_post(client: TestClient, tmp_path: Path) -> None:
     settings = Settings(home=tmp_path, api_allowed_origins=["https://app.example"])
-    with TestClient(create_app(Runtime(settings))) as client:
+    with runtime_of(client, settings):
         files = [("files", ("a.txt", b"hello", "text/plain"))]
         ok = client.post(DATA, files=files, headers={"Origin": "https://app.example"})
         assert ok.status_code == 200, ok.text
@@ -196,8 +230,9 @@ def test_allowed_origin_may_post(tmp_path: Path) -> None:
 )
 def test_empty_form_post_to_cognify_is_refused(client: TestClient, content_type: str) -> None:
     client.post(DATA, json={"documents": [{"name": "a.txt", "text": "hello"}]})
+    jobs = len(client.get("/api/v1/jobs").json())
     response = client.post(
         "/api/v1/datasets/docs/cognify", content=b"", headers={"Content-Type": content_type}
     )
     assert_error(response, 415, "unsupported_media_type")
-    assert client.get("/api/v1/jobs").json() == []  # no job was started
+    assert len(client.get("/api/v1/jobs").json()) == jobs  # no job was started
