@@ -114,6 +114,20 @@ def test_upload_total_over_the_cap_is_413(client: TestClient) -> None:
     assert client.get(DATA).status_code == 404  # nothing was stored
 
 
+def test_streamed_upload_over_the_total_cap_is_413(client: TestClient) -> None:
+    def parts() -> Iterator[bytes]:  # chunked multipart: the bytes are counted as they come
+        for i in range(4):
+            disposition = f"Content-Disposition: form-data; name=files; filename=f{i}.txt"
+            yield f"--xyz\r\n{disposition}\r\n\r\n".encode()
+            yield b"w" * 150_000 + b"\r\n"
+        yield b"--xyz--\r\n"
+
+    headers = {"Content-Type": "multipart/form-data; boundary=xyz"}
+    response = client.post(DATA, content=parts(), headers=headers)
+    assert "COGMILL_MAX_UPLOAD_BYTES" in assert_error(response, 413, "body_too_large")
+    assert client.get(DATA).status_code == 404  # nothing was stored
+
+
 def test_upload_under_the_total_cap_is_taken(client: TestClient) -> None:
     files = [("files", (f"f{i}.txt", b"word " * 30_000, "text/plain")) for i in range(2)]
     response = client.post(DATA, files=files)
