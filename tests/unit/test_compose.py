@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 from urllib.parse import urlsplit
 
 import click
@@ -37,7 +38,8 @@ INTERPOLATION = re.compile(
     r"\$(?:(?P<escaped>\$)|\{(?P<braced>[A-Za-z_]\w*)(?P<op>:?[-?+])?(?P<arg>[^}]*)\}"
     r"|(?P<bare>[A-Za-z_]\w*))"
 )
-SECRET_NAME = re.compile(r"PASSWORD|SECRET|API_KEY|AUTH|TOKEN$", re.IGNORECASE)
+# COGMILL_AUTH is a mode (required, ...), not a credential.
+SECRET_NAME = re.compile(r"PASSWORD|SECRET|API_KEY|TOKEN$|(?<!^COGMILL_)AUTH", re.IGNORECASE)
 URL_CREDENTIALS = re.compile(r"[a-z][a-z0-9+.-]*://(?P<user>[^:@/\s]*):(?P<password>[^@/\s]+)@")
 # Settings every process needs to work as one distributed deployment.
 DISTRIBUTED_SETTINGS = (
@@ -311,13 +313,10 @@ def check_settings_real(stack: Stack) -> list[str]:
         env.update(environment(service))  # compose: `environment` wins over `env_file`
         unknown = sorted(k for k in env if k.startswith("COGMILL_") and k not in fields)
         problems += [f"{name}: {key} is no cogmill setting" for key in unknown]
-        values = {
-            key.removeprefix("COGMILL_").lower(): interpolate(value, stack.env_example)
-            for key, value in env.items()
-            if key in fields
-        }
-        try:
-            Settings(_env_file=None, **values)  # type: ignore[call-arg]
+        values = {k: interpolate(v, stack.env_example) for k, v in env.items() if k in fields}
+        try:  # read as the container reads them: from its environment (lists as JSON, ...)
+            with patch.dict(os.environ, values, clear=True):
+                Settings(_env_file=None)  # type: ignore[call-arg]
         except ValidationError as error:
             problems.append(f"{name}: its settings do not validate: {error}")
     return problems
