@@ -173,6 +173,7 @@ class CustomGraphModel:
             lines.append("Relationship names: only " + ", ".join(self.relationships) + ".")
         return "\n".join(lines)
 
+
 def _node_model(node_class: NodeClass) -> type[CustomNode]:
     fields: dict[str, Any] = {"type": (Literal[node_class.name], ...)}
     for f in node_class.fields:

@@ -119,4 +119,3 @@ class RedisStateStore:
     def close(self) -> None:
         """Close the connection pool (idempotent)."""
         self._conn.close()
-
