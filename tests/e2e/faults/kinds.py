@@ -69,7 +69,11 @@ def server_kills(name: str, server: object, count: int) -> Scenario:
         kill, restart = server.kill, server.restart  # type: ignore[attr-defined]
         return ServerKiller(name, kill, restart, ctx.tracker, ctx.workers, count, ctx.rng)
 
-    return Scenario(f"SIGKILL {name} x{count}", chaos=chaos, timeout=600)
+    # The slow models as for worker kills: on a quiet machine a job at the default latency
+    # could end before the first kill (2-8 s in) found a step running.
+    return Scenario(
+        f"SIGKILL {name} x{count}", llm_faults=dict(SLOW_MODELS), chaos=chaos, timeout=600
+    )
 
 
 def llm_faults(rate: float = 0.2, *, scheduled: bool = False) -> Scenario:
