@@ -144,7 +144,11 @@ class JobTracker:
         # Without the entity names (for reconcile_entities only): every progress poll reads this.
         stored = report.model_dump_json(exclude={"entity_names"})
         self.state.put(_key(job_id, "report", str(batch)), stored)
-        if self.state.add_member(_key(job_id, "done"), str(batch)):
+        recorded = _key(job_id, "recorded", str(batch))
+        # The event before the "done" set: whoever completes the set (and so writes `finished`)
+        # comes after every batch's `batch_done`, so a stream that ends at `finished` has them
+        # all. A crash before the marker below repeats the event on redelivery, never loses it.
+        if self.state.get(recorded) is None:
             self.event(
                 job_id,
                 "batch_done",
@@ -152,9 +156,10 @@ class JobTracker:
                 documents=len(report.documents),
                 errors=len(report.errors),
             )
+        self.state.add_member(_key(job_id, "done"), str(batch))
         # Last: a batch counts as recorded (for redeliveries and the sweeper) only once it is
         # in the "done" set; a crash before this line lets the batch be recorded again.
-        self.state.put(_key(job_id, "recorded", str(batch)), "1")
+        self.state.put(recorded, "1")
         job = Job.model_validate_json(self.state.get(_key(job_id)) or "{}")
         return self.state.count_members(_key(job_id, "done")) >= job.total_batches
 

@@ -6,6 +6,7 @@ runs whole jobs through worker threads on the same three stores.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,6 +103,34 @@ def test_concurrent_batch_reports_complete_the_job_exactly(tracker: JobTracker) 
     final = tracker.finalise(job.id)
     assert final.status is JobStatus.SUCCEEDED and final.counts["documents"] == 80
     assert final.counts["chunks"] == 40 * 3
+
+
+def test_no_batch_completes_the_job_before_every_batch_done_is_written(
+    tracker: JobTracker,
+) -> None:
+    """Batch 0 is stopped while it writes its `batch_done`; batch 1, recorded meanwhile, must
+    not complete the job (whose `finished` event would then come before batch 0's)."""
+    job = new_job(tracker, batches=2, documents=4)
+    writing, go_on = threading.Event(), threading.Event()
+    event = tracker.event
+
+    def slow_event(job_id: str, kind: str, **fields: object) -> None:
+        if fields.get("batch") == 0:
+            writing.set()
+            assert go_on.wait(30)
+        event(job_id, kind, **fields)
+
+    tracker.event = slow_event  # type: ignore[method-assign]
+    first: list[bool] = []
+    thread = threading.Thread(
+        target=lambda: first.append(tracker.finish_batch(job.id, 0, report(0)))
+    )
+    thread.start()
+    assert writing.wait(30)
+    assert tracker.finish_batch(job.id, 1, report(1)) is False  # batch 0 is not done yet
+    go_on.set()
+    thread.join(30)
+    assert first == [True]  # the batch whose event came last completes the job
 
 
 def test_finalise_fixes_counts_drops_artifacts_and_leaves_running(tracker: JobTracker) -> None:
