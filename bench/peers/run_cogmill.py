@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.ingest_musique import ingest  # noqa: E402
-from bench.peers.treecpu import StandIn, TreeCPU, latency, peak_rss_mib  # noqa: E402
+from bench.peers.treecpu import StandIn, TreeCPU, latency, peak_rss_mib, runner_args  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from retrieval.models import SearchType  # noqa: E402
 from retrieval.search import search  # noqa: E402
@@ -82,13 +82,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--input", required=True)
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--standin", required=True)
-    parser.add_argument("--standin-pid", type=int, required=True)
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args()
+    args = runner_args(__doc__)
     Path(args.out).write_text(json.dumps(run(args), indent=2))
 
 

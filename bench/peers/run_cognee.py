@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from treecpu import StandIn, TreeCPU, latency, peak_rss_mib  # noqa: E402
+from treecpu import StandIn, TreeCPU, latency, peak_rss_mib, runner_args  # noqa: E402
 
 DATASET = "musique"
 MODES = ("GRAPH_COMPLETION", "CHUNKS")
@@ -105,13 +105,7 @@ async def count_entities() -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--input", required=True)
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--standin", required=True)
-    parser.add_argument("--standin-pid", type=int, required=True)
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args()
+    args = runner_args(__doc__)
     result = asyncio.run(run(args))
     Path(args.out).write_text(json.dumps(result, indent=2))
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from treecpu import StandIn, TreeCPU, latency, peak_rss_mib  # noqa: E402
+from treecpu import StandIn, TreeCPU, latency, peak_rss_mib, runner_args  # noqa: E402
 
 MODES = ("mix", "naive")
 
@@ -79,13 +79,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--input", required=True)
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--standin", required=True)
-    parser.add_argument("--standin-pid", type=int, required=True)
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args()
+    args = runner_args(__doc__)
     os.environ["OPENAI_API_BASE"] = args.standin  # what LightRAG reads (and the SDK next)
     os.environ["OPENAI_BASE_URL"] = args.standin
     os.environ.setdefault("OPENAI_API_KEY", "stand-in")

@@ -9,6 +9,7 @@ alive (their whole life if they started inside the window, else the part since t
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import time
@@ -116,3 +117,12 @@ def latency(times_ms: list[float]) -> dict[str, float]:
         return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
     return {"p50_ms": rank(0.5), "p95_ms": rank(0.95), "n": float(len(ordered))}
+
+
+def runner_args(doc: str | None) -> argparse.Namespace:
+    """The command line every runner takes from bench/peers/__main__.py."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    for option in ("--input", "--work", "--standin", "--out"):
+        parser.add_argument(option, required=True)
+    parser.add_argument("--standin-pid", type=int, required=True)
+    return parser.parse_args()
