@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     llm_api_key: str = ""
     llm_timeout_seconds: float = Field(default=60.0, gt=0)
     llm_max_attempts: int = Field(default=6, ge=1)
+    # When a step's LLM or embeddings calls gave up because the endpoint did not answer, the
+    # step runs again after each of these pauses before its documents become errors.
+    llm_outage_pauses_seconds: list[float] = Field(default=[15, 60, 240], max_length=10)
     llm_concurrency: int = Field(
         default=16, ge=1, le=1024, description="LLM calls in flight per worker process"
     )

@@ -59,6 +59,9 @@ class Faults:
     hang_seconds: float = 5.0  # a "timeout" sleeps this long, longer than the client waits
     fail_first: int = 0  # the first N requests per subject fail with `fail_kind`
     fail_kind: str = "500"
+    # The first N requests on each path fail with `fail_kind`, whatever they ask: an endpoint
+    # that is down for a while.
+    outage_requests: int = 0
     reject_json_schema: bool = False  # answer 400 to response_format json_schema
     embedding_dim: int = 64
     floats_only: bool = False  # embeddings as float lists even when base64 is asked
@@ -203,6 +206,7 @@ class _Server(ThreadingHTTPServer):
         self.requests: Counter[str] = Counter()
         self.injected: Counter[str] = Counter()
         self.seen: Counter[tuple[str, str]] = Counter()
+        self.per_path: Counter[str] = Counter()
         self.turns = 0  # requests drawn so far, for `fault_every`
         self.owed_malformed = 0  # malformed turns that fell on embeddings requests
         self.in_flight = 0
@@ -221,8 +225,11 @@ class _Server(ThreadingHTTPServer):
         with self.lock:
             n = self.seen[(path, subject)]
             self.seen[(path, subject)] += 1
+            on_path = self.per_path[path]
+            self.per_path[path] += 1
             faults = self.faults
-        kind = faults.fail_kind if n < faults.fail_first else None
+        down = n < faults.fail_first or on_path < faults.outage_requests
+        kind = faults.fail_kind if down else None
         if kind is None and faults.fault_every:
             kind = self._turn(path, faults.fault_every)
         elif kind is None:

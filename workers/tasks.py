@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from celery import Task
 from celery.signals import task_postrun, task_received
 
+from core.llm import outage
 from core.models.jobs import Claim, DocumentError
 from core.ports import StoreError
 from pipelines.base import Step, step_types
@@ -110,6 +111,25 @@ def ride_out_store_outages(work: Callable[[], T]) -> T:
     return work()
 
 
+def ride_out_llm_outages(pauses: list[float], run: Callable[[], T], what: str) -> T:
+    """Run a step again after each pause while some of its LLM or embeddings calls gave up
+    because the endpoint did not answer (core/llm/outage.py); the last run's output (or
+    error) stands. Steps are pure functions of their input, and the LLM cache answers the
+    calls that succeeded before, so a second run redoes only what failed."""
+    for pause in pauses:
+        with outage.watching() as unanswered:
+            try:
+                output = run()
+            except Exception:
+                if not unanswered.calls:
+                    raise
+        if not unanswered.calls:
+            return output
+        log.warning("llm_unavailable %s calls=%d run_again_in=%ss", what, unanswered.calls, pause)
+        time.sleep(pause)
+    return run()
+
+
 def _run_step(work: Delivery, counted: list[int]) -> str | None:
     jobs, job_id, batch = tracker(), work.job_id, work.batch
     if work.in_key is None or jobs.cancelled(job_id):
@@ -136,7 +156,11 @@ def _run_step(work: Delivery, counted: list[int]) -> str | None:
         input_type = step_types(type(instance))[0]
         data = input_type.model_validate_json(jobs.artifact(work.in_key))
         try:
-            output = metered(runtime.state, job_id, work.step, lambda: instance.run(data), data)
+            output = ride_out_llm_outages(
+                runtime.settings.llm_outage_pauses_seconds,
+                lambda: metered(runtime.state, job_id, work.step, lambda: instance.run(data), data),
+                f"step={work.step} job={job_id} batch={batch}",
+            )
         except StoreError:
             raise
         except Exception as err:  # noqa: BLE001 - a failed step becomes per-document errors

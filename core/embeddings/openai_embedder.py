@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import openai
 
+from core.llm import outage
 from core.llm import usage as accounting
 from core.llm.client import NO_API_KEY, LLMError, backoff_delay, classify, short
 from core.ports import batched
@@ -69,7 +70,7 @@ class OpenAIEmbedder:
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         """One batch, retried on 429/5xx/timeouts like the chat client."""
-        last = "no attempt made"
+        last, unanswered = "no attempt made", False
         for attempt in range(1, self.max_attempts + 1):
             try:
                 # The raw body, parsed with json: the SDK's model construction costs ~1 s per
@@ -79,19 +80,22 @@ class OpenAIEmbedder:
                     model=self.model_name, input=texts, encoding_format="base64"
                 )
             except openai.OpenAIError as err:
-                last = self._failed(err, attempt)
+                last, unanswered = self._failed(err, attempt), True
                 continue
             try:
                 body = json.loads(raw.content)
                 data = body["data"]
             except (ValueError, KeyError, TypeError) as err:
                 last = f"{self.endpoint}: the answer is not an embeddings list ({short(err)})"
+                unanswered = False
                 continue
             matrix = self._matrix(data, len(texts))
             accounting.record(
                 "embeddings", body.get("usage"), prompt="\n".join(texts), completion=""
             )
             return matrix
+        if unanswered:
+            outage.gave_up()
         raise LLMError(f"{last} (gave up after {self.max_attempts} attempts)")
 
     def _failed(self, err: openai.OpenAIError, attempt: int) -> str:

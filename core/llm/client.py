@@ -23,6 +23,7 @@ import openai
 import openai.resources  # noqa: F401  (the SDK imports this lazily, ~1 s inside the first call)
 from pydantic import BaseModel, ValidationError
 
+from core.llm import outage
 from core.llm import usage as accounting
 from core.llm.cache import LLMCache, cache_key
 from core.llm.usage import LLMStats
@@ -116,7 +117,7 @@ class LLMClient:
         self, messages: list[dict[str, Any]], schema: type[Model], schema_json: dict[str, Any]
     ) -> Model:
         """Attempts until a valid reply; an invalid reply is sent back once per attempt."""
-        request, last = messages, "no attempt made"
+        request, last, unanswered = messages, "no attempt made", False
         for attempt in range(1, self.max_attempts + 1):
             try:
                 content = await self._send(request, schema, schema_json)
@@ -124,7 +125,7 @@ class LLMClient:
                 failure = classify(err)
                 if not failure.retryable:
                     raise LLMError(self._message(failure, attempt, retryable=False)) from err
-                last = self._message(failure, attempt)
+                last, unanswered = self._message(failure, attempt), True
                 await self._pause(attempt, failure)
                 continue
             try:
@@ -133,7 +134,10 @@ class LLMClient:
                 # Ask for a repair of this reply, not a fresh answer: the model sees its error.
                 self.stats.add(repairs=1)
                 last = f"{self.endpoint}: invalid reply after {attempt} attempt(s): {short(err)}"
+                unanswered = False
                 request = repair_messages(messages, content, err)
+        if unanswered:
+            outage.gave_up()
         raise LLMError(f"{last} (gave up after {self.max_attempts} attempts)")
 
     async def _send(

@@ -209,6 +209,8 @@ def _chunk_texts(snap: Snapshot) -> dict[str, str]:
 
 def _reordered(want: Any, got: Any, texts: dict[str, str]) -> bool:
     """Only the description differs, and each value is a sentence of a supporting chunk."""
+    if not (isinstance(want, dict) and isinstance(got, dict)):
+        return False  # a job count, a vector's payload string: no description in it
     a, b = want.get("props", {}), got.get("props", {})
     others = lambda p: {k: v for k, v in p.items() if k != LAST_WRITER_WINS}  # noqa: E731
     if others(a) != others(b) or {k: v for k, v in want.items() if k != "props"} != {
