@@ -93,10 +93,15 @@ def recall(
     top_k: int = 10,
     search_type: SearchType = DEFAULT_TYPE,
     threshold: float = DEFAULT_THRESHOLD,
+    sessions: SessionStore | None = None,
 ) -> RecallResponse:
-    """Results for `query` from the session and/or the graph, each tagged with its source."""
+    """Results for `query` from the session and/or the graph, each tagged with its source.
+
+    `sessions` is the caller's session store (default: the local default tenant's)."""
     datasets = _check(query, session, datasets, scope, top_k, search_type)
-    store = SessionStore(ctx.state, ctx.settings.session_ttl_seconds) if session else None
+    store = None
+    if session:
+        store = sessions or SessionStore(ctx.state, ctx.settings.session_ttl_seconds)
     hits: list[_Hit] = []
     if store is not None and session is not None and scope != "graph":
         hits = session_hits(ctx, store, session, query, datasets)

@@ -1,7 +1,9 @@
 """Session memory in the state store: notes, the questions asked and what answered them.
 
 A session is a handful of keys under `session:{id}:` in the StateStore (SQLite embedded,
-Redis distributed), each written with `session_ttl_seconds`:
+Redis distributed), each written with `session_ttl_seconds`; a tenant's sessions lie under
+`tenants:session:{tenant}:{id}:` instead, so two tenants' `chat-1` share no key and neither
+prefix is the start of the other:
 - `note:{item}`   a remembered note (`remember --session`);
 - `qa:{item}`     one search or recall: question, answer, search type, datasets;
 - `trace:{item}`  what that answer was built from: the result texts with their sources and
@@ -31,6 +33,7 @@ from retrieval.models import SearchResponse, Source
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 ITEM_ID = re.compile(r"^[0-9]{20}[0-9a-f]{6}$")
 PREFIX = "session:"
+TENANT_PREFIX = "tenants:session:"
 # A session's lane reads at most this many recent notes and questions (a session is small).
 MAX_ITEMS = 200
 # Results of one answer kept in its trace (the context an LLM saw is rarely longer).
@@ -94,23 +97,33 @@ def check_session_id(session: str) -> str:
     return session
 
 
+def session_prefix(tenant: str | None) -> str:
+    """Where a tenant's sessions are kept (None: the local default tenant's)."""
+    return PREFIX if tenant is None else f"{TENANT_PREFIX}{tenant}:"
+
+
 def new_item_id() -> str:
     """A time-ordered item id: 20 digits of nanoseconds and 6 random hex digits."""
     return f"{time.time_ns():020d}{secrets.token_hex(3)}"
 
 
 class SessionStore:
-    """Reads and writes one tenant's sessions in a StateStore, every key with the session TTL."""
+    """Reads and writes one tenant's sessions in a StateStore, every key with the session TTL.
 
-    def __init__(self, state: StateStore | None, ttl_seconds: float) -> None:
+    `tenant` None is the local default tenant (the embedded CLI, an API without keys)."""
+
+    def __init__(
+        self, state: StateStore | None, ttl_seconds: float, tenant: str | None = None
+    ) -> None:
         if state is None:
             raise SessionError("session memory needs a state store; this context has none")
         if ttl_seconds <= 0:
             raise SessionError(f"session_ttl_seconds must be positive, got {ttl_seconds}")
         self.state, self.ttl = state, float(ttl_seconds)
+        self.prefix = session_prefix(tenant)
 
     def _key(self, session: str, kind: str, item: str = "") -> str:
-        return f"{PREFIX}{check_session_id(session)}:{kind}:{item}"
+        return f"{self.prefix}{check_session_id(session)}:{kind}:{item}"
 
     def _put(self, key: str, record: dict[str, Any], ttl: float | None = None) -> None:
         self.state.put(key, json.dumps(record, ensure_ascii=False), ttl=ttl or self.ttl)
@@ -163,7 +176,7 @@ class SessionStore:
 
     def exists(self, session: str) -> bool:
         """Whether the session holds any live key."""
-        return bool(self.state.keys(f"{PREFIX}{check_session_id(session)}:"))
+        return bool(self.state.keys(f"{self.prefix}{check_session_id(session)}:"))
 
     def _ids(self, session: str, kind: ItemKind) -> list[str]:
         prefix = self._key(session, kind)
@@ -228,18 +241,19 @@ class SessionStore:
 
     def forget(self, session: str) -> int:
         """Delete every key of a session; returns how many there were."""
-        keys = self.state.keys(f"{PREFIX}{check_session_id(session)}:")
+        keys = self.state.keys(f"{self.prefix}{check_session_id(session)}:")
         for key in keys:
             self.state.delete(key)
         return len(keys)
 
     def sessions(self) -> list[str]:
-        """Ids of the live sessions."""
-        return sorted({key[len(PREFIX) :].split(":", 1)[0] for key in self.state.keys(PREFIX)})
+        """Ids of the tenant's live sessions."""
+        keys = self.state.keys(self.prefix)
+        return sorted({key[len(self.prefix) :].split(":", 1)[0] for key in keys})
 
     def forget_all(self) -> int:
-        """Delete every session; returns how many keys there were."""
-        keys = self.state.keys(PREFIX)
+        """Delete every session of the tenant; returns how many keys there were."""
+        keys = self.state.keys(self.prefix)
         for key in keys:
             self.state.delete(key)
         return len(keys)

@@ -1,8 +1,10 @@
 """remember, recall, improve, forget: the session-memory use cases every face calls.
 
-Datasets are scoped by the caller's tenant (api/services/datasets.py). Sessions are per server
-(or per Redis prefix), not yet per tenant: the HTTP face refuses them to API keys, and a
-tenant's key prefix is still to go into `sessions`.
+Datasets and sessions are the caller's: datasets are scoped by its tenant
+(api/services/datasets.py), sessions live in its tenant's own session store
+(retrieval/sessions.py), so two tenants' `chat-1` share nothing and another tenant's session is
+unknown (LookupError, a 404). What goes back names datasets as the caller does
+(api/services/shown.py).
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import BaseModel, Field
+
+from api.services import shown
 from api.services.add import add_files
 from api.services.cognify import cognify
 from api.services.datasets import checked, ensure_idle, names
@@ -24,18 +29,74 @@ from retrieval.memory import improve as improve_answer
 from retrieval.memory import recall as recall_memory
 from retrieval.models import SearchType
 from retrieval.router import DEFAULT_TYPE
-from retrieval.sessions import Note, SessionStore
+from retrieval.sessions import Note, SessionNotFoundError, SessionStore
 from workers.runtime import Runtime
 
 
-def sessions(rt: Runtime) -> SessionStore:
-    """The session store (where a tenant's key prefix will go)."""
-    return SessionStore(rt.state, rt.settings.session_ttl_seconds)
+def sessions(rt: Runtime, caller: Caller = LOCAL) -> SessionStore:
+    """The caller's tenant's session store."""
+    return SessionStore(rt.state, rt.settings.session_ttl_seconds, caller.tenant)
 
 
-def remember_note(rt: Runtime, session: str, text: str) -> Note:
+def remember_note(rt: Runtime, session: str, text: str, caller: Caller = LOCAL) -> Note:
     """Keep a note in a session (expires with the session TTL). Raises SessionError."""
-    return sessions(rt).add_note(session, text)
+    return sessions(rt, caller).add_note(session, text)
+
+
+class SessionSummary(BaseModel):
+    """One of the caller's live sessions and what it holds."""
+
+    session: str
+    notes: int
+    questions: int
+
+
+class SessionQuestion(BaseModel):
+    """A question asked in a session (search or recall) and its answer, if one was given."""
+
+    id: str = Field(description="The qa id (improve takes it)")
+    question: str
+    answer: str | None = None
+    search_type: str
+    datasets: list[str] = Field(description="The datasets it was answered from")
+    created: float
+
+
+class SessionHistory(BaseModel):
+    """A session's notes and questions, oldest first (the most recent MAX_ITEMS of each)."""
+
+    session: str
+    notes: list[Note]
+    questions: list[SessionQuestion]
+
+
+def list_sessions(rt: Runtime, caller: Caller = LOCAL) -> list[SessionSummary]:
+    """The caller's live sessions, by id."""
+    store = sessions(rt, caller)
+    return [
+        SessionSummary(session=s, notes=len(store.notes(s)), questions=len(store.qas(s)))
+        for s in store.sessions()
+    ]
+
+
+def session_history(rt: Runtime, session: str, caller: Caller = LOCAL) -> SessionHistory:
+    """A session of the caller's: its notes and questions. Raises SessionError for a bad id,
+    SessionNotFoundError (a LookupError) when the caller has no such live session."""
+    store = sessions(rt, caller)
+    if not store.exists(session):
+        raise SessionNotFoundError(f"no session {session!r} (never used, forgotten or expired)")
+    questions = [
+        SessionQuestion(
+            id=qa.id,
+            question=qa.question,
+            answer=qa.answer,
+            search_type=qa.search_type,
+            datasets=[shown.name(caller, d) for d in qa.datasets],
+            created=qa.created,
+        )
+        for qa in store.qas(session)
+    ]
+    return SessionHistory(session=session, notes=store.notes(session), questions=questions)
 
 
 def memory_document_name(text: str) -> str:
@@ -87,10 +148,11 @@ def recall(
     """Results from the session's lane and/or the graph's (see retrieval/memory.py), each
     tagged with its source. Raises ValueError for a bad request."""
     names = [checked(name, caller) for name in datasets]
-    return recall_memory(
+    response = recall_memory(
         rt.retrieval(), query, session=session, datasets=names, scope=scope, top_k=top_k,
-        search_type=search_type, threshold=threshold,
+        search_type=search_type, threshold=threshold, sessions=sessions(rt, caller),
     )  # fmt: skip
+    return shown.recall(caller, response)
 
 
 def feedback_score(feedback: str | float) -> float:
@@ -108,11 +170,17 @@ def feedback_score(feedback: str | float) -> float:
 
 
 def improve(
-    rt: Runtime, session: str, qa_id: str, feedback: float, results: Sequence[int] | None = None
+    rt: Runtime,
+    session: str,
+    qa_id: str,
+    feedback: float,
+    results: Sequence[int] | None = None,
+    caller: Caller = LOCAL,
 ) -> ImproveResult:
     """Reweigh the graph edges an answer's results (all, or the 0-based `results`) were read
-    from. Raises LookupError (SessionNotFoundError) for an unknown answer, ValueError else."""
-    return improve_answer(rt.graph, sessions(rt), session, qa_id, feedback, results)
+    from. Raises LookupError (SessionNotFoundError) for an unknown answer (another tenant's
+    too), ValueError else."""
+    return improve_answer(rt.graph, sessions(rt, caller), session, qa_id, feedback, results)
 
 
 @dataclass
@@ -160,7 +228,7 @@ def forget(
             raise ValueError("forgetting everything deletes every dataset and session; confirm it")
         return _forget_everything(rt, done)
     if session is not None:
-        store = sessions(rt)
+        store = sessions(rt, caller)
         if not store.exists(session):
             raise LookupError(f"no session {session!r} (never used, forgotten or expired)")
         done.session_keys, done.sessions = store.forget(session), [session]

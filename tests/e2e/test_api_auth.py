@@ -116,24 +116,28 @@ def test_a_writer_writes(client: TestClient, keys: dict[str, str]) -> None:
     assert call(client, writer, "GET", DATA).status_code == 200  # still there
 
 
-def test_session_memory_is_refused_to_keys(client: TestClient, keys: dict[str, str]) -> None:
-    # Sessions are not per tenant yet: no key may reach them (or forget everything).
-    memory = [
+def test_session_memory_takes_the_roles_of_datasets(
+    client: TestClient, keys: dict[str, str]
+) -> None:
+    # A reader may recall from a session but not change one; no key forgets everything.
+    writes = [
         ("/api/v1/remember", {"text": "x", "session": "s"}),
         ("/api/v1/improve", {"session": "s", "qa_id": "q", "feedback": "up"}),
         ("/api/v1/forget", {"session": "s"}),
     ]
+    for url, body in writes:
+        response = call(client, keys["reader"], "POST", url, json=body)
+        assert_error(response, 403, "forbidden", "writer")
+    assert_error(call(client, keys["reader"], "DELETE", "/api/v1/sessions/s"), 403, "forbidden")
     for role in ("writer", "admin"):
-        for url, body in memory:
-            response = call(client, keys[role], "POST", url, json=body)
-            assert_error(response, 403, "forbidden", "not per tenant")
         everything = {"everything": True, "confirm": True}
         response = call(client, keys[role], "POST", "/api/v1/forget", json=everything)
         assert_error(response, 403, "forbidden", "every tenant")
     recall = call(
         client, keys["reader"], "POST", "/api/v1/recall", json={"query": "x", "session": "s"}
     )
-    assert_error(recall, 403, "forbidden", "not per tenant")
+    assert recall.status_code == 200 and recall.json()["results"] == [], recall.text
+    assert call(client, keys["reader"], "GET", "/api/v1/sessions").json() == []
     remember = call(
         client, keys["reader"], "POST", "/api/v1/remember", json={"text": "x", "dataset": "d"}
     )

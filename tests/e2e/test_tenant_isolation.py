@@ -13,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.http.app import create_app
+from api.services import memory
 from core.settings import Settings
 from core.tenants import Role, Tenants
 from retrieval.models import SearchType
@@ -30,7 +31,7 @@ MARKERS = {"acme": ("zanzibar", "aardvark"), "beta": ("quentin", "quokka"), None
 QUERIES = {"acme": "Where does Zanzibar the aardvark dig?", "beta": "Where does Quentin hop?"}
 DOCS = "/api/v1/datasets/docs"
 # Every type that reads only the datasets it is given (CYPHER and NATURAL_LANGUAGE are
-# admin-only, tests/e2e/test_api_auth.py); recall is refused to keys for now.
+# admin-only, tests/e2e/test_api_auth.py).
 TYPES = [t for t in SearchType if t not in (SearchType.CYPHER, SearchType.NATURAL_LANGUAGE)]
 
 
@@ -147,6 +148,107 @@ def test_memory_over_datasets_stays_per_tenant(
     assert "aardvark" not in texts_of(beta.post("/api/v1/recall", json=docs).json())
     assert acme.post("/api/v1/forget", json={"dataset": "mem"}).status_code == 200
     assert acme.get("/api/v1/datasets/mem/data").status_code == 404
+
+
+NOTES = {
+    "acme": "The vault code of the aardvark burrow is 7431.",
+    "beta": "The quokka keeps its saltbush stash under the jetty.",
+}
+
+
+def test_two_tenants_each_have_their_own_session_chat_1(
+    app_clients: dict[str | None, Any], jobs: Any
+) -> None:
+    for tenant in ("acme", "beta"):
+        kept = app_clients[tenant].post(
+            "/api/v1/remember", json={"text": NOTES[tenant], "session": "chat-1"}
+        )
+        assert kept.status_code == 200 and kept.json()["session"] == "chat-1", kept.text
+    query = {"query": "Where is the vault code or the stash kept?", "session": "chat-1"}
+    for tenant, other in (("acme", "beta"), ("beta", "acme")):
+        client = app_clients[tenant]
+        own = client.post("/api/v1/recall", json={**query, "scope": "session"})
+        assert own.status_code == 200, own.text
+        assert [r["text"] for r in own.json()["results"]] == [NOTES[tenant]]
+        # Both lanes over the tenant's `docs`: recorded in its session, named as it names it.
+        both = client.post(
+            "/api/v1/recall",
+            json={"query": QUERIES[tenant], "session": "chat-1", "datasets": ["docs"],
+                  "search_type": "CHUNKS"},
+        )  # fmt: skip
+        assert both.status_code == 200 and both.json()["qa_id"], both.text
+        assert all(word not in texts_of(both.json()) for word in MARKERS[other])
+        listed = client.get("/api/v1/sessions").json()
+        # Both recalls found something, so both are recorded questions of the session.
+        assert listed == [{"session": "chat-1", "notes": 1, "questions": 2}], listed
+        history = client.get("/api/v1/sessions/chat-1").json()
+        assert [n["text"] for n in history["notes"]] == [NOTES[tenant]]
+        assert [q["datasets"] for q in history["questions"]] == [[], ["docs"]]
+        assert NOTES[other] not in json.dumps(history)
+    # The local default tenant (no key, read through its runtime) has no chat-1 at all.
+    rt = app_clients[None].app.state.runtime
+    assert memory.list_sessions(rt) == []
+
+
+def test_another_tenants_session_is_404(app_clients: dict[str | None, Any], jobs: Any) -> None:
+    acme, beta = app_clients["acme"], app_clients["beta"]
+    kept = acme.post("/api/v1/remember", json={"text": NOTES["acme"], "session": "acme-only"})
+    assert kept.status_code == 200, kept.text
+    recalled = acme.post(
+        "/api/v1/recall",
+        json={"query": QUERIES["acme"], "session": "acme-only", "datasets": ["docs"],
+              "search_type": "CHUNKS"},
+    )  # fmt: skip
+    qa_id = recalled.json()["qa_id"]
+    assert qa_id, recalled.text
+    for method, url, body in (
+        ("GET", "/api/v1/sessions/acme-only", None),
+        ("DELETE", "/api/v1/sessions/acme-only", None),
+        ("POST", "/api/v1/forget", {"session": "acme-only"}),
+        ("POST", "/api/v1/improve", {"session": "acme-only", "qa_id": qa_id, "feedback": "up"}),
+    ):
+        response = beta.request(method, url, json=body)
+        assert response.status_code == 404, (method, url, response.text)
+        assert "acme" not in response.json()["error"]["message"].replace("acme-only", "")
+    empty = beta.post("/api/v1/recall", json={"query": "vault code", "session": "acme-only"})
+    assert empty.status_code == 200 and empty.json()["results"] == [], empty.text
+    assert "acme-only" not in [s["session"] for s in beta.get("/api/v1/sessions").json()]
+    # Still whole for its owner, whose improve and delete work.
+    improved = acme.post(
+        "/api/v1/improve", json={"session": "acme-only", "qa_id": qa_id, "feedback": "up"}
+    )
+    assert improved.status_code == 200, improved.text
+    assert [n["text"] for n in acme.get("/api/v1/sessions/acme-only").json()["notes"]] == [
+        NOTES["acme"]
+    ]
+    deleted = acme.delete("/api/v1/sessions/acme-only")
+    assert deleted.status_code == 200 and deleted.json()["sessions"] == ["acme-only"]
+    assert deleted.json()["session_keys"] >= 3, deleted.text  # note, qa, trace (and vectors)
+    assert acme.get("/api/v1/sessions/acme-only").status_code == 404
+
+
+def test_a_reader_key_recalls_a_session_but_may_not_change_it(
+    app_clients: dict[str | None, Any], jobs: Any
+) -> None:
+    rt = app_clients[None].app.state.runtime
+    key, _ = Tenants(rt.state).create_key("acme", Role.READER)
+    reader = TestClient(app_clients[None].app, headers={"Authorization": f"Bearer {key}"})
+    acme = app_clients["acme"]
+    assert acme.post("/api/v1/remember", json={"text": NOTES["acme"], "session": "read-me"})
+    recalled = reader.post(
+        "/api/v1/recall", json={"query": "vault code", "session": "read-me", "scope": "session"}
+    )
+    assert recalled.status_code == 200, recalled.text
+    assert [r["text"] for r in recalled.json()["results"]] == [NOTES["acme"]]
+    assert reader.get("/api/v1/sessions/read-me").status_code == 200
+    for method, url, body in (
+        ("POST", "/api/v1/remember", {"text": "more", "session": "read-me"}),
+        ("POST", "/api/v1/forget", {"session": "read-me"}),
+        ("DELETE", "/api/v1/sessions/read-me", None),
+    ):
+        response = reader.request(method, url, json=body)
+        assert response.status_code == 403, (method, url, response.text)
+    assert len(acme.get("/api/v1/sessions/read-me").json()["notes"]) == 1
 
 
 def test_another_tenants_jobs_are_404(app_clients: dict[str | None, Any], jobs: Any) -> None:

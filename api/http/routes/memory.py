@@ -1,15 +1,18 @@
-"""Session memory: remember, recall, improve, forget (the same use cases as the CLI commands).
+"""Session memory: remember, recall, improve, forget (the same use cases as the CLI commands),
+and the caller's sessions: list, history, delete.
 
-Sessions are not per tenant yet, so a key may use these routes on datasets only: a session
-(and improve, which reads one, and forget everything) answers 403 to every key.
+A session belongs to the caller's tenant: another tenant's session of the same name is another
+session, and one the caller has not used is a 404. Forget everything spans every tenant, so
+no key may do it (403).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Response
+from fastapi import Path as PathParam
 
 from api.http.deps import Reader, RuntimeDep, Writer, check_bounds
 from api.http.schemas import (
@@ -24,18 +27,8 @@ from api.http.schemas import (
 )
 from api.services import memory
 from api.services.search import check_type_allowed
-from core.tenants import AccessDeniedError, Caller
+from core.tenants import AccessDeniedError
 from retrieval.memory import ImproveResult, RecallResponse
-
-
-def no_session_for_keys(caller: Caller, session: str | None) -> None:
-    """403 for a tenant's key naming a session: sessions are not scoped by tenant yet."""
-    if caller.tenant is not None and session is not None:
-        raise AccessDeniedError(
-            "sessions are not per tenant yet, so API keys may not use them; remember into, "
-            "recall from and forget datasets instead"
-        )
-
 
 router = APIRouter(prefix="/api/v1", tags=["memory"])
 T = TypeVar("T")
@@ -53,16 +46,16 @@ def not_found(action: Callable[[], T]) -> T:
     "/remember",
     response_model=RememberResult,
     response_model_exclude_none=True,
-    responses={202: {"description": "Added to a dataset; a cognify job was started"},
+    responses={202: {"model": RememberResult,
+                     "description": "Added to a dataset; a cognify job was started"},
                **error_responses(400, 422, 503)},
 )  # fmt: skip
 def remember(
     body: RememberRequest, runtime: RuntimeDep, response: Response, caller: Writer
 ) -> RememberResult:
     """Keep a note in a session (200), or add the text to a dataset and cognify it (202)."""
-    no_session_for_keys(caller, body.session)
     if body.session is not None:
-        note = memory.remember_note(runtime, body.session, body.text)
+        note = memory.remember_note(runtime, body.session, body.text, caller)
         return RememberResult(stored_in="session", session=body.session, note_id=note.id)
     assert body.dataset is not None
     done = memory.remember_in_dataset(runtime, body.dataset, body.text, caller)
@@ -85,7 +78,6 @@ def remember(
 def recall_memory(body: RecallRequest, runtime: RuntimeDep, caller: Reader) -> RecallResponse:
     """Results from the session and/or the graph, each tagged with its `source`."""
     check_type_allowed(caller, body.search_type)
-    no_session_for_keys(caller, body.session)
     check_bounds(runtime, body.query, body.datasets)
     return memory.recall(
         runtime,
@@ -108,9 +100,10 @@ def recall_memory(body: RecallRequest, runtime: RuntimeDep, caller: Reader) -> R
 )
 def improve_answer(body: ImproveRequest, runtime: RuntimeDep, caller: Writer) -> ImproveResult:
     """Feedback on an answer: reweigh the graph edges its results were read from."""
-    no_session_for_keys(caller, body.session)
     score = memory.feedback_score(body.feedback)
-    return not_found(lambda: memory.improve(runtime, body.session, body.qa_id, score, body.results))
+    return not_found(
+        lambda: memory.improve(runtime, body.session, body.qa_id, score, body.results, caller)
+    )
 
 
 @router.post(
@@ -127,7 +120,6 @@ def forget(body: ForgetRequest, runtime: RuntimeDep, caller: Writer) -> ForgetRe
             "forget everything spans every tenant, so no API key may do it; forget your "
             "datasets one by one"
         )
-    no_session_for_keys(caller, body.session)
     done = not_found(
         lambda: memory.forget(
             runtime,
@@ -146,3 +138,41 @@ def forget(body: ForgetRequest, runtime: RuntimeDep, caller: Writer) -> ForgetRe
         documents=done.documents,
         graph_items=done.graph_items,
     )
+
+
+SessionId = Annotated[str, PathParam(description="Session id (e.g. chat-42)", max_length=128)]
+
+
+@router.get(
+    "/sessions",
+    response_model=list[memory.SessionSummary],
+    responses=error_responses(503),
+)
+def list_sessions(runtime: RuntimeDep, caller: Reader) -> list[memory.SessionSummary]:
+    """The caller's live sessions, with how many notes and questions each holds."""
+    return memory.list_sessions(runtime, caller)
+
+
+@router.get(
+    "/sessions/{session}",
+    response_model=memory.SessionHistory,
+    response_model_exclude_none=True,
+    responses=error_responses(404, 422, 503),
+)
+def session_history(
+    session: SessionId, runtime: RuntimeDep, caller: Reader
+) -> memory.SessionHistory:
+    """A session's notes and questions (with their answers and qa ids), oldest first."""
+    return not_found(lambda: memory.session_history(runtime, session, caller))
+
+
+@router.delete(
+    "/sessions/{session}",
+    response_model=ForgetResult,
+    responses=error_responses(404, 422, 503),
+)
+def delete_session(session: SessionId, runtime: RuntimeDep, caller: Writer) -> ForgetResult:
+    """Forget a session: every note, question and trace it holds."""
+    done = not_found(lambda: memory.forget(runtime, session=session, caller=caller))
+    return ForgetResult(session_keys=done.session_keys, sessions=done.sessions, datasets=[],
+                        documents=[], graph_items=0)  # fmt: skip
