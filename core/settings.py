@@ -174,6 +174,16 @@ class Settings(BaseSettings):
     # API's own; a request with another Origin header is a 403.
     api_allowed_origins: list[str] = []
 
+    # Webhooks (workers/webhooks.py): allow URLs resolving to loopback/private/link-local
+    # addresses (off: refused at registration and at each delivery); per-attempt timeout;
+    # retries double from backoff_seconds up to backoff_max_seconds (kept under half the
+    # visibility timeout) for retry_seconds after the first attempt.
+    webhook_allow_private: bool = False
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+    webhook_backoff_seconds: float = Field(default=10.0, gt=0)
+    webhook_backoff_max_seconds: float = Field(default=1800.0, gt=0)
+    webhook_retry_seconds: float = Field(default=86_400.0, ge=0)
+
     @field_validator("home")
     @classmethod
     def _absolute_home(cls, value: Path) -> Path:

@@ -31,6 +31,7 @@ def task_name(step: str) -> str:
 TASK_STEPS = {task_name(name): name for name in [*STEPS, FINISH]}
 TASK_QUEUES = {task_name(name): step.queue for name, step in STEPS.items()}
 TASK_QUEUES[task_name(FINISH)] = INGEST_QUEUE
+TASK_QUEUES[task_name("deliver_webhook")] = INGEST_QUEUE  # workers/webhooks.py
 
 
 def celery_config(settings: Settings) -> dict[str, object]:
@@ -80,7 +81,7 @@ def celery_config(settings: Settings) -> dict[str, object]:
     }
 
 
-app = Celery("cogmill", include=["workers.tasks", "workers.sweeper"])
+app = Celery("cogmill", include=["workers.tasks", "workers.sweeper", "workers.webhooks"])
 app.conf.update(celery_config(Settings()))
 # Worker pool threads resolve `current_app` through the default app; without this, chained
 # callbacks published from those threads would use an unconfigured app (amqp://localhost).

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from core.models.jobs import Claim, DocumentError, Job, JobStatus, utcnow
 from core.ports import StateStore, batched
 from pipelines.models import WriteReport
+from workers.webhooks import announce
 
 COUNTED = ("documents", "chunks", "entities", "relationships", "vectors")
 # Summed over the batches as they are, e.g. the graph write rate inside the pipeline.
@@ -51,6 +52,7 @@ class JobTracker:
         self.state.put(_key(job.id), job.model_dump_json())
         if job.status.finished:
             self.state.remove_member(RUNNING, job.id)
+            announce(self.state, job)  # its webhooks, once per finished status
         else:
             self.state.add_member(RUNNING, job.id)
 

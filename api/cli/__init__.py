@@ -2,7 +2,8 @@
 
 ingest: add, add-sql, cognify, delete, export · search: search, route · jobs: list, show,
 cancel, watch · ops: worker, serve, demo, eval · memory: remember, recall, improve, forget ·
-access: tenants create|list, keys create|list|revoke.
+access: tenants create|list, keys create|list|revoke · webhooks: add|list|remove (and
+`jobs webhooks ID`, a job's deliveries).
 Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import typer
 
-from api.cli import access, ingest, jobs, memory, ops, search
+from api.cli import access, ingest, jobs, memory, ops, search, webhooks
 
 app = typer.Typer(
     add_completion=False,
@@ -25,6 +26,8 @@ app.add_typer(ops.app)
 app.add_typer(memory.app)
 app.add_typer(access.tenants_app, name="tenants")
 app.add_typer(access.keys_app, name="keys")
+app.add_typer(webhooks.app, name="webhooks")
+jobs.app.command("webhooks")(webhooks.job_deliveries)
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ from api.services.estimate import CognifyEstimate
 from api.services.estimate import estimate as run_estimate
 from api.services.export import export_graph as run_export
 from api.services.jobs import JobReport
+from api.services.webhooks import for_job as job_webhook
 
 if TYPE_CHECKING:
     from pipelines.key_declarations import KeyDeclarations
@@ -164,6 +165,9 @@ def cognify(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="With --estimate: print JSON")] = False,
+    webhook: Annotated[
+        str | None, typer.Option(help="POST the job record to this URL when it ends (signed)")
+    ] = None,
 ) -> None:
     """Build the knowledge graph and vectors of a dataset's new and changed documents."""
     from core.models.custom import load_graph_model
@@ -177,8 +181,12 @@ def cognify(
         model = load_graph_model(graph_model) if graph_model else None
         rules = OntologyFile.read(ontology) if ontology is not None else None
         with runtime_session(with_worker=True) as rt:
+            hook = job_webhook(rt, webhook) if webhook else None
+            if hook is not None:
+                out.print(f"webhook {hook.id} secret (shown once): {hook.secret}", markup=False)
             job = run_cognify(rt, dataset, pipeline=pipeline, everything=all_documents,
-                              graph_model=model, ontology=rules)  # fmt: skip
+                              graph_model=model, ontology=rules,
+                              webhook=hook.id if hook else None)  # fmt: skip
             return wait_for(job, sys.stderr.isatty())
 
     job = guarded(body)

@@ -171,12 +171,22 @@ class CognifyRequest(BaseModel):
     estimate: bool = Field(
         default=False, description="Only count the LLM calls, tokens and cost (runs nothing)"
     )
+    webhook: str | None = Field(
+        default=None,
+        max_length=2048,
+        description="http(s) URL the job record is POSTed to when the job ends, signed with "
+        "the `webhook_secret` of the reply (X-Cogmill-Signature; see the README)",
+    )
 
 
 class JobAccepted(BaseModel):
     job_id: str
     status: JobStatus
     message: str = ""
+    webhook_id: str | None = None
+    webhook_secret: str | None = Field(
+        default=None, description="Signs the job's webhook deliveries; shown only here"
+    )
 
 
 class SearchRequest(BaseModel):

@@ -41,10 +41,12 @@ def cognify(
     graph_model: dict[str, Any] | None = None,
     ontology: OntologyFile | None = None,
     caller: Caller = LOCAL,
+    webhook: str | None = None,
 ) -> Job:
     """Start a job building the graph and vectors of the dataset's new and changed documents
     (every document with `everything`: a re-cognify), through each document's own pipeline or
-    `pipeline`, extracting with `graph_model` (a JSON Schema) and aligning to `ontology`.
+    `pipeline`, extracting with `graph_model` (a JSON Schema) and aligning to `ontology`;
+    `webhook`: the id of the job's own webhook (`webhooks.for_job`), told when it finishes.
 
     Returns the job, already finished when there is nothing to do. Raises DatasetNotFoundError,
     ValueError for a bad pipeline, graph model or ontology.
@@ -56,6 +58,8 @@ def cognify(
         options["graph_model"] = graph_model
     if ontology is not None:
         options["ontology"] = store_ontology(rt.blobs, ontology.data, ontology.filename)
+    if webhook is not None:
+        options["webhook"] = webhook
     # After the options: a bad one is reported even for a new dataset.
     stored = existing(rt, dataset, caller)
     return plan(rt, stored, pipeline, "all" if everything else "changed", options)

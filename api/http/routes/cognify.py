@@ -11,6 +11,7 @@ from api.http.schemas import CognifyRequest, JobAccepted, error_responses
 from api.services.cognify import OntologyFile, cognify
 from api.services.estimate import CognifyEstimate
 from api.services.estimate import estimate as run_estimate
+from api.services.webhooks import for_job as job_webhook
 
 router = APIRouter(prefix="/api/v1/datasets", tags=["cognify"])
 ESTIMATE = "Only count the LLM calls, tokens and cost the job would take (runs nothing)"
@@ -44,7 +45,11 @@ def start_cognify(
     ontology = None
     if body.ontology is not None:
         ontology = OntologyFile(body.ontology.encode(), f"ontology.{body.ontology_format}")
+    hook = job_webhook(runtime, body.webhook, caller) if body.webhook else None
     job = cognify(runtime, name, pipeline=body.pipeline, everything=body.all,
-                  graph_model=body.graph_model, ontology=ontology, caller=caller)  # fmt: skip
+                  graph_model=body.graph_model, ontology=ontology, caller=caller,
+                  webhook=hook.id if hook else None)  # fmt: skip
     response.headers["Location"] = request.app.url_path_for("get_job", job_id=job.id)
-    return JobAccepted(job_id=job.id, status=job.status, message=job.message)
+    return JobAccepted(job_id=job.id, status=job.status, message=job.message,
+                       webhook_id=hook.id if hook else None,
+                       webhook_secret=hook.secret if hook else None)  # fmt: skip
