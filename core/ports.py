@@ -38,10 +38,12 @@ class GraphReader(Protocol):
         type: str,
         *,
         name: str | None = None,
+        names: Sequence[str] | None = None,
         limit: int = 1000,
         offset: int = 0,
     ) -> list[Node]:
-        """Nodes of one type in a dataset by id, optionally by exact name. Raises StoreError."""
+        """Nodes of one type in a dataset by id, optionally by exact name or any of `names`
+        (one round trip for a batch of names). Raises StoreError."""
         ...
 
     def find_in_time(

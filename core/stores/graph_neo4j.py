@@ -217,18 +217,23 @@ class Neo4jGraphStore:
         type: str,
         *,
         name: str | None = None,
+        names: Sequence[str] | None = None,
         limit: int = 1000,
         offset: int = 0,
     ) -> list[Node]:
-        """Nodes of one type in a dataset by id order, optionally by exact name."""
+        """Nodes of one type in a dataset by id order, optionally by exact name or any of
+        `names`."""
         if limit < 0 or offset < 0:
             raise ValueError(f"limit and offset must be >= 0, got {limit} and {offset}")
         named = "" if name is None else "AND n.name = $name"
+        if names is not None:
+            named += " AND n.name IN $names"
         # Ordered like the (dataset, type, id) index, so pages come from it without a sort.
         query = f"""MATCH (n:Node {{dataset: $dataset, type: $type}}) WHERE n.id IS NOT NULL {named}
             WITH n ORDER BY n.dataset, n.type, n.id SKIP $offset LIMIT $limit
             RETURN collect({q.NODE})"""
-        params = {"dataset": dataset, "type": type, "name": name, "offset": offset, "limit": limit}
+        params = {"dataset": dataset, "type": type, "name": name, "names": list(names or ()),
+                  "offset": offset, "limit": limit}  # fmt: skip
         return codec.nodes(self._read(codec.value, query=query, **params))
 
     def find_in_time(

@@ -233,10 +233,12 @@ class SQLiteGraphStore:
         type: str,
         *,
         name: str | None = None,
+        names: Sequence[str] | None = None,
         limit: int = 1000,
         offset: int = 0,
     ) -> list[Node]:
-        """Nodes of one type in a dataset by id order, optionally by exact name."""
+        """Nodes of one type in a dataset by id order, optionally by exact name or any of
+        `names`."""
         if limit < 0 or offset < 0:
             raise ValueError(f"limit and offset must be >= 0, got {limit} and {offset}")
         query = f"{q.NODE_COLUMNS} WHERE dataset = ? AND type = ?"
@@ -244,6 +246,9 @@ class SQLiteGraphStore:
         if name is not None:
             query += " AND name = ?"
             params.append(name)
+        if names is not None:
+            query += " AND name IN (SELECT value FROM json_each(?))"
+            params.append(tx.id_array(names))
         with self._transaction() as conn:
             rows = conn.execute(f"{query} ORDER BY id LIMIT ? OFFSET ?", [*params, limit, offset])
             return tx.to_nodes(conn, rows)
