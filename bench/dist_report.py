@@ -12,7 +12,7 @@ from processes import Window
 PROCESSES = ("workers", "neo4j", "redis", "stand-in", "driver")
 
 INCLUDES = """What each figure includes:
-  wall s        add (one catalog add per file, from the driver) + cognify (job start to its
+  wall s        add (the catalog's batched add, from the driver) + cognify (job start to its
                 status finished); chunks/s = the job's chunks / that wall time.
   CPU-ms/chunk  utime+stime from /proc over the same window, per process tree, / chunks:
                 workers (both worker processes and any children), neo4j (its JVM), redis,

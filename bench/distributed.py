@@ -10,11 +10,12 @@ processes serve an untimed warm-up ingest and then every timed run, as a deploym
 long-running workers would. The corpora are distinct passages (bench/corpora.py): 1x MuSiQue,
 4x MuSiQue + 2Wiki, 10x all three plus tagged repeats, said so in the output.
 
-A timed run is everything a user waits for: `add` of one file per passage, then the cognify
-job to its end. Beside chunks/s it prints CPU-ms per chunk of every process (workers, Neo4j,
-Redis, the stand-in, this driver) from /proc, nodes and relationships *created* (counted in
-Neo4j before and after), and the floor measured in the same run (bench/neo4j_floor.py): the
-same graph written by the neo4j driver alone plus the embedder alone over the same passages.
+A timed run is everything a user waits for: `add` of one file per passage (batched as
+`cogmill add` does), then the cognify job to its end. Beside chunks/s it prints CPU-ms per
+chunk of every process (workers, Neo4j, Redis, the stand-in, this driver) from /proc, nodes
+and relationships *created* (counted in Neo4j before and after), and the floor measured in
+the same run (bench/neo4j_floor.py): the same graph written by the neo4j driver alone plus
+the embedder alone over the same passages.
 """
 
 from __future__ import annotations
@@ -174,8 +175,7 @@ def ingest(svc: Service, scale: int, *, floor: bool) -> dict[str, object]:
     start = svc.mark()
     runtime.catalog.ensure_dataset(dataset)
     report = AddReport()
-    for path in paths:
-        runtime.catalog.add_file(dataset, path, path.name, report, check_supported)
+    runtime.catalog.add_files(dataset, ((p.name, p) for p in paths), report, check_supported)
     added = svc.mark()
     progress = f"{scale}x ({len(paths):,} files)"
     print(f"{progress}: added in {added.at - start.at:.0f} s, cognifying", file=sys.stderr)

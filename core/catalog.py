@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
+from core.catalog_batch import BatchPlan, LookedAt
 from core.entity_keys import EntityKeyIndex
-from core.models.documents import PIPELINE, STATUS, STRUCTURED_PIPELINE, DocumentStatus
+from core.models.documents import STRUCTURED_PIPELINE
 from core.models.graph import Node, Removed, dataset_id, document_id
-from core.models.vocabulary import DATASET, DOCUMENT, NODE_SET
+from core.models.vocabulary import DATASET, DOCUMENT
 from core.ports import BlobStore, GraphStore, LexicalIndex, VectorStore
 from core.purge import purge_document
 
@@ -25,6 +25,8 @@ from core.purge import purge_document
 # without the prefix, which api/services/datasets.py adds.
 DATASET_NAME = re.compile(r"^(?:[a-z0-9][a-z0-9_\-]{0,31}:)?[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 HEAD_BYTES = 8192
+# Files decided and written together by `Catalog.add_files` (one read, one write per batch).
+ADD_BATCH = 500
 
 # (file name, first bytes) -> a rejection reason, or None when the file looks acceptable
 FileCheck = Callable[[str, bytes], "str | None"]
@@ -147,7 +149,26 @@ class Catalog:
         node_set: str | None = None,
         pipeline: str | None = None,
     ) -> None:
-        """Add one file: reject it, skip it as unchanged, or store it (replacing older versions).
+        """Add one file (see `add_files`)."""
+        self.add_files(dataset, [(name, path)], report, check, node_set, pipeline)
+
+    def add_files(
+        self,
+        dataset: str,
+        files: Iterable[tuple[str, Path]],
+        report: AddReport,
+        check: FileCheck,
+        node_set: str | None = None,
+        pipeline: str | None = None,
+        *,
+        batch: int = ADD_BATCH,
+    ) -> None:
+        """Add files, each `(name, path)`: reject it, skip it as unchanged, or store it
+        (replacing older versions of that name), with the outcome of adding them one by one.
+
+        The files are streamed: read and hashed one at a time, decided and written `batch`
+        at a time, with one read of the batch's documents and one write of their records
+        (core/catalog_batch.py); blobs are written one by one.
 
         The document's pipeline is `pipeline` when given (also for an unchanged file), else
         `structured` for record files (see `record_pipeline`), else each cognify's default.
@@ -157,82 +178,96 @@ class Catalog:
         """
         if node_set is not None:
             check_node_set(node_set)
+        if batch < 1:
+            raise ValueError(f"batch must be >= 1, got {batch}")
+        looked: list[LookedAt] = []
+        for name, path in files:
+            if (file := self._look(dataset, name, path, report, check, pipeline)) is not None:
+                looked.append(file)
+            if len(looked) == batch:
+                self._add_batch(dataset, looked, report, node_set, pipeline)
+                looked = []
+        if looked:
+            self._add_batch(dataset, looked, report, node_set, pipeline)
+
+    def _look(
+        self,
+        dataset: str,
+        name: str,
+        path: Path,
+        report: AddReport,
+        check: FileCheck,
+        pipeline: str | None,
+    ) -> LookedAt | None:
+        """The file's hash and pipeline, or None once its rejection is reported."""
         size = path.stat().st_size
         if size > self.max_bytes:
-            report.rejected.append(
-                (
-                    name,
-                    f"file is {size} bytes, above the limit of {self.max_bytes} "
-                    "(raise COGMILL_MAX_FILE_BYTES to accept it)",
-                )
+            reason = (
+                f"file is {size} bytes, above the limit of {self.max_bytes} "
+                "(raise COGMILL_MAX_FILE_BYTES to accept it)"
             )
-            return
+            report.rejected.append((name, reason))
+            return None
         with path.open("rb") as stream:
             head = stream.read(HEAD_BYTES)
             problem = check(name, head)
             if problem:
                 report.rejected.append((name, problem))
-                return
-            stream.seek(0)
-            self._store(dataset, name, stream, report, node_set)
-            self._assign_pipeline(dataset, name, pipeline or record_pipeline(name, head), pipeline)
+                return None
+            digest = hashlib.sha256(head)
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+        chosen = pipeline or record_pipeline(name, head)
+        doc_id = document_id(dataset, digest.hexdigest())
+        return LookedAt(name, path, digest.hexdigest(), doc_id, chosen)
 
-    def _assign_pipeline(
-        self, dataset: str, name: str, chosen: str | None, explicit: str | None
+    def _add_batch(
+        self,
+        dataset: str,
+        files: list[LookedAt],
+        report: AddReport,
+        node_set: str | None,
+        explicit: str | None,
     ) -> None:
-        """Record the document's pipeline: a new document gets `chosen`, an older one only an
-        explicit choice (a plain re-add keeps what `cognify --pipeline` set)."""
-        if chosen is None:
-            return
-        for doc in self.graph.find_nodes(dataset, DOCUMENT, name=name, limit=10):
-            current = doc.properties.get(PIPELINE)
-            added = doc.properties.get(STATUS) == DocumentStatus.ADDED
-            if current != chosen and (explicit or added):
-                self.graph.upsert_nodes(
-                    [Node(id=doc.id, type=DOCUMENT, dataset=dataset,
-                          properties={PIPELINE: chosen})]
-                )  # fmt: skip
+        """Decide and write a batch; what a file can only do after the writes so far (re-add
+        a document the batch removed) starts the next round, read again."""
+        while files:
+            names = sorted({file.name for file in files})
+            stored = self.graph.find_nodes(dataset, DOCUMENT, names=names, limit=10 * len(names))
+            plan = BatchPlan.of(dataset, stored)
+            try:
+                files = self._decide(plan, files, report, node_set, explicit)
+            finally:  # what was decided (blobs put) is written, also when a later file fails
+                self.graph.upsert_nodes(list(plan.writes.values()))
+                for doc in plan.removed.values():
+                    self.remove_document(dataset, doc)
 
-    def _store(
-        self, dataset: str, name: str, stream: BinaryIO, report: AddReport, node_set: str | None
-    ) -> None:
-        digest = _hash_stream(stream)
-        doc_id = document_id(dataset, digest)
-        existing = self.graph.find_nodes(dataset, DOCUMENT, name=name, limit=10)
-        same = next((node for node in existing if node.id == doc_id), None)
-        if same is not None:
-            if node_set is not None and same.properties.get(NODE_SET, "") != node_set:
-                # A new node set for the same content: the next cognify re-labels its chunks.
-                props = {NODE_SET: node_set, STATUS: DocumentStatus.ADDED.value}
-                self.graph.upsert_nodes(
-                    [Node(id=doc_id, type=DOCUMENT, dataset=dataset, properties=props)]
-                )
-            report.unchanged.append(name)
-            return
-        stream.seek(0)
-        blob_key = f"{dataset}/{doc_id}"
-        size = self.blobs.put(blob_key, stream)
-        self.graph.upsert_nodes(
-            [
-                Node(
-                    id=doc_id,
-                    type=DOCUMENT,
-                    dataset=dataset,
-                    name=name,
-                    properties={
-                        "content_hash": digest,
-                        "blob_key": blob_key,
-                        "size": size,
-                        "extension": Path(name).suffix.lower().lstrip("."),
-                        STATUS: DocumentStatus.ADDED.value,
-                        **({NODE_SET: node_set} if node_set else {}),
-                    },
-                )
-            ]
-        )
-        for old in existing:
-            self.remove_document(dataset, old)
-        (report.replaced if existing else report.added).append(name)
+    def _decide(
+        self,
+        plan: BatchPlan,
+        files: list[LookedAt],
+        report: AddReport,
+        node_set: str | None,
+        explicit: str | None,
+    ) -> list[LookedAt]:
+        """Decide files in order, putting the blobs of those stored; the files left when one
+        must wait for the plan so far to be written."""
+        for i, file in enumerate(files):
+            if plan.must_flush(file):
+                return files[i:]
+            same, existing = plan.same(file)
+            if same is not None:
+                plan.keep(same, node_set)
+                report.unchanged.append(file.name)
+            else:
+                key = f"{plan.dataset}/{file.doc_id}"
+                with file.path.open("rb") as stream:
+                    plan.store(file, (key, self.blobs.put(key, stream)), node_set)
+                for old in existing:
+                    plan.remove(old)
+                (report.replaced if existing else report.added).append(file.name)
+            plan.assign_pipeline(file, explicit)
+        return []
 
     def remove_document(self, dataset: str, doc: Node) -> Removed:
         """Remove a document, what only it supported (graph and vectors), and its blob."""
@@ -269,10 +304,3 @@ class Catalog:
         if self.entity_keys is not None:
             self.entity_keys.forget_dataset(dataset)
         return removed
-
-
-def _hash_stream(stream: BinaryIO) -> str:
-    digest = hashlib.sha256()
-    for block in iter(lambda: stream.read(1 << 20), b""):
-        digest.update(block)
-    return digest.hexdigest()

@@ -7,7 +7,7 @@ formats and SQLite databases), and takes a node set, a pipeline and declared tab
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,6 +134,18 @@ def _check_quota(rt: Runtime, caller: Caller, paths: list[Path]) -> None:
         )
 
 
+def _accepted(
+    files: Iterable[tuple[str, Path, str | None]], report: AddReport
+) -> Iterator[tuple[str, Path]]:
+    """The files without a problem, streamed; the others reported rejected as they come, so
+    the rejections keep the inputs' order with the catalog's own."""
+    for name, path, problem in files:
+        if problem is None:
+            yield name, path
+        else:
+            report.rejected.append((name, problem))
+
+
 def _add(
     rt: Runtime,
     dataset: str,
@@ -149,13 +161,14 @@ def _add(
         _check_quota(rt, caller, [path for _, path, problem in files if problem is None])
     register(rt, dataset)
     added = Added(shown)
-    for name, path, problem in files:
-        if problem is not None:
-            added.report.rejected.append((name, problem))
-            continue
-        rt.catalog.add_file(
-            dataset, path, name, added.report, check_source, options.node_set, options.pipeline
-        )
+    rt.catalog.add_files(
+        dataset,
+        _accepted(files, added.report),
+        added.report,
+        check_source,
+        options.node_set,
+        options.pipeline,
+    )
     if options.keys is not None and declare_keys(rt.graph, dataset, options.keys):
         added.relinked_tables = sorted(options.keys.tables)
     return added
