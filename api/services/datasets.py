@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import islice
 
+from api.services import shown
 from core.catalog import CatalogError, check_dataset_name
 from core.models.graph import Node, dataset_id
 from core.models.vocabulary import DOCUMENT
@@ -108,10 +109,11 @@ def list_datasets(rt: Runtime, caller: Caller = LOCAL) -> list[DatasetInfo]:
 def documents(
     rt: Runtime, name: str, offset: int = 0, limit: int = 1000, caller: Caller = LOCAL
 ) -> list[Node]:
-    """A window of the dataset's Document nodes (with their processing status). Raises
-    DatasetNotFoundError."""
+    """A window of the dataset's Document nodes (with their processing status), as the caller
+    is shown them. Raises DatasetNotFoundError."""
     stored = existing(rt, name, caller)
-    return list(islice(rt.catalog.documents(stored), offset, offset + limit))
+    window = islice(rt.catalog.documents(stored), offset, offset + limit)
+    return [shown.graph_item(caller, doc) for doc in window]
 
 
 def stored_bytes(rt: Runtime, caller: Caller) -> int:

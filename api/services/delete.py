@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from api.services import shown
 from api.services.datasets import ensure_idle, existing, unregister
 from core.catalog import CatalogError
 from core.models.graph import Removed
@@ -43,7 +44,7 @@ def delete_document(rt: Runtime, dataset: str, document: str, caller: Caller = L
     try:
         removed = rt.catalog.remove_named(stored, document)
     except CatalogError as err:
-        raise DocumentNotFoundError(dataset, document, str(err)) from err
+        raise DocumentNotFoundError(dataset, document, shown.text(caller, str(err))) from err
     return Deleted.of(dataset, document, removed)
 
 

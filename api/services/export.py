@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from api.services import shown
 from api.services.datasets import existing
 from core.models.graph import Edge, Node
 from core.ports import GraphReader
@@ -196,23 +197,24 @@ EXPORT_FORMATS: dict[str, tuple[str, str]] = {
 }
 
 
-def _renamed(pages: Iterator[GraphPage], shown: str) -> Iterator[GraphPage]:
+def _as_shown(pages: Iterator[GraphPage], caller: Caller) -> Iterator[GraphPage]:
     for page in pages:
-        nodes = [node.model_copy(update={"dataset": shown}) for node in page.nodes]
-        yield GraphPage(nodes, [edge.model_copy(update={"dataset": shown}) for edge in page.edges])
+        nodes = [shown.graph_item(caller, node) for node in page.nodes]
+        yield GraphPage(nodes, [shown.graph_item(caller, edge) for edge in page.edges])
 
 
 def export_lines(
-    graph: GraphReader, dataset: str, fmt: str, *, shown: str | None = None, **window: Any
+    graph: GraphReader, dataset: str, fmt: str, *, caller: Caller = LOCAL, **window: Any
 ) -> Iterator[str]:
-    """The dataset's graph as text chunks of `fmt` (jsonl or graphml), the dataset named
-    `shown` (a tenant's dataset without its prefix) when given. ValueError otherwise."""
+    """The stored dataset's graph as text chunks of `fmt` (jsonl or graphml), its names as the
+    caller knows them (a tenant's dataset, blob keys... without the tenant). ValueError for an
+    unknown format."""
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
-    pages = graph_pages(graph, dataset, **window)
-    if shown is not None and shown != dataset:
-        pages = _renamed(pages, shown)
-    return jsonl_lines(pages) if fmt == "jsonl" else graphml_lines(pages, shown or dataset)
+    pages = _as_shown(graph_pages(graph, dataset, **window), caller)
+    if fmt == "jsonl":
+        return jsonl_lines(pages)
+    return graphml_lines(pages, shown.name(caller, dataset))
 
 
 def export_graph(
@@ -230,4 +232,4 @@ def export_graph(
     stored = existing(rt, dataset, caller)
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
-    return export_lines(rt.graph, stored, fmt, shown=dataset, offset=offset, limit=limit)
+    return export_lines(rt.graph, stored, fmt, caller=caller, offset=offset, limit=limit)

@@ -22,8 +22,9 @@ from retrieval.models import SearchResponse
 
 J = TypeVar("J", bound=Job)
 G = TypeVar("G", Node, Edge)
-# Node properties holding a stored name: a Document's blob key is `<stored dataset>/<id>`.
-NAMED_PROPERTIES = frozenset({"blob_key"})
+# Node properties that may hold a stored name: a Document's blob key is
+# `<stored dataset>/<id>`, and its error message may quote that key.
+NAMED_PROPERTIES = frozenset({"blob_key", "error"})
 
 
 def name(caller: Caller, stored: str) -> str:
