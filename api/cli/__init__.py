@@ -2,8 +2,8 @@
 
 ingest: add, add-sql, cognify, delete, export · search: search, route · jobs: list, show,
 cancel, watch · ops: worker, serve, demo, eval · memory: remember, recall, improve, forget ·
-access: tenants create|list, keys create|list|revoke · webhooks: add|list|remove (and
-`jobs webhooks ID`, a job's deliveries).
+access: tenants create|list, keys create|list|revoke · mcp: the MCP server over stdio ·
+webhooks: add|list|remove (and `jobs webhooks ID`, a job's deliveries).
 Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import typer
 
-from api.cli import access, ingest, jobs, memory, ops, search, webhooks
+from api.cli import access, ingest, jobs, mcp, memory, ops, search, webhooks
 
 app = typer.Typer(
     add_completion=False,
@@ -28,6 +28,7 @@ app.add_typer(access.tenants_app, name="tenants")
 app.add_typer(access.keys_app, name="keys")
 app.add_typer(webhooks.app, name="webhooks")
 jobs.app.command("webhooks")(webhooks.job_deliveries)
+app.add_typer(mcp.app)
 
 
 def main() -> None:

@@ -27,6 +27,15 @@ class ErrorResponse(BaseModel):
     error: ErrorDetail
 
 
+# A 5xx's message would carry hosts, paths and library text: it stays in the server log and
+# the answer says only what failed.
+SAFE_MESSAGES = {
+    "backend_not_available": "a backend the server is configured to use is not available",
+    "store_unavailable": "a store did not answer; retry later",
+    "model_not_installed": "the embedding model is not installed on the server",
+}
+
+
 class ApiError(HTTPException):
     """An HTTP error raised by a route; rendered as an ErrorResponse."""
 
