@@ -81,7 +81,9 @@ def celery_config(settings: Settings) -> dict[str, object]:
     }
 
 
-app = Celery("cogmill", include=["workers.tasks", "workers.sweeper", "workers.webhooks"])
+app = Celery(
+    "cogmill", include=["workers.tasks", "workers.sweeper", "workers.webhooks", "workers.metrics"]
+)
 app.conf.update(celery_config(Settings()))
 # Worker pool threads resolve `current_app` through the default app; without this, chained
 # callbacks published from those threads would use an unconfigured app (amqp://localhost).

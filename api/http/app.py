@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 from api.http.deps import reader
 from api.http.guards import RequestGuard
 from api.http.routes import cognify, datasets, export, health, jobs, memory, route, search
+from api.http.routes import metrics as metrics_routes
 from api.http.routes import webhooks as webhook_routes
 from api.http.schemas import DocumentsAdd, ErrorDetail, ErrorResponse, error_code, error_responses
 from api.services.datasets import DatasetNotFoundError, JobRunningError
@@ -212,6 +213,7 @@ def create_app(runtime: Runtime | None = None) -> FastAPI:
     app.include_router(memory.router, **keyed)
     app.include_router(export.router, **keyed)
     app.include_router(webhook_routes.router, **keyed)
+    app.include_router(metrics_routes.router)  # its own access check: admin or metrics token
     for exc_type, status, code in DOMAIN_ERRORS:
         app.add_exception_handler(exc_type, _domain_handler(status, code))
     for exc_type, handler in HINTED_ERRORS:

@@ -198,7 +198,7 @@ class LLMClient:
         if attempt >= self.max_attempts:
             return
         delay = backoff_delay(attempt, failure.retry_after, *self.backoff)
-        self.stats.add(retries=1)
+        self.stats.add(retries=1, rate_limited=int(failure.status == 429))
         log.warning(
             "llm_retry endpoint=%s status=%s attempt=%d delay=%.2f",
             self.endpoint,

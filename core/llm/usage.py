@@ -37,6 +37,7 @@ class LLMStats:
     requests: int = 0
     cache_hits: int = 0
     retries: int = 0
+    rate_limited: int = 0  # the retries answered 429
     repairs: int = 0
     fallbacks: int = 0
     failures: int = 0

@@ -1,0 +1,138 @@
+"""What `GET /metrics` reports that job records do not hold, kept in the state store.
+
+Every process adds to shared counters (Redis INCRBY distributed, a SQLite upsert embedded),
+so an API process scraping reads what all workers on all machines did: no prometheus-client
+multiprocess directory, nothing lost when a worker restarts. Recorded here:
+- each step task's duration (a histogram per step: a counter per bucket, a count, a sum), from
+  Celery's task_prerun/task_postrun signals in whichever worker ran it;
+- each search's duration by search type (`observe_search`, called by the search use case);
+- the LLM client's retries and 429s, added after every task from the process's client
+  (`LLMStats` counts them in memory; the difference since the last task is added).
+Job states, documents, batches, tokens and cost are read from the job records and the usage
+counters (workers/jobs.py, workers/usage.py) at scrape time instead.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from collections.abc import Sequence
+
+from celery import Celery
+from celery.signals import task_postrun, task_prerun
+
+from core.ports import StateStore, StoreError
+from workers.celery_app import INGEST_QUEUE, LLM_QUEUE, TASK_STEPS
+from workers.runtime import Runtime, current_runtime
+
+log = logging.getLogger("cogmill.metrics")
+
+PREFIX = "metrics:"
+STEP_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)
+SEARCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+LLM_COUNTERS = ("retries", "rate_limited", "failures")
+QUEUES = (INGEST_QUEUE, LLM_QUEUE)
+
+
+def _histogram_key(family: str, label: str, *parts: str) -> str:
+    return PREFIX + ":".join((family, label, *parts))
+
+
+def observe(
+    state: StateStore, family: str, label: str, seconds: float, buckets: Sequence[float]
+) -> None:
+    """Count one observation of `seconds` in the histogram `family`{label}: its bucket (the
+    first bound at or above it; past the last: +Inf), the count and the sum (microseconds)."""
+    index = bisect.bisect_left(buckets, seconds)
+    state.incr(_histogram_key(family, label, "bucket", str(index)))
+    state.incr(_histogram_key(family, label, "count"))
+    state.incr(_histogram_key(family, label, "sum_us"), max(0, round(seconds * 1e6)))
+    state.add_member(PREFIX + family + ":labels", label)
+
+
+def histograms(
+    state: StateStore, family: str, buckets: Sequence[float]
+) -> dict[str, tuple[list[int], int, float]]:
+    """{label: (cumulative counts per bound and +Inf, count, sum in seconds)} of a family."""
+    index = PREFIX + family + ":labels"
+    labels = sorted(state.add_members({index: []})[index])
+    found = {}
+    for label in labels:
+        keys = [_histogram_key(family, label, "bucket", str(i)) for i in range(len(buckets) + 1)]
+        keys += [_histogram_key(family, label, "count"), _histogram_key(family, label, "sum_us")]
+        values = [int(raw or 0) for raw in state.get_many(keys)]
+        cumulative, total = [], 0
+        for value in values[: len(buckets) + 1]:
+            total += value
+            cumulative.append(total)
+        found[label] = (cumulative, values[-2], values[-1] / 1e6)
+    return found
+
+
+def observe_search(runtime: Runtime, search_type: str, seconds: float) -> None:
+    """Count a search's duration (`cogmill_search_duration_seconds`) and its LLM retries; a
+    store error only logs: a search must not fail for its metric."""
+    try:
+        observe(runtime.state, "search", search_type, seconds, SEARCH_BUCKETS)
+        flush_llm_counters(runtime)
+    except StoreError as err:
+        log.warning("search metric lost: %s", err)
+
+
+def llm_counters(state: StateStore) -> dict[str, int]:
+    """The LLM retries, 429s and failed calls all processes counted."""
+    values = state.get_many([PREFIX + "llm:" + name for name in LLM_COUNTERS])
+    return {name: int(raw or 0) for name, raw in zip(LLM_COUNTERS, values, strict=True)}
+
+
+def queue_depths(app: Celery) -> dict[str, int]:
+    """Messages waiting in each cogmill queue (Redis: the lengths of its lists, over all
+    priorities; not those a worker holds)."""
+    with app.connection_for_write() as conn:
+        channel = conn.default_channel
+        return {q: channel.queue_declare(queue=q, passive=True).message_count for q in QUEUES}
+
+
+# -- recording in workers ---------------------------------------------------------------------
+
+_started: dict[str, float] = {}  # task id -> perf_counter at prerun
+_flushed: dict[int, dict[str, int]] = {}  # id(LLM client) -> its counters when last added
+_lock = threading.Lock()
+
+
+@task_prerun.connect
+def _task_started(task_id: str | None = None, task: object = None, **_: object) -> None:
+    if task_id is not None and getattr(task, "name", None) in TASK_STEPS:
+        with _lock:
+            _started[task_id] = time.perf_counter()
+
+
+@task_postrun.connect
+def _task_ended(task_id: str | None = None, task: object = None, **_: object) -> None:
+    with _lock:
+        started = _started.pop(task_id or "", None)
+    try:
+        runtime = current_runtime()
+        if started is not None:
+            step = TASK_STEPS[getattr(task, "name", "")]
+            observe(runtime.state, "step", step, time.perf_counter() - started, STEP_BUCKETS)
+        flush_llm_counters(runtime)
+    except StoreError as err:
+        log.warning("task metrics lost: %s", err)
+
+
+def flush_llm_counters(runtime: Runtime) -> None:
+    """Add what this process's LLM client counted since the last flush to the shared
+    counters (nothing when no client was made yet)."""
+    client = vars(runtime).get("llm")  # the cached property's value, without making one
+    if client is None:
+        return
+    now = client.stats.snapshot()
+    with _lock:
+        before = _flushed.get(id(client), {})
+        _flushed[id(client)] = {name: now.get(name, 0) for name in LLM_COUNTERS}
+    for name in LLM_COUNTERS:
+        if (delta := now.get(name, 0) - before.get(name, 0)) > 0:
+            runtime.state.incr(PREFIX + "llm:" + name, delta)
