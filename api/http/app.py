@@ -21,7 +21,15 @@ from api.http.guards import RequestGuard
 from api.http.routes import cognify, datasets, export, health, jobs, memory, route, search
 from api.http.routes import metrics as metrics_routes
 from api.http.routes import webhooks as webhook_routes
-from api.http.schemas import DocumentsAdd, ErrorDetail, ErrorResponse, error_code, error_responses
+from api.http.schemas import (
+    SAFE_MESSAGES,
+    DocumentsAdd,
+    ErrorDetail,
+    ErrorResponse,
+    error_code,
+    error_responses,
+)
+from api.mcp.http import mcp_router
 from api.services.datasets import DatasetNotFoundError, JobRunningError
 from api.services.delete import DocumentNotFoundError
 from core.catalog import CatalogError
@@ -61,15 +69,6 @@ TAGS = [
 def error(status: int, code: str, message: str) -> JSONResponse:
     body = ErrorResponse(error=ErrorDetail(code=code, message=message))
     return JSONResponse(body.model_dump(), status_code=status)
-
-
-# A 5xx's message would carry hosts, paths and library text: it stays in the server log and
-# the answer says only what failed.
-SAFE_MESSAGES = {
-    "backend_not_available": "a backend the server is configured to use is not available",
-    "store_unavailable": "a store did not answer; retry later",
-    "model_not_installed": "the embedding model is not installed on the server",
-}
 
 
 def _domain_handler(status: int, code: str) -> Callable[[Request, Exception], Any]:
@@ -213,6 +212,7 @@ def create_app(runtime: Runtime | None = None) -> FastAPI:
     app.include_router(memory.router, **keyed)
     app.include_router(export.router, **keyed)
     app.include_router(webhook_routes.router, **keyed)
+    app.include_router(mcp_router())  # MCP at /mcp; it checks keys itself (api/mcp/http.py)
     app.include_router(metrics_routes.router)  # its own access check: admin or metrics token
     for exc_type, status, code in DOMAIN_ERRORS:
         app.add_exception_handler(exc_type, _domain_handler(status, code))
