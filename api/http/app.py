@@ -159,6 +159,26 @@ async def _lifespan(app: FastAPI, runtime: Runtime | None) -> AsyncIterator[None
         use_runtime(None)
 
 
+FASTAPI_422 = {"HTTPValidationError", "ValidationError"}
+
+
+def _error_schema_422(spec: dict[str, Any]) -> None:
+    """FastAPI documents its own 422 body (HTTPValidationError) on routes with parameters, but
+    _validation_error answers in the one error schema: document that instead."""
+    ours = {
+        "description": error_responses(422)[422]["description"],
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
+    }
+    for operations in spec.get("paths", {}).values():
+        for operation in operations.values():
+            answer = operation.get("responses", {}).get("422")
+            if answer and "#/components/schemas/HTTPValidationError" in str(answer):
+                operation["responses"]["422"] = ours
+    components = spec.get("components", {}).get("schemas", {})
+    for name in FASTAPI_422:
+        components.pop(name, None)
+
+
 def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
     def schema() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -175,6 +195,7 @@ def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
             components = spec.setdefault("components", {}).setdefault("schemas", {})
             components.update(extra.pop("$defs", {}))
             components["DocumentsAdd"] = extra
+            _error_schema_422(spec)
             app.openapi_schema = spec
         return app.openapi_schema
 

@@ -21,7 +21,10 @@ ESTIMATE = "Only count the LLM calls, tokens and cost the job would take (runs n
     "/{name}/cognify",
     status_code=202,
     response_model=JobAccepted | CognifyEstimate,
-    responses=error_responses(400, 404, 422, 503),
+    responses={
+        200: {"model": CognifyEstimate, "description": "With `estimate`: nothing was run"},
+        **error_responses(400, 404, 422, 503),
+    },
 )
 def start_cognify(
     caller: Writer,
