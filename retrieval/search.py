@@ -29,6 +29,7 @@ def search(
     top_k: int | None = 10,
     response_model: ResponseModel | None = None,
     session: str | None = None,
+    sessions: SessionStore | None = None,
 ) -> SearchResponse:
     """Run one search type over the datasets and return its results with provenance.
 
@@ -39,7 +40,8 @@ def search(
     `top_k=None` the query analysis sets it. The analysis' depth always bounds the rounds of
     the multi-step types (within `search_max_rounds`).
     With `session` the question, answer and trace are recorded in that session (its qa id is
-    left in `ctx.extras[QA_ID_KEY]`).
+    left in `ctx.extras[QA_ID_KEY]`), kept in `sessions` (default: the local default tenant's
+    session store).
     """
     if not query.strip():
         raise ValueError("the query is empty; pass the question to search for")
@@ -87,7 +89,7 @@ def search(
         route=routed,
     )
     if session is not None:
-        store = SessionStore(ctx.state, ctx.settings.session_ttl_seconds)
+        store = sessions or SessionStore(ctx.state, ctx.settings.session_ttl_seconds)
         elements = trace_elements(retriever, response)
         ctx.extras[QA_ID_KEY] = store.record(session, response, datasets, elements)
     return response

@@ -1,21 +1,22 @@
 """search and route: the use cases behind `cogmill search|route` and POST /search|/route.
 
-Dataset names pass through `datasets.checked`, which scopes them by the caller's tenant."""
+Dataset names pass through `datasets.checked`, which scopes them by the caller's tenant; a
+session is the caller's tenant's, and the response names datasets as the caller does."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from api.services import shown
 from api.services.datasets import checked
+from api.services.memory import sessions
 from core.tenants import LOCAL, AccessDeniedError, Caller, Role
 from retrieval.models import Route, SearchResponse, SearchType
 from retrieval.response_model import ResponseModel
 from retrieval.router import route as route_query
 from retrieval.search import QA_ID_KEY
 from retrieval.search import search as run_search
-from workers.metrics import observe_search
 from workers.runtime import Runtime
 
 
@@ -42,10 +43,10 @@ def search(
     AccessDeniedError for a query type the caller's role may not run."""
     check_type_allowed(caller, search_type if search_type is not None else route(query).search_type)
     ctx, names = rt.retrieval(), [checked(name, caller) for name in datasets]
-    started = time.perf_counter()
-    response = run_search(ctx, query, names, search_type, top_k, response_model, session)
-    observe_search(rt, response.search_type.value, time.perf_counter() - started)
-    return Searched(response, ctx.extras.get(QA_ID_KEY) if session is not None else None)
+    store = sessions(rt, caller) if session is not None else None
+    response = run_search(ctx, query, names, search_type, top_k, response_model, session, store)
+    qa_id = ctx.extras.get(QA_ID_KEY) if session is not None else None
+    return Searched(shown.search(caller, response), qa_id)
 
 
 # Queries written in Cypher (or translated into it) are not confined to the caller's datasets

@@ -3,9 +3,8 @@
 A tenant's dataset `docs` is stored as `<tenant>:docs` (core/tenants.py); that form, and so
 the tenant's id, never goes back to a caller. Every use case and face that answers with
 something read from the stores passes it through here, the one place that knows how a stored
-name is written: job records and events, nodes and edges, search and recall notes, error
-messages. The local default tenant's names are stored bare, so for it all of this is the
-identity.
+name is written: job records, nodes and edges, search and recall notes, error messages.
+The local default tenant's names are stored bare, so for it all of this is the identity.
 """
 
 from __future__ import annotations
@@ -52,19 +51,6 @@ def job(caller: Caller, record: J) -> J:
     errors = [e.model_copy(update={"message": text(caller, e.message)}) for e in record.errors]
     update = {"dataset": name(caller, record.dataset), "message": text(caller, record.message)}
     return record.model_copy(update={**update, "errors": errors})
-
-
-def event(caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
-    """A job event's payload with its names as the caller knows them."""
-    if caller.tenant is None:
-        return data
-    return {k: _value(caller, k, v) for k, v in data.items()}
-
-
-def _value(caller: Caller, key: str, value: Any) -> Any:
-    if key == "dataset" and isinstance(value, str):
-        return name(caller, value)
-    return text(caller, value) if isinstance(value, str) else value
 
 
 def graph_item(caller: Caller, item: G) -> G:

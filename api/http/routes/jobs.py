@@ -11,7 +11,7 @@ from fastapi.responses import StreamingResponse
 
 from api.http.deps import Reader, RuntimeDep, Writer, owned_job_id
 from api.http.schemas import ApiError, error_responses
-from api.services import jobs
+from api.services import jobs, shown
 from api.services.jobs import JobEvent, JobReport
 from core.models.jobs import Job
 from core.tenants import Caller
@@ -54,8 +54,8 @@ J = TypeVar("J", bound=Job)
 
 
 def _shown(job: J, caller: Caller) -> J:
-    """The job with its dataset named as the caller knows it."""
-    return job.model_copy(update={"dataset": caller.unscoped(job.dataset)})
+    """The job with its dataset (and any stored name in its messages) as the caller knows it."""
+    return shown.job(caller, job)
 
 
 @router.get("/{job_id}", response_model=JobReport, responses=error_responses(404, 422, 503))
