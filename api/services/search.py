@@ -5,6 +5,7 @@ session is the caller's tenant's, and the response names datasets as the caller 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from retrieval.response_model import ResponseModel
 from retrieval.router import route as route_query
 from retrieval.search import QA_ID_KEY
 from retrieval.search import search as run_search
+from workers.metrics import observe_search
 from workers.runtime import Runtime
 
 
@@ -43,8 +45,10 @@ def search(
     AccessDeniedError for a query type the caller's role may not run."""
     check_type_allowed(caller, search_type if search_type is not None else route(query).search_type)
     ctx, names = rt.retrieval(), [checked(name, caller) for name in datasets]
+    started = time.perf_counter()
     store = sessions(rt, caller) if session is not None else None
     response = run_search(ctx, query, names, search_type, top_k, response_model, session, store)
+    observe_search(rt, response.search_type.value, time.perf_counter() - started)
     qa_id = ctx.extras.get(QA_ID_KEY) if session is not None else None
     return Searched(shown.search(caller, response), qa_id)
 
