@@ -21,6 +21,8 @@ from api.http.guards import RequestGuard
 from api.http.routes import cognify, datasets, export, health, jobs, memory, route, search
 from api.http.routes import metrics as metrics_routes
 from api.http.routes import webhooks as webhook_routes
+from api.http.routes.graph import router as graph_router
+from api.http.routes.ui import router as ui_router
 from api.http.schemas import (
     SAFE_MESSAGES,
     DocumentsAdd,
@@ -235,6 +237,8 @@ def create_app(runtime: Runtime | None = None) -> FastAPI:
     app.include_router(webhook_routes.router, **keyed)
     app.include_router(mcp_router())  # MCP at /mcp; it checks keys itself (api/mcp/http.py)
     app.include_router(metrics_routes.router)  # its own access check: admin or metrics token
+    app.include_router(graph_router, **keyed)
+    app.include_router(ui_router)  # static files; the page sends a key with its API calls
     for exc_type, status, code in DOMAIN_ERRORS:
         app.add_exception_handler(exc_type, _domain_handler(status, code))
     for exc_type, handler in HINTED_ERRORS:
