@@ -57,7 +57,7 @@ class JobTracker:
             self.state.add_member(RUNNING, job.id)
 
     def running(self) -> list[Job]:
-        """Unfinished jobs, without reading every job ever run."""
+        """Unfinished jobs, without reading every job ever run (a paused job is not one)."""
         jobs = []
         for job_id in sorted(self.state.add_members({RUNNING: []})[RUNNING]):
             try:
@@ -162,8 +162,27 @@ class JobTracker:
         # Last: a batch counts as recorded (for redeliveries and the sweeper) only once it is
         # in the "done" set; a crash before this line lets the batch be recorded again.
         self.state.put(recorded, "1")
+        return self.settled(job_id)
+
+    def settled(self, job_id: str) -> bool:
+        """Whether every batch of the job is recorded or parked (then it can be finalised)."""
         job = Job.model_validate_json(self.state.get(_key(job_id)) or "{}")
-        return self.state.count_members(_key(job_id, "done")) >= job.total_batches
+        done = self.state.count_members(_key(job_id, "done"))
+        return done + self.state.count_members(_key(job_id, "parked")) >= job.total_batches
+
+    def park(self, job_id: str, batch: int, step: str) -> None:
+        """Keep a batch whose `step` the budget refused for `jobs resume` (its stored inputs
+        stay); the sweeper leaves it alone meanwhile."""
+        if self.state.add_member(_key(job_id, "parked"), str(batch)):
+            self.event(job_id, "batch_paused", batch=batch, step=step)
+
+    def parked(self, job_id: str) -> set[int]:
+        """The batches parked until the job resumes."""
+        key = _key(job_id, "parked")
+        return {int(b) for b in self.state.add_members({key: []})[key]}
+
+    def unpark(self, job_id: str, batch: int) -> None:
+        self.state.remove_member(_key(job_id, "parked"), str(batch))
 
     def touch(self, job_id: str) -> None:
         """Note that the job made progress now (the sweeper resumes jobs that stop doing so)."""
@@ -176,10 +195,12 @@ class JobTracker:
     def unfinished_batches(self, job: Job) -> list[int]:
         """Batches not recorded yet, except held ones not released (nothing may start them)."""
         held = set(json.loads(self.state.get(_key(job.id, "held")) or "[]"))
+        parked = self.parked(job.id)  # they wait for `jobs resume`, not for a worker
         return [
             batch
             for batch in range(job.total_batches)
             if not self.batch_recorded(job.id, batch)
+            and batch not in parked
             and (batch not in held or self.state.get(_key(job.id, "released", str(batch))))
         ]
 
@@ -188,6 +209,11 @@ class JobTracker:
         not write before its first segment's write purged the document's older data."""
         if batches:
             self.state.put(_key(job_id, "held"), json.dumps(sorted(batches)))
+
+    def held_back(self, job_id: str) -> set[int]:
+        """The held batches not released yet."""
+        held = json.loads(self.state.get(_key(job_id, "held")) or "[]")
+        return {b for b in held if self.state.get(_key(job_id, "released", str(b))) is None}
 
     def release(self, job_id: str, batch: int) -> bool:
         """Release a held batch; True only the first time, so its chain is enqueued once."""
@@ -206,8 +232,15 @@ class JobTracker:
             return job
         job.counts, errors = self._totals(job)
         job.errors = job.errors + errors
+        paused = False
         if self.cancelled(job_id):
             job.status = JobStatus.CANCELLED
+        elif paused := bool(self.state.count_members(_key(job_id, "parked"))):
+            job.status = JobStatus.PAUSED_BUDGET
+            job.message = (
+                "budget reached: the parked batches wait; `cogmill jobs resume "
+                f"{job_id} --budget-usd X` (or POST /api/v1/jobs/{job_id}/resume) continues"
+            )
         elif (
             job.total_documents and len({e.document_id for e in job.errors}) >= job.total_documents
         ):
@@ -217,6 +250,9 @@ class JobTracker:
             job.status = JobStatus.SUCCEEDED
         job.finished_at = utcnow()
         self.save(job)
+        if paused:  # not `finished`: a watcher of the resumed job must not stop at it
+            self.event(job_id, "paused", status=job.status.value)
+            return job  # the parked batches' inputs are kept for the resume
         self.event(job_id, "finished", status=job.status.value)
         for key in self.state.keys(_key(job_id, "artifact", "")):
             self.state.delete(key)
@@ -246,6 +282,14 @@ class JobTracker:
     def cancel(self, job_id: str) -> Job:
         """Ask running work to stop; queued batches are skipped when they start."""
         job = self.get(job_id)
+        if job.status is JobStatus.PAUSED_BUDGET:  # nothing runs: it ends here
+            self.state.put(_key(job_id, "cancel"), "1")
+            self.event(job_id, "cancel_requested")
+            # Back to running for finalise (which ends only running jobs), without the errors
+            # its pause merged in (finalise adds the batches' errors again).
+            job.status, job.errors = JobStatus.RUNNING, []
+            self.state.put(_key(job_id), job.model_dump_json())
+            return self.finalise(job_id)
         if not job.status.finished:
             self.state.put(_key(job_id, "cancel"), "1")
             self.event(job_id, "cancel_requested")

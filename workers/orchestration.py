@@ -30,7 +30,7 @@ from core.models.documents import (
     processed_properties,
 )
 from core.models.graph import Node, dataset_id
-from core.models.jobs import Job, JobStatus
+from core.models.jobs import Budget, Job, JobStatus
 from core.models.vocabulary import DOCUMENT, NODE_SET
 from pipelines.base import Pipeline
 from pipelines.classify import Classify, DocumentProblem, kind_for
@@ -178,12 +178,14 @@ def cognify(
     pipeline_name: str | None = None,
     mode: str = "changed",
     options: dict[str, Any] | None = None,
+    budget: Budget | None = None,
 ) -> Job:
     """Plan and enqueue a job; returns it (already finished when there is nothing to do).
 
     Without `pipeline_name` every document goes through its own pipeline (`default` unless
     `add` chose another, e.g. `structured` for record files); with one, all documents do.
-    `options` reach every step of the job (see `Pipeline.build_step`).
+    `options` reach every step of the job (see `Pipeline.build_step`); `budget` caps what
+    its LLM calls may spend (workers/budgets.py).
     """
     check_dataset_name(dataset)
     if mode not in MODES:
@@ -204,6 +206,7 @@ def cognify(
         pipeline_version=",".join(get_pipeline(name).version for name in used),
         mode=mode,
         options=options or {},
+        budget=budget,
         status=JobStatus.RUNNING,
         total_documents=len({d.id for b in batches for d in b.documents}),
         total_batches=len(batches),

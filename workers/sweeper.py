@@ -18,6 +18,8 @@ store) sweeps the running jobs:
   progress for `sweep_stall_seconds`, has no step running on a live worker, and no message
   waiting in the queues, has its unfinished batches re-published the same way (or is finalised,
   when every batch is recorded and only the finalisation was lost).
+Batches parked by the job's budget (workers/budgets.py) wait for `jobs resume`: no sweep counts
+them as lost or stalled.
 Steps are idempotent upserts, so a re-published batch that races a late message repeats work
 at most, and the generation check stops the older chain at its next step.
 """
@@ -267,9 +269,9 @@ class Sweep:
     def _resume_stalled(self, job: Job, skip: set[int]) -> int:
         """Re-publish a stalled job's unfinished batches but `skip`, or finalise it if none is
         left."""
-        unfinished = self.jobs.unfinished_batches(job)
-        if not unfinished and self.jobs.batches_done(job.id) >= job.total_batches:
-            self.jobs.finalise(job.id)  # the last batch was recorded, its finalisation lost
+        unfinished = self.jobs.unfinished_batches(job)  # not the parked ones: they wait
+        if not unfinished and self.jobs.settled(job.id):
+            self.jobs.finalise(job.id)  # the last batch was recorded (or parked), its end lost
             return 0
         unfinished = [b for b in unfinished if b not in skip]
         for batch in unfinished:

@@ -21,11 +21,13 @@ from celery import Task
 from celery.signals import task_postrun, task_received
 
 from core.llm import outage
+from core.llm.usage import BudgetExceeded
 from core.models.jobs import Claim, DocumentError
 from core.ports import StoreError
 from pipelines.base import Step, step_types
 from pipelines.definitions import STEPS, get_pipeline
 from pipelines.models import DocumentBatch, WriteReport
+from workers.budgets import park_batch
 from workers.celery_app import FINISH, TASK_STEPS, app, task_name
 from workers.delivery import Delivery
 from workers.heartbeat import Heartbeat, ensure_heartbeat, worker_id
@@ -39,6 +41,7 @@ log = logging.getLogger("cogmill.tasks")
 STORE_RETRY_PAUSES = (0.5, 1, 2, 4, 8, 15, 30)  # ~1 minute in all
 T = TypeVar("T")
 STALE = "stale"  # what _run_step returns for a delivery that must do nothing
+PARKED = "parked"  # ... and for a step the job's budget refused (its batch waits for a resume)
 RETRIES: dict[str, Any] = {
     "autoretry_for": (StoreError,),
     "retry_backoff": 2,
@@ -85,8 +88,8 @@ def run_step(task: Task, work: Delivery) -> str | None:
     """
     deliveries: list[int] = []  # counted once per delivery, however often the body is retried
     output = ride_out_store_outages(lambda: _run_step(work, deliveries))
-    if output is STALE:
-        task.request.chain = None  # the batch's live generation runs the rest
+    if output is STALE or output is PARKED:
+        task.request.chain = None  # the batch's live generation (or a resume) runs the rest
         return None
     return output
 
@@ -163,6 +166,10 @@ def _run_step(work: Delivery, counted: list[int]) -> str | None:
             )
         except StoreError:
             raise
+        except BudgetExceeded as err:  # not the documents' fault: no errors, the batch waits
+            log.info("budget_reached step=%s job=%s batch=%s: %s", work.step, job_id, batch, err)
+            park_batch(runtime, job_id, batch, work.step)
+            return PARKED
         except Exception as err:  # noqa: BLE001 - a failed step becomes per-document errors
             log.exception("step_failed step=%s job=%s batch=%s", work.step, job_id, batch)
             report = _failed_report(jobs, job_id, batch, work.step, err)

@@ -7,16 +7,27 @@ embeddings request carries the texts of many documents). Counters
 are only ever incremented (Redis INCRBY, a SQLite upsert in one write transaction), so
 workers and threads adding at the same time lose nothing. A step delivered twice (its worker
 died) counts twice: both deliveries were paid for.
+
+A job with a budget (`Job.budget`) also keeps what its LLM calls committed, in tokens and in
+nano-dollars, at `job:<id>:budget:tokens` / `:nano_usd` (`JobBudget`): each request adds its
+estimate before it is sent (refused, and the job marked refused, when that goes over the
+cap: one INCRBY each, so concurrent workers cannot all slip under it) and the difference to
+its reply's usage after. The counters span every run of the job; a resume re-bases them on
+the job's recorded usage.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from core.llm.usage import FIELDS, KINDS, Meter, metering
+from core.llm.usage import FIELDS, KINDS, BudgetExceeded, Meter, metering
+from core.models.jobs import Budget, Job
 from core.ports import StateStore
+from core.settings import Settings
 from pipelines.models import Chunk
+from workers.runtime import current_runtime
 
 T = TypeVar("T")
 
@@ -37,12 +48,111 @@ def metered(
         if isinstance(chunks, list)
         else {}
     )
-    meter = Meter(owners=owners)
+    meter = Meter(owners=owners, guard=job_budget(state, job_id))
     try:
         with metering(meter):
-            return work()
+            try:
+                return work()
+            except BudgetExceeded:
+                _wait_answered(meter)
+                raise
     finally:
         add_usage(state, job_id, step, meter)
+
+
+def _wait_answered(meter: Meter) -> None:
+    """Let the requests the step sent before one was refused be answered (a step may stop at
+    the first refusal, its other requests still running), so their usage is counted."""
+    deadline = time.monotonic() + current_runtime().settings.llm_timeout_seconds
+    while meter.open_holds() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def job_budget(state: StateStore, job_id: str) -> JobBudget | None:
+    """The budget of the job as its LLM calls reserve against it (None: it has none)."""
+    raw = state.get(f"job:{job_id}")
+    budget = Job.model_validate_json(raw).budget if raw is not None else None
+    if budget is None:
+        return None
+    return JobBudget(state, job_id, budget, current_runtime().settings)
+
+
+class JobBudget:
+    """A job's budget on the state store: what its LLM calls committed, in atomic counters."""
+
+    def __init__(self, state: StateStore, job_id: str, budget: Budget, settings: Settings):
+        self.state, self.job_id, self.budget, self.settings = state, job_id, budget, settings
+
+    def reserve(self, prompt_tokens: int, completion_tokens: int) -> None:
+        """Commit a request's estimate, or raise BudgetExceeded (committing nothing) when it
+        would go over the cap or the job already refused a request."""
+        refused = _budget_key(self.job_id, "refused")
+        if self.state.get(refused) is not None:
+            raise BudgetExceeded(self._message())
+        tokens = prompt_tokens + completion_tokens
+        nano = nano_usd(prompt_tokens, completion_tokens, 0, self.settings)
+        used_tokens = self.state.incr(_budget_key(self.job_id, "tokens"), tokens)
+        used_nano = self.state.incr(_budget_key(self.job_id, "nano_usd"), nano)
+        if self._over(used_tokens, used_nano):
+            self.settle(-prompt_tokens, -completion_tokens, 0)
+            self.state.put(refused, "1")
+            raise BudgetExceeded(self._message())
+
+    def settle(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> None:
+        """Add usage beyond (negative: below) what was committed."""
+        nano = nano_usd(prompt_tokens, completion_tokens, cached_tokens, self.settings)
+        if prompt_tokens + completion_tokens:
+            self.state.incr(_budget_key(self.job_id, "tokens"), prompt_tokens + completion_tokens)
+        if nano:
+            self.state.incr(_budget_key(self.job_id, "nano_usd"), nano)
+
+    def _over(self, tokens: int, nano: int) -> bool:
+        budget = self.budget
+        return (budget.tokens is not None and tokens > budget.tokens) or (
+            budget.usd is not None and nano > round(budget.usd * 1e9)
+        )
+
+    def _message(self) -> str:
+        return f"job {self.job_id} reached its budget ({describe(self.budget)})"
+
+
+def nano_usd(prompt: int, completion: int, cached: int, settings: Settings) -> int:
+    """What LLM tokens cost in nano-dollars at the settings' prices (linear, so differences
+    of tokens price as well)."""
+    per_mtok = (
+        (prompt - cached) * settings.llm_price_input_per_mtok
+        + cached * settings.llm_price_cached_input_per_mtok
+        + completion * settings.llm_price_output_per_mtok
+    )
+    return round(per_mtok * 1000)  # USD per million tokens x tokens x 1e9 / 1e6
+
+
+def describe(budget: Budget) -> str:
+    """A budget in words, e.g. "$0.50 or 20000 tokens"."""
+    parts = ([f"${budget.usd:g}"] if budget.usd is not None else []) + (
+        [f"{budget.tokens} tokens"] if budget.tokens is not None else []
+    )
+    return " or ".join(parts)
+
+
+def rebase_budget(state: StateStore, job_id: str, settings: Settings) -> None:
+    """Before a paused job resumes: its committed counters become its recorded LLM usage (no
+    request is in flight; a worker that died mid-request left its estimate behind) and the
+    refusal is lifted."""
+    llm = job_usage(state, job_id)["llm"]
+    spent = nano_usd(llm["prompt_tokens"], llm["completion_tokens"], llm["cached_tokens"], settings)
+    state.put(_budget_key(job_id, "tokens"), str(llm["prompt_tokens"] + llm["completion_tokens"]))
+    state.put(_budget_key(job_id, "nano_usd"), str(spent))
+    state.delete(_budget_key(job_id, "refused"))
+
+
+def budget_refused(state: StateStore, job_id: str) -> bool:
+    """Whether the job's budget refused a request (until the job resumes)."""
+    return state.get(_budget_key(job_id, "refused")) is not None
+
+
+def _budget_key(job_id: str, name: str) -> str:
+    return f"job:{job_id}:budget:{name}"
 
 
 def add_usage(state: StateStore, job_id: str, step: str, meter: Meter) -> None:

@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from pipelines.key_declarations import KeyDeclarations
 
 app = typer.Typer()
+BUDGET_USD_HELP = (
+    "Pause the job (status paused_budget) before its LLM calls would cost more than this "
+    "many USD at the configured prices; `cogmill jobs resume ID` continues it"
+)
+BUDGET_TOKENS_HELP = "The same cap in LLM tokens (prompt + completion)"
 
 PipelineOption = Annotated[
     str | None,
@@ -168,6 +173,8 @@ def cognify(
     webhook: Annotated[
         str | None, typer.Option(help="POST the job record to this URL when it ends (signed)")
     ] = None,
+    budget_usd: Annotated[float | None, typer.Option(help=BUDGET_USD_HELP)] = None,
+    budget_tokens: Annotated[int | None, typer.Option(help=BUDGET_TOKENS_HELP)] = None,
 ) -> None:
     """Build the knowledge graph and vectors of a dataset's new and changed documents."""
     from core.models.custom import load_graph_model
@@ -186,7 +193,8 @@ def cognify(
                 out.print(f"webhook {hook.id} secret (shown once): {hook.secret}", markup=False)
             job = run_cognify(rt, dataset, pipeline=pipeline, everything=all_documents,
                               graph_model=model, ontology=rules,
-                              webhook=hook.id if hook else None)  # fmt: skip
+                              webhook=hook.id if hook else None, budget_usd=budget_usd,
+                              budget_tokens=budget_tokens)  # fmt: skip
             return wait_for(job, sys.stderr.isatty())
 
     job = guarded(body)

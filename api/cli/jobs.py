@@ -1,16 +1,19 @@
-"""`cogmill jobs`: list, show, cancel and watch cognify jobs."""
+"""`cogmill jobs`: list, show, cancel, resume and watch cognify jobs."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
 
-from api.cli.render import guarded, out, runtime_session
+from api.cli.ingest import BUDGET_TOKENS_HELP, BUDGET_USD_HELP
+from api.cli.render import guarded, out, runtime_session, wait_for
 from api.services import jobs
 from core.models.jobs import Job
+from workers.usage import describe
 
-app = typer.Typer(no_args_is_help=True, help="List, inspect and cancel cognify jobs.")
+app = typer.Typer(no_args_is_help=True, help="List, inspect, cancel and resume cognify jobs.")
 
 
 @app.command("list")
@@ -23,7 +26,7 @@ def jobs_list() -> None:
 
     for job in guarded(body):
         out.print(
-            f"{job.id}  {job.status.value:<9}  {job.dataset:<20} "
+            f"{job.id}  {job.status.value:<13}  {job.dataset:<20} "
             f"{job.counts.get('documents', 0)}/{job.total_documents} docs  "
             f"{job.created_at:%Y-%m-%d %H:%M:%S}",
             markup=False,
@@ -37,7 +40,8 @@ def jobs_show(
         bool, typer.Option("--json", help="JSON (the only output; for scripts)")
     ] = True,
 ) -> None:
-    """One job as JSON: status, counts, per-document errors, LLM/embeddings tokens and cost."""
+    """One job as JSON: status, counts, per-document errors, LLM/embeddings tokens and cost,
+    its budget and what the budget counts as spent."""
 
     def body() -> Job:
         with runtime_session() as rt:
@@ -60,6 +64,33 @@ def jobs_cancel(job_id: str) -> None:
         if not job.status.finished
         else f"job {job.id} already {job.status.value}"
     )
+
+
+@app.command("resume")
+def jobs_resume(
+    job_id: str,
+    budget_usd: Annotated[float | None, typer.Option(help=BUDGET_USD_HELP)] = None,
+    budget_tokens: Annotated[int | None, typer.Option(help=BUDGET_TOKENS_HELP)] = None,
+) -> None:
+    """Continue a job paused by its budget from where it stopped, under a new budget that
+    counts what it spent already (none given: no cap); waits for it like cognify."""
+
+    def body() -> jobs.JobReport:
+        with runtime_session(with_worker=True) as rt:
+            job = jobs.resume(rt, job_id, usd=budget_usd, tokens=budget_tokens)
+            return wait_for(job, sys.stderr.isatty())
+
+    job = guarded(body)
+    out.print(f"job {job.id}: {job.status.value}" + (f" ({job.message})" if job.message else ""))
+    budget = job.budget
+    cap = f" of {describe(budget)}" if budget is not None else ""
+    out.print(
+        f"documents {job.counts.get('documents', 0)}/{job.total_documents}, errors "
+        f"{len(job.errors)}; spent ${job.spent.usd:.4f}, {job.spent.tokens} tokens{cap}",
+        markup=False,
+    )
+    if job.status.value != "succeeded":
+        raise typer.Exit(1)
 
 
 @app.command("watch")

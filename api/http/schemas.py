@@ -163,6 +163,13 @@ class DeleteResult(BaseModel):
 # -- cognify, search, health --------------------------------------------------------------------
 
 
+BUDGET_USD = (
+    "Pause the job (status paused_budget) before its LLM calls would cost more than this "
+    "many USD at the server's prices (default: its job_budget_usd); resume continues it"
+)
+BUDGET_TOKENS = "The same cap in LLM tokens (prompt + completion)"
+
+
 class CognifyRequest(BaseModel):
     all: bool = Field(default=False, description="Reprocess every document, not only new/changed")
     pipeline: str | None = None
@@ -186,6 +193,15 @@ class CognifyRequest(BaseModel):
         description="http(s) URL the job record is POSTed to when the job ends, signed with "
         "the `webhook_secret` of the reply (X-Cogmill-Signature; see the README)",
     )
+    budget_usd: float | None = Field(default=None, gt=0, description=BUDGET_USD)
+    budget_tokens: int | None = Field(default=None, gt=0, description=BUDGET_TOKENS)
+
+
+class JobResume(BaseModel):
+    """A new budget for a paused job, counting what it spent already (none: no cap)."""
+
+    budget_usd: float | None = Field(default=None, gt=0, description=BUDGET_USD)
+    budget_tokens: int | None = Field(default=None, gt=0, description=BUDGET_TOKENS)
 
 
 class JobAccepted(BaseModel):

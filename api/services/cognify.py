@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from api.services.datasets import checked, existing
+from api.services.jobs import budget_of
 from core.models.custom import graph_model_of
 from core.models.jobs import Job
 from core.ontology import InvalidOntology, store_ontology
@@ -42,16 +43,23 @@ def cognify(
     ontology: OntologyFile | None = None,
     caller: Caller = LOCAL,
     webhook: str | None = None,
+    budget_usd: float | None = None,
+    budget_tokens: int | None = None,
 ) -> Job:
     """Start a job building the graph and vectors of the dataset's new and changed documents
     (every document with `everything`: a re-cognify), through each document's own pipeline or
     `pipeline`, extracting with `graph_model` (a JSON Schema) and aligning to `ontology`;
     `webhook`: the id of the job's own webhook (`webhooks.for_job`), told when it finishes.
+    `budget_usd` / `budget_tokens` cap its LLM spending (default: the `job_budget_usd`
+    setting); reached, the job ends `paused_budget` until `jobs.resume`.
 
     Returns the job, already finished when there is nothing to do. Raises DatasetNotFoundError,
     ValueError for a bad pipeline, graph model or ontology.
     """
     checked(dataset)
+    if budget_usd is None and budget_tokens is None:
+        budget_usd = rt.settings.job_budget_usd
+    budget = budget_of(rt.settings, budget_usd, budget_tokens)
     options: dict[str, Any] = {}
     if graph_model is not None:
         graph_model_of(graph_model)  # an invalid model fails here, not in a worker
@@ -62,4 +70,4 @@ def cognify(
         options["webhook"] = webhook
     # After the options: a bad one is reported even for a new dataset.
     stored = existing(rt, dataset, caller)
-    return plan(rt, stored, pipeline, "all" if everything else "changed", options)
+    return plan(rt, stored, pipeline, "all" if everything else "changed", options, budget)

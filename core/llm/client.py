@@ -143,7 +143,9 @@ class LLMClient:
     async def _send(
         self, messages: list[dict[str, Any]], schema: type[BaseModel], schema_json: dict[str, Any]
     ) -> str:
-        """One request after the limiter allows it; the reply text ("" if none)."""
+        """One request after the limiter allows it; the reply text ("" if none). Raises
+        BudgetExceeded, sending nothing, when the job's budget cannot cover it."""
+        accounting.reserve(messages, schema_json, self.stats.expected_completion_tokens())
         if self.limiter is not None:
             await self.limiter.acquire(self._estimate(messages, schema_json))
         self.stats.add(requests=1)

@@ -7,6 +7,11 @@ its own, and the LLM loop's tasks inherit the meter of the thread that submitted
 (`asyncio.run_coroutine_threadsafe` and `asyncio.gather` copy the caller's context). A meter
 only sums in memory; whoever opened it stores the totals once (atomic counters, so workers
 never lose each other's increments).
+
+A meter may carry a job's budget (`Spending`): before each LLM request the client calls
+`reserve`, which sets the request's estimated tokens aside against the budget (or raises
+BudgetExceeded, and the request is not sent); the reply's usage then settles the estimate to
+what was used. Cache hits never reach the endpoint and are free.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -79,6 +84,32 @@ class Usage:
         return asdict(self)
 
 
+class BudgetExceeded(RuntimeError):
+    """The job's budget cannot cover the next LLM call, which is not made. Not an LLMError on
+    purpose: no step may take it for one call's failure; the step stops and its batch waits
+    for `jobs resume`."""
+
+
+class Spending(Protocol):
+    """A job's budget as its LLM calls see it (workers/usage.py keeps it in the state store)."""
+
+    def reserve(self, prompt_tokens: int, completion_tokens: int) -> None:
+        """Set a call's estimated tokens aside; BudgetExceeded (nothing set aside) when they
+        would take the job over its budget. Raises StoreError."""
+
+    def settle(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> None:
+        """Add what calls used beyond (negative: below) what was set aside for them."""
+
+
+@dataclass
+class Hold:
+    """The tokens set aside for one LLM request until its reply's usage is known."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    open: bool = True
+
+
 @dataclass
 class Meter:
     """Sums the usage of the calls made while it is current; safe to update from threads."""
@@ -88,7 +119,50 @@ class Meter:
     owners: Mapping[str, str] = field(default_factory=dict)
     # LLM usage per document, from calls made under `about_document` / `about_text`.
     documents: dict[str, Usage] = field(default_factory=dict)
+    # The job's budget, which every LLM request of the work must reserve against (None: no cap).
+    guard: Spending | None = None
+    _holds: list[Hold] = field(default_factory=list, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def hold(self, prompt_tokens: int, completion_tokens: int) -> Hold:
+        """Reserve one request's estimate against the guard (BudgetExceeded: refused)."""
+        assert self.guard is not None
+        self.guard.reserve(prompt_tokens, completion_tokens)
+        hold = Hold(prompt_tokens, completion_tokens)
+        with self._lock:
+            self._holds.append(hold)
+        return hold
+
+    def settle(self, hold: Hold | None, prompt: int, completion: int, cached: int) -> None:
+        """A request answered with this usage: the guard gets the difference to its hold (the
+        whole usage when the hold was released meanwhile, or there was none)."""
+        if self.guard is None:
+            return
+        with self._lock:
+            if hold is not None and hold.open:
+                hold.open = False
+                self._holds.remove(hold)
+                prompt -= hold.prompt_tokens
+                completion -= hold.completion_tokens
+        self.guard.settle(prompt, completion, cached)
+
+    def release(self, holds: list[Hold] | None = None) -> None:
+        """Give back the estimate of requests that got no answer (default: every open hold)."""
+        if self.guard is None:
+            return
+        with self._lock:
+            gone = [h for h in (self._holds if holds is None else holds) if h.open]
+            for hold in gone:
+                hold.open = False
+                self._holds.remove(hold)
+        if gone:
+            prompt = sum(h.prompt_tokens for h in gone)
+            self.guard.settle(-prompt, -sum(h.completion_tokens for h in gone), 0)
+
+    def open_holds(self) -> int:
+        """Requests sent under this meter and not answered (or given back) yet."""
+        with self._lock:
+            return len(self._holds)
 
     def add(self, kind: str, **counts: int) -> None:
         """Add to the named counters of `kind` ("llm" or "embeddings"), and to the current
@@ -115,6 +189,8 @@ class Meter:
 
 _current: ContextVar[Meter | None] = ContextVar("cogmill_meter", default=None)
 _document: ContextVar[str | None] = ContextVar("cogmill_document", default=None)
+# The hold of the request this context (one asyncio task per call) is waiting on.
+_hold: ContextVar[Hold | None] = ContextVar("cogmill_hold", default=None)
 
 
 def about_document(document_id: str) -> None:
@@ -143,6 +219,24 @@ def metering(meter: Meter) -> Iterator[Meter]:
         yield meter
     finally:
         _current.reset(token)
+        meter.release()  # requests that never got an answer spent nothing
+
+
+def reserve(
+    messages: Sequence[dict[str, Any]], schema: dict[str, Any], completion_tokens: int
+) -> None:
+    """Before an LLM request: set its estimated tokens (the prompt's ~4 characters a token,
+    and `completion_tokens`) aside against the current meter's budget, if it has one. Raises
+    BudgetExceeded when the budget cannot cover them: the request must not be sent."""
+    meter = current_meter()
+    if meter is None or meter.guard is None:
+        return
+    previous = _hold.get()
+    if previous is not None:  # this context's previous attempt got no answer
+        meter.release([previous])
+    _hold.set(None)
+    chars = sum(len(str(m.get("content", ""))) for m in messages) + len(json.dumps(schema))
+    _hold.set(meter.hold(chars // 4, completion_tokens))
 
 
 def record(kind: str, usage: Mapping[str, Any] | None, *, prompt: str, completion: str) -> None:
@@ -154,16 +248,19 @@ def record(kind: str, usage: Mapping[str, Any] | None, *, prompt: str, completio
         return
     if usage:
         details = usage.get("prompt_tokens_details") or {}
-        meter.add(
-            kind,
-            calls=1,
-            prompt_tokens=usage.get("prompt_tokens") or 0,
-            completion_tokens=usage.get("completion_tokens") or 0,
-            cached_tokens=details.get("cached_tokens") or 0,
+        used = (
+            int(usage.get("prompt_tokens") or 0),
+            int(usage.get("completion_tokens") or 0),
+            int(details.get("cached_tokens") or 0),
         )
-        return
-    counted = count_tokens([prompt, completion])
-    meter.add(kind, calls=1, prompt_tokens=counted[0], completion_tokens=counted[1])
+    else:
+        counted = count_tokens([prompt, completion])
+        used = (counted[0], counted[1], 0)
+    meter.add(kind, calls=1, prompt_tokens=used[0], completion_tokens=used[1],
+              cached_tokens=used[2])  # fmt: skip
+    if kind == "llm" and meter.guard is not None:
+        meter.settle(_hold.get(), *used)
+        _hold.set(None)
 
 
 def add(kind: str, **counts: int) -> None:

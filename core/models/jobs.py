@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 
 class JobStatus(StrEnum):
@@ -15,10 +15,15 @@ class JobStatus(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    # Stopped by its budget with its unfinished batches parked; `jobs resume` continues it.
+    PAUSED_BUDGET = "paused_budget"
 
     @property
     def finished(self) -> bool:
-        return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+        """Whether no work of the job runs (a paused job may be resumed)."""
+        return self in (
+            JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.PAUSED_BUDGET
+        )  # fmt: skip
 
 
 class DocumentError(BaseModel):
@@ -28,6 +33,20 @@ class DocumentError(BaseModel):
     document_name: str
     step: str
     message: str
+
+
+class Budget(BaseModel):
+    """What a job's LLM calls may spend in all, counting every run of the job: dollars at the
+    settings' prices, tokens (prompt + completion), or both (whichever runs out first)."""
+
+    usd: float | None = Field(default=None, gt=0, description="LLM cost cap in USD")
+    tokens: int | None = Field(default=None, gt=0, description="LLM prompt + completion tokens")
+
+    @model_validator(mode="after")
+    def _some_cap(self) -> Budget:
+        if self.usd is None and self.tokens is None:
+            raise ValueError("a budget needs usd or tokens (or both)")
+        return self
 
 
 def utcnow() -> datetime:
@@ -44,6 +63,8 @@ class Job(BaseModel):
     mode: str = "changed"
     # Step options chosen for this job (e.g. a custom graph model); every step task reads them.
     options: dict[str, Any] = Field(default_factory=dict)
+    # Its LLM spending cap (None: none); reached, the job pauses instead of calling the LLM.
+    budget: Budget | None = None
     status: JobStatus = JobStatus.QUEUED
     total_documents: int = 0
     total_batches: int = 0

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import StreamingResponse
 
 from api.http.deps import Reader, RuntimeDep, Writer, owned_job_id
-from api.http.schemas import ApiError, error_responses
+from api.http.schemas import ApiError, JobResume, error_responses
 from api.services import jobs, shown
 from api.services.jobs import JobEvent, JobReport
 from core.models.jobs import Job
 from core.tenants import Caller
+from workers.budgets import JobNotResumableError
 from workers.jobs import JobNotFoundError
 from workers.runtime import Runtime
 
@@ -73,6 +75,26 @@ def get_job(job_id: JobId, runtime: RuntimeDep, caller: Reader) -> JobReport:
 def cancel_job(job_id: JobId, runtime: RuntimeDep, caller: Writer) -> Job:
     """Stop a job: queued batches are skipped, running steps stop at their next boundary."""
     return _shown(_found(jobs.cancel, runtime, job_id), caller)
+
+
+@router.post(
+    "/{job_id}/resume",
+    status_code=202,
+    response_model=Job,
+    responses=error_responses(404, 409, 422, 503),
+)
+def resume_job(
+    job_id: JobId, runtime: RuntimeDep, caller: Writer, body: JobResume | None = None
+) -> Job:
+    """Continue a job paused by its budget (status paused_budget) from where it stopped, under
+    a new budget counting what it spent already (none: no cap); 409 for any other job."""
+    body = body or JobResume()
+    resume = partial(jobs.resume, usd=body.budget_usd, tokens=body.budget_tokens)
+    try:
+        return _shown(_found(resume, runtime, job_id), caller)
+    except JobNotResumableError as err:
+        hint = f"GET /api/v1/jobs/{job_id} shows its status"
+        raise ApiError(409, "job_not_resumable", f"{err} ({hint})") from err
 
 
 def sse_lines(events: Iterator[JobEvent | None], *, poll: float, keepalive: float) -> Iterator[str]:
