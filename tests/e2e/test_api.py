@@ -243,6 +243,11 @@ def test_openapi_lists_every_route(client: TestClient) -> None:
         ("/api/v1/recall", "post"),
         ("/api/v1/improve", "post"),
         ("/api/v1/forget", "post"),
+        ("/api/v1/webhooks", "post"),
+        ("/api/v1/webhooks", "get"),
+        ("/api/v1/webhooks/{webhook_id}", "delete"),
+        ("/api/v1/jobs/{job_id}/webhooks", "get"),
+        ("/metrics", "get"),
         ("/health", "get"),
         ("/ready", "get"),
     }
