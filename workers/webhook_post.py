@@ -83,7 +83,7 @@ def check_url(url: str, *, allow_private: bool) -> Target:
     port = port or (443 if parts.scheme == "https" else 80)
     try:
         infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as err:
+    except (socket.gaierror, ValueError) as err:  # ValueError: not encodable (IDNA, NUL)
         raise WebhookError(f"cannot resolve webhook host {parts.hostname!r}: {err}") from err
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not allow_private:

@@ -57,7 +57,9 @@ def list_webhooks(runtime: RuntimeDep, caller: Reader) -> list[WebhookPublic]:
 
 
 @router.delete(
-    "/webhooks/{webhook_id}", response_model=WebhookPublic, responses=error_responses(404, 503)
+    "/webhooks/{webhook_id}",
+    response_model=WebhookPublic,
+    responses=error_responses(404, 422, 503),
 )
 def remove_webhook(
     webhook_id: Annotated[str, Path(max_length=64)], runtime: RuntimeDep, caller: Writer
