@@ -499,13 +499,13 @@ function fit() {
   if (!nodes.length) return setView({ x: -400, y: -300, w: 800, h: 600 });
   const xs = nodes.map((n) => n.x);
   const ys = nodes.map((n) => n.y);
-  const pad = 60; // room for the labels, which extend to the right of the nodes
+  const pad = 40; // room for the labels, which extend to the right of the nodes
   const left = Math.min(...xs) - pad;
   const top = Math.min(...ys) - pad;
   // Never closer than about one unit per pixel: labels stay their size on small graphs.
-  let w = Math.max(...xs) - left + pad + 140;
+  let w = Math.max(...xs) - left + pad + 100;
   let h = Math.max(...ys) - top + pad;
-  const grow = Math.max(1, 560 / w, 420 / h);
+  const grow = Math.max(1, 400 / w, 300 / h);
   const cx = left + w / 2;
   const cy = top + h / 2;
   w *= grow;
