@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from api.services import shown
 from api.services.datasets import existing
 from core.models.graph import Edge, Node, entity_id
 from core.models.vocabulary import ENTITY
@@ -82,6 +83,6 @@ def neighbourhood(
     kept = {n.id for n in nodes}
     edges = [e for e in read.edges if e.source in kept and e.target in kept]
     truncated = truncated or len(edges) > MAX_EDGES
-    shown = [n.model_copy(update={"dataset": dataset}) for n in nodes]
-    shown_edges = [e.model_copy(update={"dataset": dataset}) for e in edges[:MAX_EDGES]]
-    return Neighbourhood(dataset, seed.id, shown, shown_edges, truncated)
+    listed = [shown.graph_item(caller, n) for n in nodes]
+    listed_edges = [shown.graph_item(caller, e) for e in edges[:MAX_EDGES]]
+    return Neighbourhood(dataset, seed.id, listed, listed_edges, truncated)

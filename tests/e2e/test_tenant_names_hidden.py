@@ -102,7 +102,12 @@ def _read(walk: Walk) -> None:
     walk("GET", "/api/v1/jobs")
     walk("GET", "/api/v1/datasets")
     for name in ("docs", "broken"):
-        walk("GET", f"/api/v1/datasets/{name}/data")
+        documents = walk("GET", f"/api/v1/datasets/{name}/data").json()
+        # The explorer's neighbourhood of a document: the document node itself and its chunks.
+        around = walk(
+            "GET", f"/api/v1/datasets/{name}/graph/neighbourhood?node={documents[0]['id']}"
+        )
+        assert around.status_code == 200 and around.json()["nodes"], around.text
         for fmt in ("jsonl", "graphml"):
             exported = walk("GET", f"/api/v1/datasets/{name}/graph?format={fmt}")
             assert (
