@@ -242,6 +242,7 @@ def keyed(url: str, key: str) -> Client:
     return Client(streamable_http_client(url, http_client=http))
 
 
+NOTE = "The meeting with Grace Hopper moved to Thursday."
 NOTES = {
     "turing.txt": "Alan Turing was born in London. Alan Turing studied at King's College.",
     "thames.txt": "The River Thames flows through London. London is the capital of England.",
@@ -261,7 +262,10 @@ def test_http_tools_act_for_the_key_s_tenant_only(served: tuple[str, dict[str, s
             far = await call(client, "add_files", dataset="docs", paths=["/etc"])
             long = await call(client, "search", query="x" * 5000, datasets=["docs"])
             listed = ok(await call(client, "list_datasets"))
-            return {"job": job, "found": found, "far": far, "long": long, "listed": listed}
+            ok(await call(client, "remember", text=NOTE, session="chat-1"))
+            noted = ok(await call(client, "recall", query=NOTE, session="chat-1", scope="session"))
+            return {"job": job, "found": found, "far": far, "long": long, "listed": listed,
+                    "noted": noted}  # fmt: skip
 
     done = run(acme)
     assert done["job"]["status"] == "succeeded" and done["job"]["dataset"] == "docs", done["job"]
@@ -269,6 +273,8 @@ def test_http_tools_act_for_the_key_s_tenant_only(served: tuple[str, dict[str, s
     refused(done["far"], "server's own disk", "add_text")
     refused(done["long"], "5000 characters", "COGMILL_API_MAX_QUERY_CHARS")
     assert done["listed"] == {"datasets": [{"name": "docs", "documents": 2}]}
+    best = done["noted"]["results"][0]
+    assert (best["source"], best["text"]) == ("session_note", NOTE), done["noted"]
     job_id = done["job"]["id"]
 
     async def globex() -> dict[str, Any]:
@@ -278,6 +284,9 @@ def test_http_tools_act_for_the_key_s_tenant_only(served: tuple[str, dict[str, s
                 "search": await call(client, "search", query=QUESTION, datasets=["docs"]),
                 "job": await call(client, "job_status", job_id=job_id),
                 "delete": await call(client, "delete_document", dataset="docs", document="a.txt"),
+                "recall": await call(
+                    client, "recall", query=NOTE, session="chat-1", scope="session"
+                ),
             }
             try:
                 await client.read_resource("cogmill://datasets/docs/documents")
@@ -290,6 +299,8 @@ def test_http_tools_act_for_the_key_s_tenant_only(served: tuple[str, dict[str, s
     assert seen["listed"] == {"datasets": []}
     assert ok(seen["search"])["results"] == []  # the same query found acme's documents above
     refused(seen["job"], f"no job '{job_id}'")
+    # Sessions are per tenant: globex's chat-1 is not acme's.
+    assert ok(seen["recall"])["results"] == [], seen["recall"]
     refused(seen["delete"], "dataset 'docs' does not exist")
     assert "dataset 'docs' does not exist" in seen["resource"]
 
