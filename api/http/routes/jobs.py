@@ -2,35 +2,39 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
 from functools import partial
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Depends, Header, Query
+import anyio
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from api.http.deps import Reader, RuntimeDep, Writer, owned_job_id
-from api.http.schemas import ApiError, JobResume, error_responses
-from api.services import jobs, shown
-from api.services.jobs import JobEvent, JobReport
+from api.http.schemas import ApiError, error_responses
+from api.services import jobs
+from api.services.jobs import JobEvent, JobReport, StreamSlots, TooManyStreamsError
 from core.models.jobs import Job
 from core.tenants import Caller
-from workers.budgets import JobNotResumableError
 from workers.jobs import JobNotFoundError
 from workers.runtime import Runtime
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
 
 POLL_SECONDS = 0.5
-KEEPALIVE_SECONDS = 15.0
+STREAM_RETRY_AFTER = 5  # seconds: a 429's Retry-After when every stream slot is taken
 EVENTS_RESPONSES = {
     200: {
         "description": "text/event-stream: `id: N`, `event: <kind>`, `data: <json>` per event; "
         "kinds planned, batch_done, batch_resumed, cancel_requested, progress, finished",
         "content": {"text/event-stream": {"schema": {"type": "string"}}},
     },
-    **error_responses(404, 422, 503),
+    **error_responses(404, 422, 429, 503),
 }
 JobId = Annotated[str, Depends(owned_job_id)]
 T = TypeVar("T")
@@ -56,8 +60,8 @@ J = TypeVar("J", bound=Job)
 
 
 def _shown(job: J, caller: Caller) -> J:
-    """The job with its dataset (and any stored name in its messages) as the caller knows it."""
-    return shown.job(caller, job)
+    """The job with its dataset named as the caller knows it."""
+    return job.model_copy(update={"dataset": caller.unscoped(job.dataset)})
 
 
 @router.get("/{job_id}", response_model=JobReport, responses=error_responses(404, 422, 503))
@@ -77,40 +81,67 @@ def cancel_job(job_id: JobId, runtime: RuntimeDep, caller: Writer) -> Job:
     return _shown(_found(jobs.cancel, runtime, job_id), caller)
 
 
-@router.post(
-    "/{job_id}/resume",
-    status_code=202,
-    response_model=Job,
-    responses=error_responses(404, 409, 422, 503),
-)
-def resume_job(
-    job_id: JobId, runtime: RuntimeDep, caller: Writer, body: JobResume | None = None
-) -> Job:
-    """Continue a job paused by its budget (status paused_budget) from where it stopped, under
-    a new budget counting what it spent already (none: no cap); 409 for any other job."""
-    body = body or JobResume()
-    resume = partial(jobs.resume, usd=body.budget_usd, tokens=body.budget_tokens)
-    try:
-        return _shown(_found(resume, runtime, job_id), caller)
-    except JobNotResumableError as err:
-        hint = f"GET /api/v1/jobs/{job_id} shows its status"
-        raise ApiError(409, "job_not_resumable", f"{err} ({hint})") from err
-
-
-def sse_lines(events: Iterator[JobEvent | None], *, poll: float, keepalive: float) -> Iterator[str]:
-    """Server-sent events: `id: N`, `event: kind`, `data: json`; a comment line as keep-alive."""
+async def sse_lines(
+    events: AsyncGenerator[JobEvent | None, None],
+    *,
+    heartbeat: float,
+    lifetime: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> AsyncIterator[str]:
+    """Server-sent events: `id: N`, `event: kind`, `data: json`; a comment line after
+    `heartbeat` seconds without one, and the end (with a comment saying why) once the stream
+    is `lifetime` seconds old: an EventSource reconnects with Last-Event-ID and goes on."""
     yield "retry: 2000\n\n"
-    idle = 0.0
-    for event in events:
-        if event is None:
-            idle += poll
-            if idle >= keepalive:
-                idle = 0.0
-                yield ": keep-alive\n\n"
-            continue
-        idle = 0.0
-        head = f"id: {event.seq}\n" if event.seq is not None else ""
-        yield f"{head}event: {event.kind}\ndata: {json.dumps(event.data)}\n\n"
+    started = last = clock()
+    async with aclosing(events):
+        async for event in events:
+            now = clock()
+            if now - started >= lifetime:
+                yield ": this stream is at its time limit; reconnect with Last-Event-ID\n\n"
+                return
+            if event is None:
+                if now - last >= heartbeat:
+                    last = now
+                    yield ": keep-alive\n\n"
+                continue
+            last = now
+            head = f"id: {event.seq}\n" if event.seq is not None else ""
+            yield f"{head}event: {event.kind}\ndata: {json.dumps(event.data)}\n\n"
+
+
+class EventStream(StreamingResponse):
+    """A text/event-stream answer that frees its stream slot however it ends: the job
+    finished, the client went away, or the server stopped."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, content: AsyncIterator[str], release: Callable[[], None]) -> None:
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        super().__init__(content, headers=headers)
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
+
+
+def _stream_slots(request: Request) -> StreamSlots:
+    """The app's open streams, made on the first stream (on the event loop: no race)."""
+    state = request.app.state
+    if getattr(state, "event_streams", None) is None:
+        state.event_streams = StreamSlots()
+    slots: StreamSlots = state.event_streams
+    return slots
+
+
+def _key_of(request: Request, caller: Caller) -> str | None:
+    """Which API key a stream counts against (a digest of it); None without keys (auth off)."""
+    if caller.tenant is None:
+        return None
+    _, _, key = request.headers.get("authorization", "").partition(" ")
+    return hashlib.sha256(key.strip().encode()).hexdigest()
 
 
 # Event ids are a job's sequence numbers; a larger `after` (say 1e23) is refused up front
@@ -119,9 +150,11 @@ MAX_EVENT_ID = 2**53
 
 
 @router.get("/{job_id}/events", response_class=StreamingResponse, responses=EVENTS_RESPONSES)
-def job_events(
+async def job_events(
     job_id: JobId,
     runtime: RuntimeDep,
+    caller: Reader,
+    request: Request,
     after: Annotated[
         int, Query(ge=0, le=MAX_EVENT_ID, description="Replay only events after this id")
     ] = 0,
@@ -134,11 +167,26 @@ def job_events(
 
     A `progress` event (no id) carries the live counts whenever a batch finishes; the last
     event is `finished` with the job's status. A comment line keeps idle connections open.
+    A stream lasts at most COGMILL_API_STREAM_MAX_SECONDS (reconnect with Last-Event-ID);
+    over the open streams allowed per key or in all, the answer is a 429 with Retry-After.
     """
     start = after if last_event_id is None else last_event_id
-    # 404 now, before the stream starts.
-    events = _found(lambda rt, job: jobs.watch(rt, job, after=start, poll=POLL_SECONDS),
-                    runtime, job_id)  # fmt: skip
-    body = sse_lines(events, poll=POLL_SECONDS, keepalive=KEEPALIVE_SECONDS)
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+    slots, settings = _stream_slots(request), runtime.settings
+    # 404 now, before the stream starts; the store is read off the event loop.
+    read = partial(_found, partial(jobs.follower, after=start), runtime, job_id)
+    follower = await anyio.to_thread.run_sync(read, limiter=slots.limiter)
+    try:
+        release = slots.take(
+            _key_of(request, caller), settings.api_max_streams_per_key, settings.api_max_streams
+        )
+    except TooManyStreamsError as err:
+        error = ApiError(429, "too_many_streams", str(err))
+        error.headers = {"Retry-After": str(STREAM_RETRY_AFTER)}
+        raise error from err
+    events = jobs.follow_job_async(follower, poll=POLL_SECONDS, limiter=slots.limiter)
+    body = sse_lines(
+        events,
+        heartbeat=settings.api_stream_heartbeat_seconds,
+        lifetime=settings.api_stream_max_seconds,
+    )
+    return EventStream(body, release)
