@@ -128,7 +128,7 @@ def _check_quota(rt: Runtime, caller: Caller, paths: list[Path]) -> None:
     used, incoming = stored_bytes(rt, caller), sum(path.stat().st_size for path in paths)
     if used + incoming > quota:
         raise QuotaExceededError(
-            f"tenant {caller.tenant!r} stores {used} bytes of documents; adding {incoming} "
+            f"this tenant stores {used} bytes of documents; adding {incoming} "
             f"more would pass its quota of {quota} (COGMILL_TENANT_STORAGE_BYTES): delete "
             "documents or datasets first"
         )

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.e2e
 TENANT, OTHER = "zq7tenant", "yx4other"
 TEXT = "Zanzibar the aardvark digs burrows near Mombasa every monsoon season of 2019."
 DOCS = "/api/v1/datasets/docs"
+QUOTA = 4000
 # Every type a writer key may run (CYPHER and NATURAL_LANGUAGE are admin-only).
 TYPES = [t.value for t in SearchType if t not in (SearchType.CYPHER, SearchType.NATURAL_LANGUAGE)]
 
@@ -56,7 +57,8 @@ class Walk:
 
 @pytest.fixture(scope="module")
 def walked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
-    rt = Runtime(Settings(home=tmp_path_factory.mktemp("names-home")))
+    # A quota the walk's small texts stay under, and one upload goes over.
+    rt = Runtime(Settings(home=tmp_path_factory.mktemp("names-home"), tenant_storage_bytes=QUOTA))
     app = create_app(rt)
     with TestClient(app):
         tenants = Tenants(rt.state)
@@ -146,6 +148,8 @@ def _remember_and_recall(walk: Walk) -> None:
 
 
 def _errors_and_deletes(walk: Walk) -> None:
+    big = {"documents": [{"name": "big.txt", "text": "aardvark " * (QUOTA // 9)}]}
+    assert walk("POST", f"{DOCS}/data", json=big).status_code == 413
     walk("GET", "/api/v1/datasets/nope/data")
     walk("POST", "/api/v1/datasets/nope/cognify", json={})
     walk("GET", "/api/v1/datasets/nope/graph")
