@@ -18,6 +18,7 @@ import bisect
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 
 from celery import Celery
@@ -98,7 +99,8 @@ def queue_depths(app: Celery) -> dict[str, int]:
 # -- recording in workers ---------------------------------------------------------------------
 
 _started: dict[str, float] = {}  # task id -> perf_counter at prerun
-_flushed: dict[int, dict[str, int]] = {}  # id(LLM client) -> its counters when last added
+# Each LLM client's counters when last added (weak: a closed runtime's client goes with it).
+_flushed: weakref.WeakKeyDictionary[object, dict[str, int]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -131,8 +133,8 @@ def flush_llm_counters(runtime: Runtime) -> None:
         return
     now = client.stats.snapshot()
     with _lock:
-        before = _flushed.get(id(client), {})
-        _flushed[id(client)] = {name: now.get(name, 0) for name in LLM_COUNTERS}
+        before = _flushed.get(client, {})
+        _flushed[client] = {name: now.get(name, 0) for name in LLM_COUNTERS}
     for name in LLM_COUNTERS:
         if (delta := now.get(name, 0) - before.get(name, 0)) > 0:
             runtime.state.incr(PREFIX + "llm:" + name, delta)
