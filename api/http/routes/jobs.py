@@ -16,11 +16,12 @@ from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from api.http.deps import Reader, RuntimeDep, Writer, owned_job_id
-from api.http.schemas import ApiError, error_responses
-from api.services import jobs
+from api.http.schemas import ApiError, JobResume, error_responses
+from api.services import jobs, shown
 from api.services.jobs import JobEvent, JobReport, StreamSlots, TooManyStreamsError
 from core.models.jobs import Job
 from core.tenants import Caller
+from workers.budgets import JobNotResumableError
 from workers.jobs import JobNotFoundError
 from workers.runtime import Runtime
 
@@ -60,8 +61,8 @@ J = TypeVar("J", bound=Job)
 
 
 def _shown(job: J, caller: Caller) -> J:
-    """The job with its dataset named as the caller knows it."""
-    return job.model_copy(update={"dataset": caller.unscoped(job.dataset)})
+    """The job with its dataset (and any stored name in its messages) as the caller knows it."""
+    return shown.job(caller, job)
 
 
 @router.get("/{job_id}", response_model=JobReport, responses=error_responses(404, 422, 503))
@@ -79,6 +80,26 @@ def get_job(job_id: JobId, runtime: RuntimeDep, caller: Reader) -> JobReport:
 def cancel_job(job_id: JobId, runtime: RuntimeDep, caller: Writer) -> Job:
     """Stop a job: queued batches are skipped, running steps stop at their next boundary."""
     return _shown(_found(jobs.cancel, runtime, job_id), caller)
+
+
+@router.post(
+    "/{job_id}/resume",
+    status_code=202,
+    response_model=Job,
+    responses=error_responses(404, 409, 422, 503),
+)
+def resume_job(
+    job_id: JobId, runtime: RuntimeDep, caller: Writer, body: JobResume | None = None
+) -> Job:
+    """Continue a job paused by its budget (status paused_budget) from where it stopped, under
+    a new budget counting what it spent already (none: no cap); 409 for any other job."""
+    body = body or JobResume()
+    resume = partial(jobs.resume, usd=body.budget_usd, tokens=body.budget_tokens)
+    try:
+        return _shown(_found(resume, runtime, job_id), caller)
+    except JobNotResumableError as err:
+        hint = f"GET /api/v1/jobs/{job_id} shows its status"
+        raise ApiError(409, "job_not_resumable", f"{err} ({hint})") from err
 
 
 async def sse_lines(
