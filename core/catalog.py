@@ -181,12 +181,17 @@ class Catalog:
         if batch < 1:
             raise ValueError(f"batch must be >= 1, got {batch}")
         looked: list[LookedAt] = []
-        for name, path in files:
-            if (file := self._look(dataset, name, path, report, check, pipeline)) is not None:
-                looked.append(file)
-            if len(looked) == batch:
+        try:
+            for name, path in files:
+                if (file := self._look(dataset, name, path, report, check, pipeline)) is not None:
+                    looked.append(file)
+                if len(looked) == batch:
+                    ready, looked = looked, []
+                    self._add_batch(dataset, ready, report, node_set, pipeline)
+        except Exception:  # an unreadable file: those before it are stored, as one by one
+            if looked:
                 self._add_batch(dataset, looked, report, node_set, pipeline)
-                looked = []
+            raise
         if looked:
             self._add_batch(dataset, looked, report, node_set, pipeline)
 

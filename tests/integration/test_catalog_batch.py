@@ -216,3 +216,18 @@ def test_adding_costs_a_few_transactions_per_batch(
     assert transactions[0] <= 2 + 1, transactions[0]
     assert len(added_by_service.report.added) == 200
     assert len(documents(runtime, dataset)) == 320
+
+
+def test_files_before_an_unreadable_one_are_stored(
+    runtime: Runtime, backend: Backend, tmp_path: Path
+) -> None:
+    files = Files(tmp_path / "files")
+    dataset = backend.dataset("batch-gone")
+    runtime.catalog.ensure_dataset(dataset)
+    readable = files([("first.txt", b"First."), ("second.txt", b"Second.")])
+    gone = [("gone.txt", tmp_path / "no-such-file.txt")]
+    report = AddReport()
+    with pytest.raises(FileNotFoundError):
+        runtime.catalog.add_files(dataset, readable + gone, report, check_supported)
+    assert report.added == ["first.txt", "second.txt"]
+    assert set(outcome(runtime, dataset)) == {"first.txt", "second.txt"}
