@@ -104,7 +104,8 @@ def test_the_node_cap_truncates_and_says_so(clients: dict[str, Any]) -> None:
     assert len(capped["nodes"]) == 2 and capped["truncated"]
     assert capped["nodes"][0]["id"] == full["node"]
     for status, params in ((422, {"entity": "x", "limit": 0}), (422, {"entity": "x", "limit": 201}),
-                           (422, {}), (422, {"node": "a", "entity": "b"})):  # fmt: skip
+                           (422, {}), (422, {"node": "a", "entity": "b"}),
+                           (422, {"node": ""})):  # fmt: skip
         answer = acme.get(HOOD, params=params)
         assert answer.status_code == status, (params, answer.text)
         assert set(answer.json()) == {"error"}

@@ -76,7 +76,9 @@ def get_neighbourhood(
     name: DatasetName,
     runtime: RuntimeDep,
     caller: Reader,
-    node: Annotated[str | None, Query(max_length=200, description="The seed node's id")] = None,
+    node: Annotated[
+        str | None, Query(min_length=1, max_length=200, description="The seed node's id")
+    ] = None,
     entity: Annotated[
         str | None, Query(min_length=1, max_length=500, description="Or an entity's name")
     ] = None,
