@@ -14,6 +14,7 @@ steps had answered before are answered by the LLM cache, so nothing is paid twic
 
 from __future__ import annotations
 
+from core.models.graph import dataset_id
 from core.models.jobs import Budget, Job, JobStatus
 from pipelines.models import DocumentBatch
 from workers.jobs import JobTracker, batch_input_key
@@ -47,7 +48,8 @@ def park_batch(runtime: Runtime, job_id: str, batch: int, step: str) -> None:
 def resume_job(runtime: Runtime, job_id: str, budget: Budget | None = None) -> Job:
     """Continue a job paused by its budget under `budget` (None: without a cap), counting
     what it spent so far. Raises JobNotFoundError, JobNotResumableError (not paused, already
-    resumed, or its parked inputs expired) and ValueError (a budget already spent)."""
+    resumed, its dataset deleted or its parked inputs expired) and ValueError (a budget
+    already spent)."""
     jobs = tracker(runtime)
     job = jobs.get(job_id, live=False)
     if job.status is not JobStatus.PAUSED_BUDGET:
@@ -55,6 +57,8 @@ def resume_job(runtime: Runtime, job_id: str, budget: Budget | None = None) -> J
             f"job {job_id} is {job.status.value}: only a job paused by its budget "
             f"({JobStatus.PAUSED_BUDGET.value}) can be resumed"
         )
+    if not runtime.graph.get_nodes([dataset_id(job.dataset)]):
+        raise JobNotResumableError(f"job {job_id}'s dataset was deleted: nothing to resume")
     if budget is not None:
         check_covers_spent(runtime, job_id, budget)
     parked = jobs.parked(job_id)

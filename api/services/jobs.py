@@ -15,9 +15,11 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
+from api.services.datasets import ensure_idle
 from core.llm.usage import UsageTotals, priced
 from core.models.jobs import Budget, Job
 from core.settings import Settings
+from core.tenants import LOCAL, Caller
 from workers.budgets import resume_job
 from workers.jobs import JobNotFoundError, JobTracker
 from workers.runtime import Runtime
@@ -85,11 +87,21 @@ def budget_of(
     return budget
 
 
-def resume(rt: Runtime, job_id: str, *, usd: float | None = None, tokens: int | None = None) -> Job:
+def resume(
+    rt: Runtime,
+    job_id: str,
+    *,
+    usd: float | None = None,
+    tokens: int | None = None,
+    caller: Caller = LOCAL,
+) -> Job:
     """Continue a job paused by its budget, under a new budget counting what it spent so far
-    (none given: no cap). Raises JobNotFoundError, JobNotResumableError (not paused: 409)
-    and ValueError (a bad budget, or one already spent)."""
-    return resume_job(rt, checked_id(job_id), budget_of(rt.settings, usd, tokens))
+    (none given: no cap). Raises JobNotFoundError, JobNotResumableError (not paused: 409),
+    JobRunningError (another job on its dataset runs: their writes would race) and ValueError
+    (a bad budget, or one already spent)."""
+    job = tracker(rt).get(checked_id(job_id), live=False)
+    ensure_idle(rt, job.dataset, caller)
+    return resume_job(rt, job.id, budget_of(rt.settings, usd, tokens))
 
 
 def cancel(rt: Runtime, job_id: str) -> Job:

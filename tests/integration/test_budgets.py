@@ -17,10 +17,12 @@ from fastapi.testclient import TestClient
 from api.http.app import create_app
 from api.services import jobs
 from api.services.cognify import cognify as start_cognify
+from api.services.datasets import JobRunningError
+from api.services.delete import delete_dataset
 from api.services.export import graph_pages
 from core.llm.usage import BudgetExceeded
 from core.models.documents import STATUS, DocumentStatus
-from core.models.jobs import Budget, JobStatus
+from core.models.jobs import Budget, Job, JobStatus
 from core.settings import Settings
 from tests.backends import (  # noqa: F401 - fixtures used by name
     Backend,
@@ -279,3 +281,28 @@ def test_cli_budget_pause_show_and_resume(
     assert code == 0 and "succeeded" in output and "of $5" in output, output
     code, output = cli("jobs", "resume", job_id)
     assert code == 1 and "only a job paused by its budget" in output, output
+
+
+@embedded_only
+def test_resume_waits_for_other_jobs_and_refuses_a_deleted_dataset(
+    backend: Backend, server: LLMTestServer, tmp_path: Path
+) -> None:
+    """A paused job does not resume beside another job on its dataset (their writes would
+    race), nor into a dataset deleted meanwhile."""
+    with backend.runtime(threads=2, **llm_settings(server), **SETTINGS) as rt:
+        dataset = backend.dataset("busy")
+        write_files(tmp_path / "docs", dict(list(TEXTS.items())[:3]))
+        assert not add_files(rt, dataset, sorted((tmp_path / "docs").iterdir())).rejected
+        paused = finished(rt, start_cognify(rt, dataset, budget_tokens=2500))
+        assert paused.status is JobStatus.PAUSED_BUDGET, paused
+        tracker = JobTracker(rt.state)
+        other = Job(id="other", dataset=dataset, pipeline="default", pipeline_version="2",
+                    status=JobStatus.RUNNING)  # fmt: skip
+        tracker.save(other)
+        with pytest.raises(JobRunningError):
+            jobs.resume(rt, paused.id)
+        tracker.save(other.model_copy(update={"status": JobStatus.CANCELLED}))
+        delete_dataset(rt, dataset)
+        with pytest.raises(JobNotResumableError, match="deleted"):
+            jobs.resume(rt, paused.id)
+        assert tracker.get(paused.id).status is JobStatus.PAUSED_BUDGET

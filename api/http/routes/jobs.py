@@ -94,7 +94,7 @@ def resume_job(
     """Continue a job paused by its budget (status paused_budget) from where it stopped, under
     a new budget counting what it spent already (none: no cap); 409 for any other job."""
     body = body or JobResume()
-    resume = partial(jobs.resume, usd=body.budget_usd, tokens=body.budget_tokens)
+    resume = partial(jobs.resume, usd=body.budget_usd, tokens=body.budget_tokens, caller=caller)
     try:
         return _shown(_found(resume, runtime, job_id), caller)
     except JobNotResumableError as err:
