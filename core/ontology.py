@@ -8,6 +8,11 @@ skos:prefLabel, skos:altLabel and the local name split at CamelCase and undersco
 
 Ontology files can be large, so a job carries only the blob key (`ontologies/<sha256>.<ext>`);
 the content hash in the key lets each process parse an ontology once and reuse it.
+
+Text from outside is never parsed where it is received (issue 14, fault 2): `store_ontology`
+only runs checks linear in its size (`check_ontology`), and the worker that aligns parses it in
+a child process stopped after `ontology_parse_seconds` (`parse_bounded`), so a slow parse costs
+neither a request thread nor more than its time bound.
 """
 
 from __future__ import annotations
@@ -15,9 +20,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+import json
 import logging
+import os
 import re
+import subprocess
+import sys
 import threading
+import xml.parsers.expat
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path, PurePath
@@ -117,20 +127,105 @@ def format_for(filename: str) -> str:
     return FORMATS[suffix]
 
 
-def parse_ontology(
-    data: bytes, rdf_format: str, source: str = "ontology", settings: Settings | None = None
+def _unparsable(source: str, rdf_format: str) -> InvalidOntology:
+    return InvalidOntology(
+        f"{source} is not valid {rdf_format} RDF; check it with an RDF validator"
+    )
+
+
+def _settings(settings: Settings | None) -> Settings:
+    return settings if settings is not None else Settings()
+
+
+def check_ontology(data: bytes, filename: str, settings: Settings | None = None) -> str:
+    """The rdflib format of an ontology sent with a job, after checks that take time linear in
+    its size and parse no RDF: a known extension, at most `ontology_max_bytes`, no DOCTYPE or
+    entities, inline JSON-LD contexts, well-formed XML (expat) or UTF-8 text. Raises
+    InvalidOntology; what only a full parse finds fails the job's documents in the worker."""
+    rdf_format = format_for(filename)
+    try:
+        check_rdf_text(data, rdf_format, filename, _settings(settings).ontology_max_bytes)
+    except UnsafeRdf as err:
+        raise InvalidOntology(str(err)) from err
+    try:
+        if rdf_format == "xml":  # no DOCTYPE (checked above): nothing to expand or fetch
+            xml.parsers.expat.ParserCreate().Parse(data, True)
+        elif rdf_format != "json-ld":  # JSON-LD was read as JSON above
+            data.decode("utf-8")
+    except (xml.parsers.expat.ExpatError, UnicodeDecodeError) as err:
+        log.info("ontology_malformed source=%r format=%s error=%r", filename, rdf_format, err)
+        raise _unparsable(filename, rdf_format) from err
+    return rdf_format
+
+
+def parse_bounded(
+    data: bytes, rdf_format: str, source: str, *, seconds: float, max_bytes: int
 ) -> Ontology:
-    """Parse OWL/RDF bytes into an Ontology. Raises InvalidOntology: unsafe text (a DOCTYPE,
-    a remote or file: JSON-LD context, over `ontology_max_bytes`) is refused before parsing,
-    and a parse failure gets a generic message (the parser's reason goes to the log only)."""
+    """`parse_ontology` in a child process stopped after `seconds`, so a slow parse ties up
+    no thread of the caller for longer. Raises InvalidOntology with a generic message (the
+    parser's reason goes to the log)."""
+    root = str(Path(__file__).resolve().parents[1])  # the folder holding the `core` package
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    command = [sys.executable, "-m", "core.ontology", rdf_format, source]
+    command.append(str(max_bytes))
+    try:
+        done = subprocess.run(
+            command, input=data, capture_output=True, timeout=seconds, check=False,
+            env={**os.environ, "PYTHONPATH": path},
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as err:  # run() killed the child
+        log.warning("ontology_parse_timeout source=%r seconds=%s", source, seconds)
+        raise InvalidOntology(
+            f"{source} took longer than {seconds:g} s to parse "
+            "(COGMILL_ONTOLOGY_PARSE_SECONDS); send a smaller ontology"
+        ) from err
+    try:
+        answer = json.loads(done.stdout)
+    except ValueError:
+        answer = None
+    if done.returncode != 0 or not isinstance(answer, dict):
+        log.warning("ontology_parse_failed source=%r exit=%s stderr=%r", source,
+                    done.returncode, done.stderr[-2000:])  # fmt: skip
+        raise _unparsable(source, rdf_format)
+    if "error" in answer:
+        log.info("ontology_unparsable source=%r format=%s error=%s", source, rdf_format,
+                 answer.get("detail"))  # fmt: skip
+        raise InvalidOntology(answer["error"])
+    return Ontology(_terms(answer["classes"]), _terms(answer["individuals"]))
+
+
+def _terms(raw: dict[str, list[list[str]]]) -> dict[str, Term]:
+    return {uri: Term(uri, tuple(labels), tuple(parents)) for uri, (labels, parents) in raw.items()}
+
+
+def _parse_child(argv: list[str]) -> None:
+    """`python -m core.ontology FORMAT SOURCE MAX_BYTES`: parse stdin; print its classes and
+    individuals as JSON, or the InvalidOntology message and the parser's reason."""
+    rdf_format, source, max_bytes = argv
+    try:
+        onto = parse_ontology(sys.stdin.buffer.read(), rdf_format, source, int(max_bytes))
+    except InvalidOntology as err:
+        json.dump({"error": str(err), "detail": repr(err.__cause__)}, sys.stdout)
+        return
+    kinds = {"classes": onto.classes, "individuals": onto.individuals}
+    answer = {kind: {u: [t.labels, t.parents] for u, t in terms.items()}
+              for kind, terms in kinds.items()}  # fmt: skip
+    json.dump(answer, sys.stdout)
+
+
+def parse_ontology(
+    data: bytes, rdf_format: str, source: str = "ontology", max_bytes: int | None = None
+) -> Ontology:
+    """Parse OWL/RDF bytes into an Ontology, in this process (text from outside goes through
+    `parse_bounded`). Raises InvalidOntology: unsafe text (a DOCTYPE, a remote or file:
+    JSON-LD context, over `max_bytes`, by default the settings' `ontology_max_bytes`) is
+    refused before parsing, and a parse failure gets a generic message (the parser's reason
+    is the exception's cause, for the log only)."""
     import rdflib  # imported here: only jobs with an ontology need it
     from rdflib.namespace import OWL, RDF, RDFS, SKOS
 
-    max_bytes = (
-        settings.ontology_max_bytes
-        if settings
-        else Settings.model_fields["ontology_max_bytes"].default
-    )
+    if max_bytes is None:
+        max_bytes = Settings.model_fields["ontology_max_bytes"].default
     try:
         check_rdf_text(data, rdf_format, source, max_bytes)
     except UnsafeRdf as err:
@@ -140,9 +235,7 @@ def parse_ontology(
         graph.parse(io.BytesIO(data), format=rdf_format)
     except Exception as err:  # noqa: BLE001 - rdflib's parsers raise many unrelated types
         log.info("ontology_unparsable source=%r format=%s error=%r", source, rdf_format, err)
-        raise InvalidOntology(
-            f"{source} is not valid {rdf_format} RDF; check it with an RDF validator"
-        ) from err
+        raise _unparsable(source, rdf_format) from err
     uri = rdflib.URIRef
     class_uris = {
         str(s) for kind in (OWL.Class, RDFS.Class) for s in graph.subjects(RDF.type, kind)
@@ -217,9 +310,9 @@ def _match(index: dict[str, str], name: str, threshold: float) -> str | None:
 def store_ontology(
     blobs: BlobStore, data: bytes, filename: str, settings: Settings | None = None
 ) -> str:
-    """Validate an ontology and keep it in the blob store; returns the key jobs carry."""
-    rdf_format = format_for(filename)
-    parse_ontology(data, rdf_format, filename, settings)
+    """Check an ontology cheaply (`check_ontology`; the worker parses it) and keep it in the
+    blob store; returns the key jobs carry. Raises InvalidOntology."""
+    check_ontology(data, filename, settings)
     extension = PurePath(filename).suffix.lower()
     key = f"{BLOB_PREFIX}{hashlib.sha256(data).hexdigest()}{extension}"
     blobs.put(key, io.BytesIO(data))
@@ -238,19 +331,26 @@ def store_ontology_file(blobs: BlobStore, path: Path) -> str:
 _lock = threading.Lock()
 
 
-def load_stored_ontology(blobs: BlobStore, key: str) -> Ontology:
-    """The parsed ontology behind a job's key (parsed once per process: keys name content)."""
+def load_stored_ontology(blobs: BlobStore, key: str, settings: Settings | None = None) -> Ontology:
+    """The parsed ontology behind a job's key (parsed once per process: keys name content),
+    within `ontology_parse_seconds` (`parse_bounded`). Raises InvalidOntology."""
     if not isinstance(key, str) or not key.startswith(BLOB_PREFIX):
         raise InvalidOntology(f"ontology option {key!r} is not a stored ontology key")
+    limits = _settings(settings)
+    seconds, max_bytes = limits.ontology_parse_seconds, limits.ontology_max_bytes
     with _lock:
-        return _parsed(blobs, key)  # type: ignore[arg-type]  # stores hash by identity
+        return _parsed(blobs, key, seconds, max_bytes)  # type: ignore[arg-type]  # hash: identity
 
 
 @functools.lru_cache(maxsize=4)
-def _parsed(blobs: Any, key: str) -> Ontology:
+def _parsed(blobs: Any, key: str, seconds: float, max_bytes: int) -> Ontology:
     try:
         with blobs.open(key) as stream:
             data = stream.read()
     except FileNotFoundError as err:
         raise InvalidOntology(f"stored ontology {key} is gone; pass the ontology again") from err
-    return parse_ontology(data, format_for(key), key)
+    return parse_bounded(data, format_for(key), key, seconds=seconds, max_bytes=max_bytes)
+
+
+if __name__ == "__main__":
+    _parse_child(sys.argv[1:])

@@ -111,6 +111,8 @@ class Settings(BaseSettings):
     ontology_match_threshold: float = Field(default=90.0, gt=0, le=100)
     # Ontology text from outside is refused above this size (core/rdf_guard.py).
     ontology_max_bytes: int = Field(default=16 * 1024 * 1024, ge=1)
+    # A worker parses a job's ontology in a child process, stopped after this many seconds.
+    ontology_parse_seconds: float = Field(default=60.0, gt=0)
     # An OpenAI-compatible embeddings endpoint instead of the local model (set EMBEDDING_DIM too).
     embedding_base_url: str | None = None
     embedding_model: str = "text-embedding-3-small"

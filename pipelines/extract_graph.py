@@ -8,7 +8,7 @@ from core.llm.extractor import PROMPT_PATH, ExtractionFailed, LLMExtractor
 from core.models.custom import CustomGraphModel, graph_model_of
 from core.models.extraction import KnowledgeGraph
 from core.models.jobs import DocumentError
-from core.ontology import load_stored_ontology
+from core.ontology import InvalidOntology, load_stored_ontology
 from core.ports import Extractor
 from pipelines.align_ontology import OntologyAligner
 from pipelines.base import LLM, StepContext, StepQueue, StepServices
@@ -44,7 +44,12 @@ class ExtractGraph:
             )
         aligner = None
         if options.get("ontology"):
-            ontology = load_stored_ontology(services.blobs, options["ontology"])
+            # Parsed here in the worker, within COGMILL_ONTOLOGY_PARSE_SECONDS; one that will
+            # not parse fails the batch's documents (run) instead of the task.
+            try:
+                ontology = load_stored_ontology(services.blobs, options["ontology"], s)
+            except InvalidOntology as err:
+                return cls(extractor, graph_model=model, refusal=err)
             aligner = OntologyAligner(ontology, s.ontology_match_threshold)
         return cls(extractor, graph_model=model, aligner=aligner)
 
@@ -54,12 +59,16 @@ class ExtractGraph:
         *,
         graph_model: CustomGraphModel | None = None,
         aligner: OntologyAligner | None = None,
+        refusal: InvalidOntology | None = None,
     ) -> None:
         self.extractor = extractor
         self.graph_model = graph_model
         self.aligner = aligner
+        self.refusal = refusal  # the job's ontology would not parse: every batch fails with it
 
     def run(self, batch: ChunkBatch) -> ExtractedBatch:
+        if self.refusal is not None:
+            raise InvalidOntology(str(self.refusal))
         errors = list(batch.errors)
         try:
             graphs = self.extractor.extract([chunk.text for chunk in batch.chunks])

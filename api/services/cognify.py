@@ -65,7 +65,10 @@ def cognify(
         graph_model_of(graph_model)  # an invalid model fails here, not in a worker
         options["graph_model"] = graph_model
     if ontology is not None:
-        options["ontology"] = store_ontology(rt.blobs, ontology.data, ontology.filename)
+        # Checked cheaply here and stored; the worker parses it (core/ontology.py).
+        options["ontology"] = store_ontology(
+            rt.blobs, ontology.data, ontology.filename, rt.settings
+        )
     if webhook is not None:
         options["webhook"] = webhook
     # After the options: a bad one is reported even for a new dataset.
