@@ -9,6 +9,8 @@ task `cogmill.deliver_webhook` on the default queue; in embedded mode its first 
 inline in the thread that finished the job (the one-shot CLI process would otherwise stop its
 worker threads before the message is taken). A failed attempt is retried with exponential
 backoff for `webhook_retry_seconds`; each attempt is appended to the job's delivery log.
+Embedded mode's retries live in its in-process broker, so each is also kept in the state store
+until it runs, and the next process starting worker threads schedules those left over.
 
 This module reads the job record by its key instead of through `workers.jobs.JobTracker`:
 the tracker calls `announce` when a job finishes, so importing it here would be a cycle.
@@ -24,6 +26,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from celery import Task
+from celery.signals import worker_init
 
 from core.llm.usage import priced
 from core.models.jobs import Job, JobStatus
@@ -44,6 +47,9 @@ from workers.webhook_post import (
 log = logging.getLogger("cogmill.webhooks")
 
 SUB_PREFIX = "webhooks:sub:"
+# Embedded mode: the retries its in-process broker holds, kept until they run so that the next
+# cogmill process starting worker threads resumes them (Redis holds them in distributed mode).
+PENDING_PREFIX = "webhooks:pending:"
 TASK = task_name("deliver_webhook")  # routed in workers/celery_app.py
 
 
@@ -188,8 +194,10 @@ def job_body(state: StateStore, settings: Settings, job_id: str) -> bytes | None
     usage = priced(job_usage(state, job_id), settings)
     # As api/services/jobs.show builds its JobReport (which this layer cannot import); the
     # webhook tests compare the two, field by field.
+    llm = usage["llm"]
+    spent = {"usd": llm.cost_usd, "tokens": llm.prompt_tokens + llm.completion_tokens}
     record = {**job.model_dump(mode="json"), **{k: v.model_dump() for k, v in usage.items()}}
-    return json.dumps(record).encode()
+    return json.dumps({**record, "spent": spent}).encode()
 
 
 def backoff(settings: Settings, attempt: int) -> float:
@@ -220,24 +228,31 @@ def deliver(
     body = job_body(state, settings, job_id)
     entry: dict[str, object] = {"subscription": subscription, "url": sub.url if sub else None,
                                 "event": event, "attempt": attempt, "at": time.time()}  # fmt: skip
+    pending = PENDING_PREFIX + f"{job_id}:{subscription}"
     if sub is None or body is None:
         gone = "the webhook or the job no longer exists"
         _record(state, job_id, tried, {**entry, "outcome": "dropped", "error": gone})
+        state.delete(pending)
         return False
     reply = _attempt(sub, body, event, attempt, job_id, settings)
     entry.update(status=reply.status, error=reply.error, ms=round(reply.ms, 1))
     if reply.delivered:
         state.put(done, "1")
         _record(state, job_id, tried, {**entry, "outcome": "delivered"})
+        state.delete(pending)
         return True
     delay = backoff(settings, attempt)
     if time.time() + delay - first_at > settings.webhook_retry_seconds:
         _record(state, job_id, tried, {**entry, "outcome": "gave_up"})
+        state.delete(pending)
         return False
     # Scheduled before the attempt is marked made: a crash in between repeats the attempt
     # (at least once; receivers dedupe on X-Cogmill-Delivery) instead of ending the retries.
     next_kwargs = {"job_id": job_id, "subscription": subscription, "event": event,
                    "attempt": attempt + 1, "first_at": first_at}  # fmt: skip
+    if settings.embedded_broker:
+        due = {**next_kwargs, "due": time.time() + delay}
+        state.put(pending, json.dumps(due), ttl=settings.webhook_retry_seconds + 86_400)
     deliver_webhook.apply_async(kwargs=next_kwargs, countdown=delay)
     _record(state, job_id, tried, {**entry, "outcome": "retrying", "retry_in": round(delay, 1)})
     return False
@@ -277,3 +292,18 @@ def deliver_webhook(
     """One attempt at POSTing a finished job to a webhook (the next is scheduled on failure)."""
     runtime = current_runtime()
     return deliver(runtime.state, runtime.settings, job_id, subscription, event, attempt, first_at)
+
+
+@worker_init.connect
+def _resume_pending(sender: object = None, **_: object) -> None:
+    """Embedded worker threads starting: schedule the retries an earlier process left pending
+    (its in-process broker ended with it); each runs when it was due, at once if overdue."""
+    conf = getattr(getattr(sender, "app", None), "conf", None)
+    if conf is None or not str(conf.broker_url).startswith("memory://"):
+        return  # distributed: the broker still holds the retries
+    state = current_runtime().state
+    for raw in state.get_many(state.keys(PENDING_PREFIX)):
+        if raw is not None:
+            kwargs = json.loads(raw)
+            due = kwargs.pop("due")
+            deliver_webhook.apply_async(kwargs=kwargs, countdown=max(0.0, due - time.time()))

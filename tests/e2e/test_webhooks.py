@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +27,7 @@ from workers.webhooks import Subscriptions, deliver
 
 pytestmark = pytest.mark.e2e
 
+ROOT = Path(__file__).resolve().parents[2]
 NOTE = {"name": "note.txt", "text": "Ada Lovelace wrote the first algorithm for a machine."}
 FAST_RETRIES = {"webhook_backoff_seconds": 0.2, "webhook_backoff_max_seconds": 1.0}
 
@@ -210,3 +214,36 @@ def test_cli_cognify_webhook_and_delivery_log(
     refused = runner.invoke(cli, ["webhooks", "add", "http://127.0.0.1:9/hook"])
     assert refused.exit_code == 2 and "loopback address" in refused.output, refused.output
     assert runner.invoke(cli, ["webhooks", "list"]).output == ""
+
+
+def test_embedded_retries_outlive_the_process_that_scheduled_them(tmp_path: Path) -> None:
+    """A one-shot `cogmill cognify` process ends before its retry is due; the next cogmill
+    process that starts worker threads on the same home makes it."""
+    env = {
+        **os.environ,
+        "COGMILL_HOME": str(tmp_path / "home"),
+        "COGMILL_WEBHOOK_ALLOW_PRIVATE": "true",
+        "COGMILL_WEBHOOK_BACKOFF_SECONDS": "2",
+    }
+    note = tmp_path / "note.txt"
+    note.write_text(NOTE["text"], encoding="utf-8")
+
+    def cogmill(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([sys.executable, "-m", "api.cli", *args], env=env, cwd=ROOT,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    with WebhookReceiver(statuses=[500]) as receiver:
+        cogmill("add", str(note), "-d", "later")
+        job_id = cogmill("cognify", "later", "--webhook", receiver.url).stdout.split("job ")[1]
+        job_id = job_id.split(":")[0]
+        assert len(receiver.received) == 1  # the 500; the retry was due after the exit
+        time.sleep(2.5)
+        assert len(receiver.received) == 1
+        settings = Settings(home=tmp_path / "home", webhook_allow_private=True)
+        with TestClient(create_app(Runtime(settings))) as client:
+            receiver.wait_for(2)
+            entries = log_of(client, job_id, 2)
+    assert [(e["attempt"], e["outcome"]) for e in entries] == [(1, "retrying"), (2, "delivered")]
+    assert receiver.received[0].body == receiver.received[1].body
