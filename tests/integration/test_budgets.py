@@ -132,6 +132,10 @@ def test_budget_pauses_and_resume_finishes_like_an_unbudgeted_run(
         assert len(processed) + len(untouched) == len(TEXTS), states  # none failed
         assert report.counts["documents"] == len(processed)
         assert JobTracker(rt.state).parked(job.id), "the unfinished batches wait"
+        # A watcher of the paused job is told so and stops.
+        seen = [e for e in jobs.watch(rt, job.id, poll=0.05) if e is not None]
+        assert {"batch_paused", "paused"} <= {e.kind for e in seen}, [e.kind for e in seen]
+        assert seen[-1].kind == "finished" and seen[-1].data["status"] == "paused_budget"
 
         # A resume with a budget already spent is refused; a larger one finishes the job.
         with pytest.raises(ValueError, match="already spent"):
@@ -143,6 +147,11 @@ def test_budget_pauses_and_resume_finishes_like_an_unbudgeted_run(
         assert set(statuses(rt, dataset).values()) == {DocumentStatus.PROCESSED}
         final = jobs.show(rt, job.id)
         assert graph_ids(rt, dataset) == expected_graph
+        # Watched from its start, the resumed job passes its pause and ends at its success.
+        seen = [e for e in jobs.watch(rt, job.id, poll=0.05) if e is not None]
+        kinds = [e.kind for e in seen]
+        assert kinds.index("paused") < kinds.index("resumed") < len(kinds) - 1, kinds
+        assert seen[-1].kind == "finished" and seen[-1].data["status"] == "succeeded"
         # Nothing was asked twice: both runs together made the unbudgeted run's calls.
         assert server.calls() - reference_calls == reference_calls
         assert final.llm.calls == expected.llm.calls
