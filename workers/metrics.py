@@ -7,7 +7,9 @@ multiprocess directory, nothing lost when a worker restarts. Recorded here:
   Celery's task_prerun/task_postrun signals in whichever worker ran it;
 - each search's duration by search type (`observe_search`, called by the search use case);
 - the LLM client's retries and 429s, added after every task from the process's client
-  (`LLMStats` counts them in memory; the difference since the last task is added).
+  (`LLMStats` counts them in memory; the difference since the last task is added);
+- the batches that failed whole (every document an error: a step failed for the batch), a set
+  of `job:batch` filled as each batch's finish task ends (a redelivery adds nothing).
 Job states, documents, batches, tokens and cost are read from the job records and the usage
 counters (workers/jobs.py, workers/usage.py) at scrape time instead.
 """
@@ -25,7 +27,8 @@ from celery import Celery
 from celery.signals import task_postrun, task_prerun
 
 from core.ports import StateStore, StoreError
-from workers.celery_app import INGEST_QUEUE, LLM_QUEUE, TASK_STEPS
+from pipelines.models import WriteReport
+from workers.celery_app import FINISH, INGEST_QUEUE, LLM_QUEUE, TASK_STEPS, task_name
 from workers.runtime import Runtime, current_runtime
 
 log = logging.getLogger("cogmill.metrics")
@@ -35,6 +38,7 @@ STEP_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 30
 SEARCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 LLM_COUNTERS = ("retries", "rate_limited", "failures")
 QUEUES = (INGEST_QUEUE, LLM_QUEUE)
+FAILED_BATCHES = PREFIX + "batches:failed"
 
 
 def _histogram_key(family: str, label: str, *parts: str) -> str:
@@ -88,6 +92,21 @@ def llm_counters(state: StateStore) -> dict[str, int]:
     return {name: int(raw or 0) for name, raw in zip(LLM_COUNTERS, values, strict=True)}
 
 
+def failed_batches(state: StateStore) -> int:
+    """How many batches failed whole, over all jobs."""
+    return state.count_members(FAILED_BATCHES)
+
+
+def _count_failed_batch(state: StateStore, kwargs: dict[str, object]) -> None:
+    """After a batch's finish task: note the batch if its report has errors only."""
+    job_id, batch = kwargs.get("job_id"), kwargs.get("batch")
+    raw = state.get(f"job:{job_id}:report:{batch}")  # JobTracker.finish_batch's report key
+    if raw is not None:
+        report = WriteReport.model_validate_json(raw)
+        if report.errors and not report.documents:
+            state.add_member(FAILED_BATCHES, f"{job_id}:{batch}")
+
+
 def queue_depths(app: Celery) -> dict[str, int]:
     """Messages waiting in each cogmill queue (Redis: the lengths of its lists, over all
     priorities; not those a worker holds)."""
@@ -112,7 +131,12 @@ def _task_started(task_id: str | None = None, task: object = None, **_: object) 
 
 
 @task_postrun.connect
-def _task_ended(task_id: str | None = None, task: object = None, **_: object) -> None:
+def _task_ended(
+    task_id: str | None = None,
+    task: object = None,
+    kwargs: dict[str, object] | None = None,
+    **_: object,
+) -> None:
     with _lock:
         started = _started.pop(task_id or "", None)
     try:
@@ -120,6 +144,8 @@ def _task_ended(task_id: str | None = None, task: object = None, **_: object) ->
         if started is not None:
             step = TASK_STEPS[getattr(task, "name", "")]
             observe(runtime.state, "step", step, time.perf_counter() - started, STEP_BUCKETS)
+        if getattr(task, "name", None) == task_name(FINISH) and kwargs:
+            _count_failed_batch(runtime.state, kwargs)
         flush_llm_counters(runtime)
     except StoreError as err:
         log.warning("task metrics lost: %s", err)

@@ -24,7 +24,14 @@ from prometheus_client.registry import Collector
 from core.llm.usage import FIELDS, KINDS, UsageTotals, priced
 from core.models.jobs import Job, JobStatus
 from workers.jobs import JobTracker
-from workers.metrics import SEARCH_BUCKETS, STEP_BUCKETS, histograms, llm_counters, queue_depths
+from workers.metrics import (
+    SEARCH_BUCKETS,
+    STEP_BUCKETS,
+    failed_batches,
+    histograms,
+    llm_counters,
+    queue_depths,
+)
 from workers.runtime import Runtime
 from workers.usage import job_usage
 
@@ -40,7 +47,7 @@ class StateCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         state = self.runtime.state
         jobs = list(JobTracker(state, self.runtime.settings.artifact_ttl_seconds).all())
-        yield from _job_metrics(jobs)
+        yield from _job_metrics(jobs, failed_batches(state))
         usage = {kind: dict.fromkeys(FIELDS, 0) for kind in KINDS}
         for job in jobs:
             for kind, counts in job_usage(state, job.id).items():
@@ -66,22 +73,24 @@ class StateCollector(Collector):
         yield depth
 
 
-def _job_metrics(jobs: Sequence[Job]) -> Iterator[Metric]:
+def _job_metrics(jobs: Sequence[Job], failed: int) -> Iterator[Metric]:
     by_state = Counter(job.status.value for job in jobs)
     gauge = GaugeMetricFamily("cogmill_jobs", "Cognify jobs by state", labels=["state"])
     for status in JobStatus:
         gauge.add_metric([status.value], by_state.get(status.value, 0))
     yield gauge
-    failed = sum(len({e.document_id for e in job.errors}) for job in jobs)
     documents = CounterMetricFamily(
         "cogmill_documents", "Documents processed or failed by jobs", labels=["outcome"]
     )
     documents.add_metric(["processed"], sum(job.counts.get("documents", 0) for job in jobs))
-    documents.add_metric(["failed"], failed)
+    documents.add_metric(["failed"], sum(len({e.document_id for e in j.errors}) for j in jobs))
     yield documents
-    batches = CounterMetricFamily("cogmill_batches", "Batches of jobs", labels=["outcome"])
+    batches = CounterMetricFamily(
+        "cogmill_batches", "Batches of jobs (failed: every document an error)", labels=["outcome"]
+    )
     batches.add_metric(["planned"], sum(job.total_batches for job in jobs))
     batches.add_metric(["done"], sum(job.counts.get("batches_done", 0) for job in jobs))
+    batches.add_metric(["failed"], failed)
     yield batches
 
 

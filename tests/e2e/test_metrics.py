@@ -28,6 +28,7 @@ DOCS = [
     for i in range(3)
 ]  # fmt: skip
 SEARCHES = {"CHUNKS": 3, "SUMMARIES": 2}
+BROKEN = [("files", ("broken.pdf", b"%PDF-1.4 cut short", "application/pdf"))]
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +70,10 @@ def value(found: dict[tuple[str, frozenset], float], name: str, **labels: str) -
 def scraped(client: TestClient) -> tuple[dict[str, Any], dict[tuple[str, frozenset], float]]:
     assert client.post("/api/v1/datasets/m/data", json={"documents": DOCS}).status_code == 200
     job = http_finished(client, client.post("/api/v1/datasets/m/cognify").json()["job_id"])
+    # A job whose only batch fails whole (its one document cannot be read).
+    assert client.post("/api/v1/datasets/bad/data", files=BROKEN).status_code == 200
+    failed = http_finished(client, client.post("/api/v1/datasets/bad/cognify").json()["job_id"])
+    assert failed["status"] == "failed" and failed["total_batches"] == 1
     for search_type, times in SEARCHES.items():
         for _ in range(times):
             body = {"query": "Who met Babbage?", "datasets": ["m"], "search_type": search_type}
@@ -81,7 +86,7 @@ def scraped(client: TestClient) -> tuple[dict[str, Any], dict[tuple[str, frozens
         assert answer.headers["content-type"].startswith("text/plain")
         found = samples(answer.text)
         key = ("cogmill_step_duration_seconds_count", frozenset({("step", FINISH)}))
-        if found.get(key) == job["total_batches"] or time.monotonic() > deadline:
+        if found.get(key) == job["total_batches"] + 1 or time.monotonic() > deadline:
             return job, found
         time.sleep(0.1)
 
@@ -90,15 +95,18 @@ def test_jobs_documents_and_batches_match_the_job_record(scraped: Any) -> None:
     job, found = scraped
     assert job["status"] == "succeeded" and job["total_batches"] == 2
     assert value(found, "cogmill_jobs", state="succeeded") == 1
+    assert value(found, "cogmill_jobs", state="failed") == 1
     assert value(found, "cogmill_jobs", state="running") == 0
     assert (
         value(found, "cogmill_documents_total", outcome="processed")
         == job["counts"]["documents"]
         == 3
     )
-    assert value(found, "cogmill_documents_total", outcome="failed") == 0
-    assert value(found, "cogmill_batches_total", outcome="done") == job["counts"]["batches_done"]
-    assert value(found, "cogmill_batches_total", outcome="planned") == job["total_batches"]
+    assert value(found, "cogmill_documents_total", outcome="failed") == 1  # broken.pdf
+    done = job["counts"]["batches_done"] + 1
+    assert value(found, "cogmill_batches_total", outcome="done") == done
+    assert value(found, "cogmill_batches_total", outcome="planned") == job["total_batches"] + 1
+    assert value(found, "cogmill_batches_total", outcome="failed") == 1
 
 
 def test_llm_calls_tokens_cost_and_429s(scraped: Any, server: LLMTestServer) -> None:
@@ -130,9 +138,9 @@ def test_llm_calls_tokens_cost_and_429s(scraped: Any, server: LLMTestServer) -> 
 def test_step_and_search_durations(scraped: Any) -> None:
     job, found = scraped
     steps = [*get_pipeline(job["pipeline"]).step_names, FINISH]
-    for step in steps:  # every step ran once per batch
+    for step in steps:  # every step ran once per batch, the broken job's batch too
         count = value(found, "cogmill_step_duration_seconds_count", step=step)
-        assert count == job["total_batches"], step
+        assert count == job["total_batches"] + 1, step
         assert value(found, "cogmill_step_duration_seconds_bucket", step=step, le="+Inf") == count
         assert value(found, "cogmill_step_duration_seconds_sum", step=step) > 0
     for search_type, times in SEARCHES.items():
