@@ -241,7 +241,10 @@ class SQLiteGraphStore:
         `names`."""
         if limit < 0 or offset < 0:
             raise ValueError(f"limit and offset must be >= 0, got {limit} and {offset}")
-        query = f"{q.NODE_COLUMNS} WHERE dataset = ? AND type = ?"
+        # By a list of names the planner would pick nodes_by_type and filter every node of
+        # the type (86 ms for 500 names among 100,000 nodes; 2-17 ms by name).
+        indexed = "" if names is None else " INDEXED BY nodes_by_name"
+        query = f"{q.NODE_COLUMNS}{indexed} WHERE dataset = ? AND type = ?"
         params: list[Any] = [dataset, type]
         if name is not None:
             query += " AND name = ?"
