@@ -22,7 +22,7 @@ from api.services.delete import delete_dataset
 from api.services.export import graph_pages
 from core.llm.usage import BudgetExceeded
 from core.models.documents import STATUS, DocumentStatus
-from core.models.jobs import Budget, Job, JobStatus
+from core.models.jobs import Budget, Claim, Job, JobStatus
 from core.settings import Settings
 from tests.backends import (  # noqa: F401 - fixtures used by name
     Backend,
@@ -31,14 +31,17 @@ from tests.backends import (  # noqa: F401 - fixtures used by name
     embedded_only,
     finished,
     http_finished,
+    installed_runtime,
     llm_settings,
     succeeded,
     write_files,
 )
 from tests.llm_server import LLMTestServer
 from workers.budgets import JobNotResumableError
+from workers.celery_app import configure
 from workers.jobs import JobTracker
 from workers.runtime import Runtime
+from workers.sweeper import sweep
 from workers.usage import JobBudget, job_usage
 
 pytestmark = pytest.mark.integration
@@ -315,3 +318,32 @@ def test_resume_waits_for_other_jobs_and_refuses_a_deleted_dataset(
         with pytest.raises(JobNotResumableError, match="deleted"):
             jobs.resume(rt, paused.id)
         assert tracker.get(paused.id).status is JobStatus.PAUSED_BUDGET
+
+
+@embedded_only
+def test_the_sweeper_leaves_parked_batches_alone(backend: Backend, tmp_path: Path) -> None:
+    """A parked batch's claim names a worker that no longer lists it (its step ended): the
+    sweeper must not take it for a dead worker's nor resume it with a stalled job's batches;
+    a dead worker's batch beside it is republished as ever."""
+    settings = Settings(home=tmp_path / "home", batch_size=1)
+    with installed_runtime(settings) as rt:
+        app = configure(rt.settings)
+        app.control.purge()
+        write_files(tmp_path / "docs", dict(list(TEXTS.items())[:3]))
+        assert not add_files(rt, "swept", sorted((tmp_path / "docs").iterdir())).rejected
+        job = start_cognify(rt, "swept")
+        app.control.purge()  # no worker: the chains are gone, nothing runs
+        tracker = JobTracker(rt.state)
+        now, period = time.time(), rt.settings.worker_heartbeat_seconds
+        for batch in (0, 1):  # both claimed by a worker that is gone
+            step = "extract_graph"
+            tracker.claim(job.id, batch, Claim(step=step, worker="gone:1", gen=0, at=now))
+        tracker.park(job.id, 0, "extract_graph")
+        assert sweep(rt, app, stall_seconds=3600, now=now) == 0
+        assert sweep(rt, app, stall_seconds=3600, now=now + period) == 1  # batch 1 only
+        app.control.purge()
+        assert sweep(rt, app, stall_seconds=60, now=now + 1000) == 2  # stalled: 1 and 2
+        kinds = ("batch_recovered", "batch_resumed")
+        touched = [e["batch"] for _, e in tracker.events(job.id) if e["event"] in kinds]
+        assert sorted(touched) == [1, 1, 2], touched
+        assert tracker.generation(job.id, 0) == 0 and tracker.parked(job.id) == {0}
