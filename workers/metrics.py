@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from celery import Celery
 from celery.signals import task_postrun, task_prerun
+from kombu.exceptions import ChannelError
 
 from core.ports import StateStore, StoreError
 from pipelines.models import WriteReport
@@ -110,9 +111,15 @@ def _count_failed_batch(state: StateStore, kwargs: dict[str, object]) -> None:
 def queue_depths(app: Celery) -> dict[str, int]:
     """Messages waiting in each cogmill queue (Redis: the lengths of its lists, over all
     priorities; not those a worker holds)."""
+    depths: dict[str, int] = {}
     with app.connection_for_write() as conn:
         channel = conn.default_channel
-        return {q: channel.queue_declare(queue=q, passive=True).message_count for q in QUEUES}
+        for queue in QUEUES:
+            try:
+                depths[queue] = channel.queue_declare(queue=queue, passive=True).message_count
+            except ChannelError:  # Redis: no list under the queue's name, so none waiting
+                depths[queue] = 0
+    return depths
 
 
 # -- recording in workers ---------------------------------------------------------------------
