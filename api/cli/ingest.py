@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from api.cli.jobs import BUDGET_TOKENS_HELP, BUDGET_USD_HELP
 from api.cli.render import (
     err,
     guarded,
@@ -32,11 +33,6 @@ if TYPE_CHECKING:
     from pipelines.key_declarations import KeyDeclarations
 
 app = typer.Typer()
-BUDGET_USD_HELP = (
-    "Pause the job (status paused_budget) before its LLM calls would cost more than this "
-    "many USD at the configured prices; `cogmill jobs resume ID` continues it"
-)
-BUDGET_TOKENS_HELP = "The same cap in LLM tokens (prompt + completion)"
 
 PipelineOption = Annotated[
     str | None,

@@ -7,13 +7,17 @@ from typing import Annotated
 
 import typer
 
-from api.cli.ingest import BUDGET_TOKENS_HELP, BUDGET_USD_HELP
 from api.cli.render import guarded, out, runtime_session, wait_for
 from api.services import jobs
 from core.models.jobs import Job
 from workers.usage import describe
 
 app = typer.Typer(no_args_is_help=True, help="List, inspect, cancel and resume cognify jobs.")
+BUDGET_USD_HELP = (
+    "Pause the job (status paused_budget) before its LLM calls would cost more than this "
+    "many USD at the configured prices; `cogmill jobs resume ID` continues it"
+)
+BUDGET_TOKENS_HELP = "The same cap in LLM tokens (prompt + completion)"
 
 
 @app.command("list")
