@@ -77,5 +77,7 @@ def mcp_router() -> APIRouter:
 
     router = APIRouter(lifespan=lifespan)
     endpoint = KeyedEndpoint(manager)
-    router.routes.append(Route(PATH, endpoint, methods=["GET", "POST", "DELETE"]))
+    # POST only: a stateless server has nothing to push, so a GET stream would only hold a
+    # connection open (clients take the 405 as "no stream"), and there is no session to DELETE.
+    router.routes.append(Route(PATH, endpoint, methods=["POST"]))
     return router

@@ -16,7 +16,7 @@ from pydantic import BeforeValidator, Field
 from api.http.deps import check_bounds, reader, writer
 from api.http.schemas import ForgetResult, RememberResult
 from api.mcp.face import current
-from api.mcp.tools import DESTRUCTIVE, READ, WRITE, Dataset, add_tool
+from api.mcp.tools import DESTRUCTIVE, READ, RECORDS, WRITE, Dataset, add_tool
 from api.services import memory, shown
 from api.services import search as service
 from api.services.search import check_type_allowed
@@ -47,7 +47,8 @@ rule-based router picks a type from the question (GRAPH_PPR, graph search by per
 PageRank, for most questions, including multi-hop ones whose answer spans documents) and says
 which in `route`. Name a type only for a reason: CHUNKS_LEXICAL for exact words, names or
 codes; CHUNKS for plain similarity; TEMPORAL for dates and periods; GRAPH_COMPLETION for an
-answer from graph facts; GRAPH_SUMMARY_COMPLETION for an overview. Every type:
+answer from graph facts; GRAPH_SUMMARY_COMPLETION for an overview. CYPHER and
+NATURAL_LANGUAGE need the Neo4j graph and an admin key. Every type:
 """
 
 
@@ -173,9 +174,9 @@ def register(server: MCPServer[Any]) -> None:
     """Add the answer and memory tools to `server`."""
     entries: list[tuple[Callable[..., Any], ToolAnnotations]] = [
         (search, READ),
-        (recall, READ),
+        (recall, RECORDS),  # a recall in a session is recorded there (for improve)
         (remember, WRITE),
-        (improve, WRITE),
+        (improve, RECORDS),
         (forget, DESTRUCTIVE),
     ]
     for fn, hints in entries:

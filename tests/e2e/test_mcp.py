@@ -311,7 +311,7 @@ def test_http_tools_act_for_the_key_s_tenant_only(served: tuple[str, dict[str, s
     refused(run(reader), "a reader key may not change data", "writer key")
 
 
-def test_http_without_a_usable_key_is_a_401_in_the_error_schema(
+def test_http_without_a_usable_key_is_a_401_and_get_a_405_in_the_error_schema(
     served: tuple[str, dict[str, str]],
 ) -> None:
     url, _ = served
@@ -323,6 +323,10 @@ def test_http_without_a_usable_key_is_a_401_in_the_error_schema(
         assert answer.status_code == 401, answer.text
         assert answer.headers["www-authenticate"] == "Bearer"
         assert answer.json()["error"]["code"] == "unauthorized", answer.text
+    # Stateless: no stream to hold open on a GET (it would hang until the client gave up).
+    stream = httpx2.get(url, headers={"Accept": "text/event-stream"}, timeout=30)
+    assert stream.status_code == 405, stream.text
+    assert stream.json()["error"]["code"] == "method_not_allowed", stream.text
 
 
 # -- server-side failures: the HTTP API's safe messages, in-process (the SDK's client) --------
