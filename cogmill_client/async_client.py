@@ -1,0 +1,165 @@
+"""The asynchronous client: `AsyncClient(url, api_key=...)`, a coroutine per operation of the HTTP
+API (the same methods as Client)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from types import TracebackType
+from typing import TypeVar
+
+import httpx
+
+from cogmill_client import models as m
+from cogmill_client.binding import (
+    DEFAULT_TIMEOUT,
+    answer,
+    async_method,
+    backoff,
+    check_deadline,
+    headers,
+    request_args,
+)
+from cogmill_client.calls import Call, datasets, queries
+from cogmill_client.errors import RateLimitError, StreamEndedError, error_from
+from cogmill_client.events import JobEvent, Progress, SseParser, Tracker
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """A cogmill server's HTTP API. Error answers raise CogmillError subclasses
+    (cogmill_client.errors); connection failures raise httpx's own errors."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        stream_retries: int = 5,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.stream_retries = stream_retries  # reconnects in a row before a dropped stream raises
+        self._http = http or httpx.AsyncClient(
+            base_url=base_url.rstrip("/"), headers=headers(api_key), timeout=timeout
+        )
+
+    async def send(self, call: Call[T]) -> T:
+        """Send a built call (cogmill_client.calls) and read its answer."""
+        response = await self._http.request(call.method, call.url, **request_args(call))
+        return answer(call, response)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, *exc: type[BaseException] | BaseException | TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    list_datasets = async_method(datasets.list_datasets)
+    add_files = async_method(datasets.add_files)
+    add_texts = async_method(datasets.add_texts)
+    list_documents = async_method(datasets.list_documents)
+    delete_document = async_method(datasets.delete_document)
+    delete_dataset = async_method(datasets.delete_dataset)
+    cognify = async_method(datasets.cognify)
+    estimate = async_method(datasets.estimate)
+    list_jobs = async_method(datasets.list_jobs)
+    get_job = async_method(datasets.get_job)
+    cancel_job = async_method(datasets.cancel_job)
+    resume_job = async_method(datasets.resume_job)
+    job_webhooks = async_method(datasets.job_webhooks)
+    search = async_method(queries.search)
+    route = async_method(queries.route)
+    remember = async_method(queries.remember)
+    recall = async_method(queries.recall)
+    improve = async_method(queries.improve)
+    forget = async_method(queries.forget)
+    list_sessions = async_method(queries.list_sessions)
+    session_history = async_method(queries.session_history)
+    delete_session = async_method(queries.delete_session)
+    export_graph = async_method(queries.export_graph)
+    neighbourhood = async_method(queries.neighbourhood)
+    list_webhooks = async_method(queries.list_webhooks)
+    add_webhook = async_method(queries.add_webhook)
+    remove_webhook = async_method(queries.remove_webhook)
+    health = async_method(queries.health)
+    ready = async_method(queries.ready)
+    metrics = async_method(queries.metrics)
+
+    async def events(self, job_id: str, *, after: int = 0) -> AsyncIterator[JobEvent]:
+        """A job's events after id `after`, then new ones until `finished` (the last one).
+
+        A stream the server ends early (its time limit) or a dropped connection is resumed
+        with Last-Event-ID, up to `stream_retries` failures in a row. Closing the iterator
+        closes the stream (and frees its slot on the server)."""
+        async for event in self._stream(job_id, after):
+            if event is not None:
+                yield event
+
+    async def _stream(self, job_id: str, after: int) -> AsyncIterator[JobEvent | None]:
+        """The events, and None for each keep-alive the server sends while the job is idle."""
+        parser, failures = SseParser(after or None), 0
+        call = datasets.events(job_id, after=after)
+        while True:
+            got = False
+            resume = {"Last-Event-ID": str(parser.last_id)} if parser.last_id else {}
+            try:
+                async with self._http.stream("GET", call.url, params=call.parts.params,
+                                       headers=resume) as response:  # fmt: skip
+                    if response.is_error:
+                        raise error_from(response, await response.aread())
+                    async for line in response.aiter_lines():
+                        event = parser.line(line)
+                        if event is not None:
+                            got = True
+                            yield event
+                            if event.kind == "finished":
+                                return
+                        elif line.startswith(":"):
+                            yield None
+                ended: Exception = StreamEndedError(job_id)
+            except httpx.TransportError as err:
+                ended = err
+            failures = 0 if got else failures + 1
+            if failures > self.stream_retries:
+                raise ended
+            await asyncio.sleep(backoff(failures))
+
+    async def wait(
+        self,
+        job_id: str,
+        *,
+        on_progress: Callable[[Progress], None] | None = None,
+        timeout: float | None = None,
+        poll: float = 1.0,
+    ) -> m.JobReport:
+        """The job once finished (succeeded, failed, cancelled or paused by its budget).
+
+        Follows its event stream, calling `on_progress` each time its progress moves; polls
+        the job every `poll` seconds instead when no stream is to be had (every stream slot
+        taken: 429). Raises TimeoutError after `timeout` seconds (checked at each event, or
+        at the server's keep-alive while the job is idle)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        job = await self.get_job(job_id)
+        tracker = Tracker(job, on_progress)
+        if not job.status.finished:
+            try:
+                async for event in self._stream(job_id, 0):
+                    check_deadline(deadline, job_id)
+                    if event is not None:
+                        tracker.event(event)
+            except (RateLimitError, StreamEndedError, httpx.TransportError):
+                pass  # polled below
+        while not (job := await self.get_job(job_id)).status.finished:
+            tracker.job(job)
+            check_deadline(deadline, job_id)
+            await asyncio.sleep(poll)
+        tracker.job(job)
+        return job
