@@ -120,7 +120,11 @@ def documents_of(response: dict[str, Any]) -> list[str]:
 @pytest.fixture(scope="module")
 def stdio(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> StdioServerParameters:
     home = tmp_path_factory.mktemp("mcp-home")
-    env = environment(home, llm) | {"PATH": os.environ.get("PATH", "")}
+    # A small file bound (the sample corpus is far under it) to see an over-long text refused.
+    env = environment(home, llm) | {
+        "PATH": os.environ.get("PATH", ""),
+        "COGMILL_MAX_FILE_BYTES": "100000",
+    }
     return StdioServerParameters(command=COGMILL, args=["mcp"], env=env, cwd=str(home))
 
 
@@ -167,6 +171,11 @@ def test_errors_come_back_as_tool_errors_and_the_server_goes_on(
                 "bad_type": ("search", {"query": "q", "datasets": ["x"], "search_type": "NOPE"}),
                 "no_document": ("delete_document", {"dataset": "never-added", "document": "a"}),
                 "two_targets": ("remember", {"text": "Ada.", "dataset": "d", "session": "s"}),
+                "big_text": (
+                    "add_text",
+                    {"dataset": "d", "name": "big.txt", "text": "a" * 100_001},
+                ),
+                "many_sets": ("search", {"query": "q", "datasets": [f"d{i}" for i in range(101)]}),
             }
             answers = {key: await client.call_tool(*call) for key, call in calls.items()}
             answers["after"] = await client.call_tool("list_datasets", {})
@@ -181,6 +190,8 @@ def test_errors_come_back_as_tool_errors_and_the_server_goes_on(
     refused(answers["bad_type"], "search_type")
     refused(answers["no_document"], "dataset 'never-added' does not exist")
     refused(answers["two_targets"], "exactly one of")
+    refused(answers["big_text"], "'big.txt' is larger than the limit of 100000 bytes")
+    refused(answers["many_sets"], "101 datasets named", "COGMILL_API_MAX_DATASETS")
     assert "datasets" in ok(answers["after"])
 
 
