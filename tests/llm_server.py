@@ -35,6 +35,7 @@ import numpy as np
 from core.embeddings.tokenizer import count_tokens
 from tests.llm_answers import retrieval_reply
 from tests.llm_multistep import multistep_reply
+from tests.llm_server_batches import BatchBook
 
 FAULTS = ("429", "500", "timeout", "malformed")
 _NAME = re.compile(r"[A-Z][A-Za-z0-9]+(?: [A-Z][A-Za-z0-9]+)*")
@@ -213,6 +214,7 @@ class _Server(ThreadingHTTPServer):
         self.peak_in_flight = 0
         # Tokens answered per path, as `usage` said (or would have said, with usage "omit").
         self.tokens: dict[str, Counter[str]] = {}
+        self.batches = BatchBook(_user_text)  # the Files + Batches routes
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Quiet about a client that hung up (it gave up on a hanging request); loud otherwise."""
@@ -317,12 +319,16 @@ class _Handler(BaseHTTPRequestHandler):
         """Quiet: tests and benchmarks print what matters."""
 
     def do_GET(self) -> None:
+        if self.server.batches.route(self, "GET"):
+            return
         if self.path == "/stats":
             self._json(200, self.server.stats())
         else:
             self._error(404, f"no route GET {self.path}")
 
     def do_POST(self) -> None:
+        if self.server.batches.route(self, "POST"):
+            return
         body = self._body()
         if self.path == "/control":
             self._control(body)
@@ -497,6 +503,7 @@ class LLMTestServer:
         self._server = _Server((host, port), Faults(**faults))
         self.port = self._server.server_address[1]
         self.base_url = f"http://{host}:{self.port}/v1"
+        self.batches = self._server.batches  # tests/llm_server_batches.py
         # A short poll interval: shutdown() waits up to one interval.
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True

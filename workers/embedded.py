@@ -18,7 +18,8 @@ from celery.worker import state as worker_state
 
 from core.settings import Settings
 from workers.celery_app import INGEST_QUEUE, LLM_QUEUE, configure
-from workers.runtime import Runtime, share_cores_between_threads, use_runtime
+from workers.llm_batches import Poller, start_poller
+from workers.runtime import Runtime, current_runtime, share_cores_between_threads, use_runtime
 
 # Longest wait of the worker's consumer loop for a message before it looks at the stop flag.
 # Celery's loop for a thread pool waits 2 s per turn, and one more full turn after it saw the
@@ -67,6 +68,7 @@ class EmbeddedWorker:
         self.start_timeout = start_timeout
         self._controller: _ReadyWorkController | None = None
         self._thread: threading.Thread | None = None
+        self._poller: Poller | None = None  # the Batch API's (workers/llm_batches.py)
 
     def start(self) -> None:
         if not self.app.conf.broker_url.startswith("memory://"):
@@ -92,6 +94,7 @@ class EmbeddedWorker:
         self._thread.start()
         if not self._controller.ready.wait(self.start_timeout):
             raise RuntimeError(f"embedded worker did not start within {self.start_timeout}s")
+        self._poller = start_poller(current_runtime(), own=True)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Take no more tasks, let the running ones finish (at most `timeout` seconds), stop.
@@ -100,6 +103,9 @@ class EmbeddedWorker:
         the thread pool waits for the tasks it runs, so the stores they write stay open until
         they are done. Messages not yet taken stay queued for the next worker.
         """
+        if self._poller is not None:
+            self._poller.stop()
+            self._poller = None
         if self._thread is None:
             return
         worker_state.should_stop = 0  # read by the consumer loop (celery.worker.state)

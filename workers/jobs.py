@@ -184,6 +184,17 @@ class JobTracker:
     def unpark(self, job_id: str, batch: int) -> None:
         self.state.remove_member(_key(job_id, "parked"), str(batch))
 
+    def llm_waiting(self, job_id: str) -> set[int]:
+        """The batches waiting for the Batch API's answers (workers/llm_batches.py): no
+        worker holds them, and the sweeper leaves them alone; the job stays running."""
+        key = _key(job_id, "llm-waiting")
+        return {int(b) for b in self.state.add_members({key: []})[key]}
+
+    def wait_llm(self, job_id: str, batch: int, waiting: bool = True) -> None:
+        """Mark the batch as waiting for the Batch API (`waiting=False`: no longer)."""
+        change = self.state.add_member if waiting else self.state.remove_member
+        change(_key(job_id, "llm-waiting"), str(batch))
+
     def touch(self, job_id: str) -> None:
         """Note that the job made progress now (the sweeper resumes jobs that stop doing so)."""
         self.state.put(_key(job_id, "progress"), str(time.time()), ttl=self.artifact_ttl)
@@ -195,7 +206,8 @@ class JobTracker:
     def unfinished_batches(self, job: Job) -> list[int]:
         """Batches not recorded yet, except held ones not released (nothing may start them)."""
         held = set(json.loads(self.state.get(_key(job.id, "held")) or "[]"))
-        parked = self.parked(job.id)  # they wait for `jobs resume`, not for a worker
+        # They wait for `jobs resume` or for the Batch API, not for a worker.
+        parked = self.parked(job.id) | self.llm_waiting(job.id)
         return [
             batch
             for batch in range(job.total_batches)

@@ -32,6 +32,7 @@ from workers.celery_app import FINISH, TASK_STEPS, app, task_name
 from workers.delivery import Delivery
 from workers.heartbeat import Heartbeat, ensure_heartbeat, worker_id
 from workers.jobs import JobTracker, batch_input_key
+from workers.llm_batches import through_batch_api
 from workers.orchestration import record_batch
 from workers.runtime import Runtime, current_runtime
 from workers.usage import metered
@@ -41,7 +42,7 @@ log = logging.getLogger("cogmill.tasks")
 STORE_RETRY_PAUSES = (0.5, 1, 2, 4, 8, 15, 30)  # ~1 minute in all
 T = TypeVar("T")
 STALE = "stale"  # what _run_step returns for a delivery that must do nothing
-PARKED = "parked"  # ... and for a step the job's budget refused (its batch waits for a resume)
+PARKED = "parked"  # ... for a step the budget refused, or waiting for the Batch API
 RETRIES: dict[str, Any] = {
     "autoretry_for": (StoreError,),
     "retry_backoff": 2,
@@ -158,12 +159,18 @@ def _run_step(work: Delivery, counted: list[int]) -> str | None:
         instance = get_pipeline(work.pipeline).build_step(work.step, runtime, job.options)
         input_type = step_types(type(instance))[0]
         data = input_type.model_validate_json(jobs.artifact(work.in_key))
+
+        def step() -> Any:  # None: the batch now waits for the Batch API (workers/llm_batches)
+            return through_batch_api(runtime, job, work, lambda: instance.run(data))
+
         try:
             output = ride_out_llm_outages(
                 runtime.settings.llm_outage_pauses_seconds,
-                lambda: metered(runtime.state, job_id, work.step, lambda: instance.run(data), data),
+                lambda: metered(runtime.state, job_id, work.step, step, data),
                 f"step={work.step} job={job_id} batch={batch}",
             )
+            if output is None:
+                return PARKED
         except StoreError:
             raise
         except BudgetExceeded as err:  # not the documents' fault: no errors, the batch waits

@@ -171,6 +171,14 @@ def cognify(
     ] = None,
     budget_usd: Annotated[float | None, typer.Option(help=BUDGET_USD_HELP)] = None,
     budget_tokens: Annotated[int | None, typer.Option(help=BUDGET_TOKENS_HELP)] = None,
+    llm_mode: Annotated[
+        str | None,
+        typer.Option(
+            "--llm-mode",
+            help="sync, or batch: LLM steps through the OpenAI Batch API (half price, answers "
+            "within 24 h); default: COGMILL_LLM_MODE",
+        ),
+    ] = None,
 ) -> None:
     """Build the knowledge graph and vectors of a dataset's new and changed documents."""
     from core.models.custom import load_graph_model
@@ -190,7 +198,7 @@ def cognify(
             job = run_cognify(rt, dataset, pipeline=pipeline, everything=all_documents,
                               graph_model=model, ontology=rules,
                               webhook=hook.id if hook else None, budget_usd=budget_usd,
-                              budget_tokens=budget_tokens)  # fmt: skip
+                              budget_tokens=budget_tokens, llm_mode=llm_mode)  # fmt: skip
             return wait_for(job, sys.stderr.isatty())
 
     job = guarded(body)

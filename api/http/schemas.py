@@ -195,6 +195,11 @@ class CognifyRequest(BaseModel):
     )
     budget_usd: float | None = Field(default=None, gt=0, description=BUDGET_USD)
     budget_tokens: int | None = Field(default=None, gt=0, description=BUDGET_TOKENS)
+    llm_mode: Literal["sync", "batch"] | None = Field(
+        default=None,
+        description="batch: the LLM steps go through the OpenAI Batch API (half price, answers "
+        "within 24 h); default: the server's llm_mode",
+    )
 
 
 class JobResume(BaseModel):

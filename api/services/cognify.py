@@ -45,13 +45,15 @@ def cognify(
     webhook: str | None = None,
     budget_usd: float | None = None,
     budget_tokens: int | None = None,
+    llm_mode: str | None = None,
 ) -> Job:
     """Start a job building the graph and vectors of the dataset's new and changed documents
     (every document with `everything`: a re-cognify), through each document's own pipeline or
     `pipeline`, extracting with `graph_model` (a JSON Schema) and aligning to `ontology`;
     `webhook`: the id of the job's own webhook (`webhooks.for_job`), told when it finishes.
     `budget_usd` / `budget_tokens` cap its LLM spending (default: the `job_budget_usd`
-    setting); reached, the job ends `paused_budget` until `jobs.resume`.
+    setting); reached, the job ends `paused_budget` until `jobs.resume`. `llm_mode` "batch"
+    (default: the `llm_mode` setting) sends its LLM steps' requests through the Batch API.
 
     Returns the job, already finished when there is nothing to do. Raises DatasetNotFoundError,
     ValueError for a bad pipeline, graph model or ontology.
@@ -60,6 +62,7 @@ def cognify(
     if budget_usd is None and budget_tokens is None:
         budget_usd = rt.settings.job_budget_usd
     budget = budget_of(rt.settings, budget_usd, budget_tokens)
+    mode = batch_mode_of(rt, llm_mode, budget is not None)
     options: dict[str, Any] = {}
     if graph_model is not None:
         graph_model_of(graph_model)  # an invalid model fails here, not in a worker
@@ -71,6 +74,23 @@ def cognify(
         )
     if webhook is not None:
         options["webhook"] = webhook
+    if mode == "batch":
+        options["llm_mode"] = mode  # read by the workers (workers/llm_batches.py)
     # After the options: a bad one is reported even for a new dataset.
     stored = existing(rt, dataset, caller)
     return plan(rt, stored, pipeline, "all" if everything else "changed", options, budget)
+
+
+def batch_mode_of(rt: Runtime, llm_mode: str | None, budgeted: bool) -> str:
+    """The job's LLM mode ("sync" or "batch"); ValueError for one it cannot run in."""
+    mode = llm_mode or rt.settings.llm_mode
+    if mode not in ("sync", "batch"):
+        raise ValueError(f"unknown LLM mode {mode!r}; use sync or batch")
+    if mode == "batch" and not rt.settings.llm_base_url:
+        raise ValueError("batch mode needs an LLM endpoint: set COGMILL_LLM_BASE_URL")
+    if mode == "batch" and budgeted:
+        raise ValueError(
+            "a budget cannot cap a batch-mode job yet (its requests are not reserved one by "
+            "one): give no budget (unset COGMILL_JOB_BUDGET_USD) or use --llm-mode sync"
+        )
+    return mode

@@ -23,7 +23,7 @@ import openai
 import openai.resources  # noqa: F401  (the SDK imports this lazily, ~1 s inside the first call)
 from pydantic import BaseModel, ValidationError
 
-from core.llm import outage
+from core.llm import deferral, outage
 from core.llm import usage as accounting
 from core.llm.cache import LLMCache, cache_key
 from core.llm.usage import LLMStats
@@ -97,6 +97,8 @@ class LLMClient:
         key = cache_key(self.model, messages, schema_json) if self.cache else None
         if key is not None and (hit := await self._cached(key, schema)) is not None:
             return hit
+        if key is not None and deferral.defer(key, self.model, messages, schema, schema_json):
+            raise LLMError(f"{self.endpoint}: {deferral.DEFERRED}")  # COGMILL_LLM_MODE=batch
         try:
             result = await self._complete(list(messages), schema, schema_json)
         except LLMError:

@@ -52,7 +52,7 @@ def start_cognify(
     job = cognify(runtime, name, pipeline=body.pipeline, everything=body.all,
                   graph_model=body.graph_model, ontology=ontology, caller=caller,
                   webhook=hook.id if hook else None, budget_usd=body.budget_usd,
-                  budget_tokens=body.budget_tokens)  # fmt: skip
+                  budget_tokens=body.budget_tokens, llm_mode=body.llm_mode)  # fmt: skip
     response.headers["Location"] = request.app.url_path_for("get_job", job_id=job.id)
     return JobAccepted(job_id=job.id, status=job.status, message=job.message,
                        webhook_id=hook.id if hook else None,

@@ -1,0 +1,174 @@
+"""Batch API mode (issue 16): a job's LLM steps go through the test server's Files + Batches
+API, the chains wait parked (no worker thread busy), and the job ends with the graph of a sync
+run of the same corpus. Failed lines and expired batches go the normal synchronous way.
+Embedded (SQLite state, the embedded worker's poller) and Neo4j + Redis on worker threads."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from celery.worker import state as worker_state
+from fastapi.testclient import TestClient
+
+from api.http.app import create_app
+from api.services import jobs
+from api.services.cognify import cognify as start_cognify
+from api.services.export import graph_pages
+from core.models.jobs import Job, JobStatus
+from core.settings import Settings
+from tests.backends import (  # noqa: F401 - fixtures used by name
+    Backend,
+    add_files,
+    backend_fixture,
+    embedded_only,
+    finished,
+    http_finished,
+    llm_settings,
+    succeeded,
+    write_files,
+)
+from tests.llm_server import LLMTestServer
+from workers.jobs import JobTracker
+from workers.llm_batches import batch_usage
+from workers.runtime import Runtime
+
+pytestmark = pytest.mark.integration
+
+# Four documents of three paragraphs: several chunks each, so every batch of two documents
+# asks for extractions and then for document summaries (two submissions per batch).
+TEXTS = {
+    f"doc{i}.txt": "\n\n".join(
+        f"Person{i}x{k} Smith founded Company{i}x{k} Labs in City{k}. Person{i}x{k} Smith "
+        f"works for Company{i}x{k} Labs. The work appeared in Journal{k}."
+        for k in range(3)
+    )
+    for i in range(4)
+}
+SETTINGS: dict[str, Any] = {"batch_size": 2, "chunk_tokens": 40, "llm_batch_poll_seconds": 0.2}
+DELAY = 5.0  # seconds a batch stays in progress on the test server
+
+
+@pytest.fixture
+def server() -> Iterator[LLMTestServer]:
+    with LLMTestServer() as server:
+        yield server
+
+
+def graph_ids(rt: Runtime, dataset: str) -> tuple[set[str], set[str]]:
+    nodes: set[str] = set()
+    edges: set[str] = set()
+    for page in graph_pages(rt.graph, dataset):
+        nodes.update(node.id for node in page.nodes)
+        edges.update(edge.id for edge in page.edges)
+    return nodes, edges
+
+
+def kinds(rt: Runtime, job: Job) -> list[str]:
+    return [event["event"] for _, event in JobTracker(rt.state).events(job.id)]
+
+
+def reference_run(
+    backend: Backend, server: LLMTestServer, dataset: str, files: list[Path], home: Path
+) -> tuple[tuple[set[str], set[str]], Any]:
+    """The graph and usage of a sync run (another model name: nothing cached for the next)."""
+    settings = {**llm_settings(server), **SETTINGS, "llm_model": "reference", "home": home}
+    with backend.runtime(**settings) as rt:
+        assert not add_files(rt, dataset, files).rejected
+        job = succeeded(rt, start_cognify(rt, dataset))
+        return graph_ids(rt, dataset), jobs.show(rt, job.id).llm
+
+
+def parked(rt: Runtime, server: LLMTestServer, job: Job, timeout: float = 60) -> None:
+    """Wait until every batch of the job waits for the Batch API, the server holds a batch
+    of each in progress, and no worker thread of this process runs a task; fails when that
+    does not happen while the server's batches are pending."""
+    tracker, deadline = JobTracker(rt.state), time.monotonic() + timeout
+    while True:
+        waiting = tracker.llm_waiting(job.id) == set(range(job.total_batches))
+        pending = server.batches.stats()["pending"]
+        active = [(r.name, r.kwargs.get("batch")) for r in worker_state.active_requests]
+        if waiting and pending == job.total_batches and not active:
+            return
+        assert time.monotonic() < deadline, (waiting, pending, active, kinds(rt, job))
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("scenario", ["answered", "failed_lines", "expired"])
+def test_batch_mode_builds_the_sync_runs_graph(
+    backend: Backend, server: LLMTestServer, tmp_path: Path, scenario: str
+) -> None:
+    files = write_files(tmp_path / "docs", TEXTS)
+    dataset = backend.dataset("batch")
+    expected_graph, expected_llm = reference_run(
+        backend, server, dataset, files, tmp_path / "reference"
+    )
+    assert expected_graph[0] and expected_graph[1]
+    reference_calls = server.calls()
+    batches = server.batches
+    batches.configure(
+        delay_seconds=DELAY,
+        failed_share=0.2 if scenario == "failed_lines" else 0.0,
+        expire=scenario == "expired",
+    )
+
+    with backend.runtime(**llm_settings(server), **SETTINGS) as rt:
+        assert not add_files(rt, dataset, files).rejected
+        job = start_cognify(rt, dataset, llm_mode="batch")
+        assert job.options["llm_mode"] == "batch"
+        # Parked, not blocked: no worker thread holds a task while the server's batches wait.
+        parked(rt, server, job)
+        assert JobTracker(rt.state).get(job.id).status is JobStatus.RUNNING
+        assert server.calls() == reference_calls, "nothing was sent synchronously"
+
+        done = succeeded(rt, job, 120)
+        assert graph_ids(rt, dataset) == expected_graph
+        stats, events = batches.stats(), kinds(rt, job)
+        # One file per step-batch (extractions, then summaries), each submitted once.
+        assert stats["submissions"] == 2 * job.total_batches, stats
+        assert events.count("llm_batch_submitted") == stats["submissions"], events
+        assert events.count("llm_batch_done") == stats["submissions"], events
+        sync_calls = server.calls() - reference_calls
+        if scenario == "answered":
+            assert sync_calls == 0 and not stats["failed"], stats
+        elif scenario == "failed_lines":
+            assert stats["failed"] and stats["answered"], stats
+            assert sync_calls == len(stats["failed"]), (sync_calls, stats)  # exactly those
+        else:
+            assert stats["answered"] == 0 and sync_calls == stats["lines"], (sync_calls, stats)
+        # Every call counted once, batch or not, with the sync run's tokens.
+        llm = jobs.show(rt, done.id).llm
+        assert llm.calls == expected_llm.calls == stats["answered"] + sync_calls, llm
+        assert llm.prompt_tokens == expected_llm.prompt_tokens, (llm, expected_llm)
+        assert llm.cache_hits == 0, llm
+        assert batch_usage(rt, done.id)["calls"] == stats["answered"]
+
+
+@embedded_only
+def test_http_and_refusals(backend: Backend, server: LLMTestServer, tmp_path: Path) -> None:
+    """`llm_mode` in the cognify body is stored with the job; a bad mode is a 422, and so is
+    batch mode with a budget (which it cannot reserve against yet) or without an endpoint."""
+    settings = Settings(home=tmp_path / "home", **llm_settings(server), **SETTINGS)
+    server.batches.configure(delay_seconds=0.5)
+    rt = Runtime(settings)
+    with TestClient(create_app(rt)) as client:
+        docs = [{"name": name, "text": text} for name, text in list(TEXTS.items())[:2]]
+        response = client.post("/api/v1/datasets/api/data", json={"documents": docs})
+        assert response.status_code == 200, response.text
+        url = "/api/v1/datasets/api/cognify"
+        bad = client.post(url, json={"llm_mode": "later"})
+        assert bad.status_code == 422 and bad.json()["error"]["code"] == "validation_error"
+        budgeted = client.post(url, json={"llm_mode": "batch", "budget_tokens": 10_000})
+        assert budgeted.status_code == 422 and "--llm-mode sync" in budgeted.text
+        accepted = client.post(url, json={"llm_mode": "batch"})
+        assert accepted.status_code == 202, accepted.text
+        done = http_finished(client, accepted.json()["job_id"])
+        assert done["status"] == "succeeded", done
+        assert done["llm"]["calls"] == server.batches.stats()["answered"] > 0, done
+        assert server.calls() == 0
+    offline = Runtime(Settings(home=tmp_path / "offline"))
+    with pytest.raises(ValueError, match="COGMILL_LLM_BASE_URL"):
+        start_cognify(offline, "api", llm_mode="batch")
