@@ -99,3 +99,22 @@ def configure(settings: Settings) -> Celery:
     app._pool = None
     app.amqp._producer_pool = None
     return app
+
+
+def queue_depths(app: Celery) -> dict[str, int]:
+    """Messages waiting in each cogmill queue, not counting those a worker holds.
+
+    Read with the transport's own size (on Redis: LLEN of the queue's list per priority),
+    not a passive declare: kombu's Redis transport checks that a queue exists with EXISTS,
+    which it does not give the global key prefix, so with a prefix every passive declare
+    answered NOT_FOUND (and the sweeper never resumed a job whose chains were lost)."""
+    depths: dict[str, int] = {}
+    with app.connection_for_write() as conn:
+        channel = conn.default_channel
+        for queue in (INGEST_QUEUE, LLM_QUEUE):
+            size = getattr(channel, "_size", None)
+            if size is None:
+                depths[queue] = channel.queue_declare(queue=queue, passive=True).message_count
+            else:
+                depths[queue] = int(size(queue))
+    return depths

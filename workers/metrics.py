@@ -23,13 +23,11 @@ import time
 import weakref
 from collections.abc import Sequence
 
-from celery import Celery
 from celery.signals import task_postrun, task_prerun
-from kombu.exceptions import ChannelError
 
 from core.ports import StateStore, StoreError
 from pipelines.models import WriteReport
-from workers.celery_app import FINISH, INGEST_QUEUE, LLM_QUEUE, TASK_STEPS, task_name
+from workers.celery_app import FINISH, TASK_STEPS, task_name
 from workers.runtime import Runtime, current_runtime
 
 log = logging.getLogger("cogmill.metrics")
@@ -38,7 +36,6 @@ PREFIX = "metrics:"
 STEP_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)
 SEARCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 LLM_COUNTERS = ("retries", "rate_limited", "failures")
-QUEUES = (INGEST_QUEUE, LLM_QUEUE)
 FAILED_BATCHES = PREFIX + "batches:failed"
 
 
@@ -106,20 +103,6 @@ def _count_failed_batch(state: StateStore, kwargs: dict[str, object]) -> None:
         report = WriteReport.model_validate_json(raw)
         if report.errors and not report.documents:
             state.add_member(FAILED_BATCHES, f"{job_id}:{batch}")
-
-
-def queue_depths(app: Celery) -> dict[str, int]:
-    """Messages waiting in each cogmill queue (Redis: the lengths of its lists, over all
-    priorities; not those a worker holds)."""
-    depths: dict[str, int] = {}
-    with app.connection_for_write() as conn:
-        channel = conn.default_channel
-        for queue in QUEUES:
-            try:
-                depths[queue] = channel.queue_declare(queue=queue, passive=True).message_count
-            except ChannelError:  # Redis: no list under the queue's name, so none waiting
-                depths[queue] = 0
-    return depths
 
 
 # -- recording in workers ---------------------------------------------------------------------

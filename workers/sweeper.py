@@ -40,7 +40,7 @@ from core.models.jobs import Claim, Job
 from core.ports import StoreError
 from pipelines.definitions import get_pipeline
 from pipelines.models import DocumentBatch
-from workers.celery_app import FINISH, INGEST_QUEUE, LLM_QUEUE, TASK_STEPS
+from workers.celery_app import FINISH, INGEST_QUEUE, LLM_QUEUE, TASK_STEPS, queue_depths
 from workers.chains import batch_chain
 from workers.delivery import Delivery
 from workers.heartbeat import running_steps, worker_id
@@ -54,12 +54,7 @@ Claims = dict[str, tuple[Job, dict[int, Claim]]]
 
 def queued_messages(app: Celery) -> int:
     """Messages waiting in the cogmill queues (not counting those a worker holds)."""
-    with app.connection_for_write() as conn:
-        channel = conn.default_channel
-        return sum(
-            channel.queue_declare(queue=name, passive=True).message_count
-            for name in (INGEST_QUEUE, LLM_QUEUE)
-        )
+    return sum(queue_depths(app).values())
 
 
 def unacked_steps(app: Celery) -> list[Delivery]:

@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 
 from core.llm.usage import FIELDS, KINDS, UsageTotals, priced
 from core.models.jobs import Job, JobStatus
+from workers.celery_app import queue_depths
 from workers.jobs import JobTracker
 from workers.metrics import (
     SEARCH_BUCKETS,
@@ -30,7 +31,6 @@ from workers.metrics import (
     failed_batches,
     histograms,
     llm_counters,
-    queue_depths,
 )
 from workers.runtime import Runtime
 from workers.usage import job_usage

@@ -12,7 +12,8 @@ from core.models.jobs import Claim, JobStatus
 from core.settings import Settings
 from tests.backends import finished, installed_runtime
 from tests.integration.test_jobs import add_sample, snapshot
-from workers.celery_app import configure
+from tests.services import redis_url
+from workers.celery_app import FINISH, INGEST_QUEUE, configure, task_name
 from workers.embedded import EmbeddedWorker
 from workers.jobs import JobTracker, batch_input_key, step_output_key
 from workers.orchestration import cognify
@@ -128,3 +129,19 @@ def test_a_job_whose_last_recording_lost_its_finalisation_is_finalised(runtime: 
     assert sweep(runtime, app, stall_seconds=60, now=time.time() + 61) == 0
     assert tracker.get(job.id).status is JobStatus.SUCCEEDED
     assert tracker.running() == []
+
+
+@pytest.mark.services
+def test_queued_messages_are_counted_on_redis(tmp_path: Path) -> None:
+    """On Redis with cogmill's key prefix, kombu's passive declare answers NOT_FOUND whatever
+    the queue holds: a stalled job's sweep asked it, so a job whose chains were lost was never
+    resumed on Redis. Counted with the lists' lengths instead."""
+    broker = redis_url().rsplit("/", 1)[0] + "/15"  # a database no other test uses
+    app = configure(Settings(home=tmp_path / "home", broker_url=broker))
+    app.control.purge()
+    assert queued_messages(app) == 0
+    app.send_task(task_name(FINISH), queue=INGEST_QUEUE)
+    try:
+        assert queued_messages(app) == 1
+    finally:
+        app.control.purge()
