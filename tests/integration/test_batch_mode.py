@@ -18,6 +18,10 @@ from api.http.app import create_app
 from api.services import jobs
 from api.services.cognify import cognify as start_cognify
 from api.services.export import graph_pages
+from core.llm.cache import LLMCache, cache_key
+from core.llm.client import schema_of
+from core.llm.deferral import Deferred
+from core.models.extraction import KnowledgeGraph
 from core.models.jobs import Job, JobStatus
 from core.settings import Settings
 from tests.backends import (  # noqa: F401 - fixtures used by name
@@ -27,13 +31,23 @@ from tests.backends import (  # noqa: F401 - fixtures used by name
     embedded_only,
     finished,
     http_finished,
+    installed_runtime,
     llm_settings,
     succeeded,
     write_files,
 )
 from tests.llm_server import LLMTestServer
 from workers.jobs import JobTracker
-from workers.llm_batches import batch_usage
+from workers.llm_batches import (
+    CLAIM_METADATA,
+    PENDING,
+    Submission,
+    batch_api,
+    batch_usage,
+    load,
+    poll,
+    save,
+)
 from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
@@ -172,3 +186,46 @@ def test_http_and_refusals(backend: Backend, server: LLMTestServer, tmp_path: Pa
     offline = Runtime(Settings(home=tmp_path / "offline"))
     with pytest.raises(ValueError, match="COGMILL_LLM_BASE_URL"):
         start_cognify(offline, "api", llm_mode="batch")
+
+
+@embedded_only
+def test_a_batch_whose_submitter_died_is_found_not_sent_again(
+    backend: Backend, server: LLMTestServer, tmp_path: Path
+) -> None:
+    """A worker that died after creating the batch and before recording its id: the poller
+    finds the batch by its claim in the metadata and takes its answers; a claim with no batch
+    after the grace is given up (its step runs again, synchronously)."""
+    settings = Settings(home=tmp_path / "home", **llm_settings(server),
+                        llm_batch_claim_grace_seconds=0.5)  # fmt: skip
+    server.batches.configure(delay_seconds=1.0)
+    with installed_runtime(settings) as rt:
+        schema = schema_of(KnowledgeGraph)
+        messages = [{"role": "user", "content": "Ada Lovelace met Charles Babbage."}]
+        request = Deferred(cache_key("test", messages, schema), "test", messages,
+                           KnowledgeGraph, schema)  # fmt: skip
+        died = Submission(job="j1", batch=0, step="extract_graph", gen=0, claim="claim-1",
+                          requests=1, claimed_at=time.time())  # fmt: skip
+        never = died.model_copy(update={"batch": 1, "claim": "claim-2"})
+        for record in (died, never):
+            save(rt, record)
+            rt.state.add_member(PENDING, record.member)
+        api = batch_api(rt)
+        created = api.submit([request], {CLAIM_METADATA: "claim-1"})  # then the worker died
+        assert poll(rt, api) == 0  # found and recorded; the other is within its grace
+        found = load(rt, "j1", 0, "extract_graph")
+        assert found is not None and found.state == "pending", found
+        assert found.openai_batch == created.id
+        time.sleep(1.1)
+        assert poll(rt, api) == 0  # answered, lost: both settled (no job to re-publish)
+        api.close()
+        assert server.batches.stats()["submissions"] == 1, "never submitted again"
+        done, lost = load(rt, "j1", 0, "extract_graph"), load(rt, "j1", 1, "extract_graph")
+        assert done is not None and (done.state, done.outcome, done.answered) == (
+            "done",
+            "completed",
+            1,
+        )
+        assert lost is not None and (lost.state, lost.outcome) == ("done", "lost")
+        cached = LLMCache(rt.state).get(request.key)
+        assert cached is not None and KnowledgeGraph.model_validate_json(cached).entities
+        assert not rt.state.add_members({PENDING: []})[PENDING]

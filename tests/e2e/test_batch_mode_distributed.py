@@ -1,0 +1,108 @@
+"""Batch API mode across `cogmill worker` processes (issue 16): while the test server's
+batches are pending no worker runs a task; every worker is SIGKILLed then, a fresh one
+started, and the job still ends with the graph, vectors and postings of a sync run, each
+step-batch submitted once and nothing sent synchronously (Neo4j graph + vectors, Redis)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from api.services import jobs
+from api.services.cognify import cognify as start_cognify
+from core.models.jobs import Job, JobStatus
+from tests.backends import add_files, finished
+from tests.distributed import distributed_runtime, running_workers, worker_env, write_corpus
+from tests.e2e.faults.stores import compare, take
+from tests.llm_server import LLMTestServer
+from tests.services import neo4j_uri, redis_url
+from workers.celery_app import app
+from workers.jobs import JobTracker
+from workers.runtime import Runtime
+
+pytestmark = [pytest.mark.e2e, pytest.mark.services]
+
+BROKER_DB = 12  # this module's own Redis database (see test_usage_distributed.py)
+DOCUMENTS = 6  # three batches of two documents, three chunks each (extractions + summaries)
+SETTINGS = {"chunk_tokens": "24", "llm_batch_poll_seconds": "0.5"}
+DELAY = 15.0  # seconds a batch stays in progress: the kill happens inside that window
+
+
+@pytest.fixture
+def server() -> Iterator[LLMTestServer]:
+    with LLMTestServer() as server:
+        yield server
+
+
+def parked(rt: Runtime, server: LLMTestServer, job: Job, timeout: float = 120) -> None:
+    """Wait until every batch waits for the Batch API with the server's batches in progress,
+    and no worker process runs a task (asked through Celery's remote control)."""
+    tracker, deadline = JobTracker(rt.state), time.monotonic() + timeout
+    replies: list[dict] = []
+    while True:
+        waiting = tracker.llm_waiting(job.id) == set(range(job.total_batches))
+        pending = server.batches.stats()["pending"]
+        if waiting and pending == job.total_batches:
+            # One reply per worker process (they may share a host name).
+            replies = app.control.broadcast("active", reply=True, timeout=2)
+            tasks = [task for reply in replies for found in reply.values() for task in found]
+            if len(replies) >= 2 and not tasks:
+                return
+        assert time.monotonic() < deadline, (waiting, pending, replies)
+        time.sleep(0.1)
+
+
+def test_workers_killed_while_batches_pend_lose_nothing(
+    server: LLMTestServer, tmp_path: Path
+) -> None:
+    broker = f"{redis_url().rsplit('/', 1)[0]}/{BROKER_DB}"
+    redis.Redis.from_url(broker).flushdb()  # no stale queues
+    files = write_corpus(tmp_path / "docs", DOCUMENTS)
+    dataset = f"batch-{uuid.uuid4().hex[:8]}"
+
+    reference = worker_env(tmp_path / "reference", broker, neo4j_uri(), server.base_url, **SETTINGS)
+    with distributed_runtime(reference) as rt, running_workers(reference, tmp_path, 2):
+        try:
+            assert not add_files(rt, dataset, files).rejected
+            job = finished(rt, start_cognify(rt, dataset), 240, interval=0.25)
+            assert job.status is JobStatus.SUCCEEDED and not job.errors, job
+            expected = take(neo4j_uri(), broker, reference["COGMILL_REDIS_PREFIX"], dataset, job)
+            sync_llm = jobs.show(rt, job.id).llm
+        finally:
+            rt.catalog.remove_dataset(dataset)
+    reference_calls = server.calls()
+    assert sync_llm.calls == reference_calls > 0
+    server.batches.configure(delay_seconds=DELAY)
+
+    env = worker_env(tmp_path / "batch", broker, neo4j_uri(), server.base_url, **SETTINGS)
+    with distributed_runtime(env) as rt, running_workers(env, tmp_path, 2) as pool:
+        try:
+            assert not add_files(rt, dataset, files).rejected
+            job = start_cognify(rt, dataset, llm_mode="batch")
+            parked(rt, server, job)
+            assert JobTracker(rt.state).get(job.id).status is JobStatus.RUNNING
+            for worker in pool.live():  # every worker dies while the batches wait
+                pool.kill(worker)
+            pool.start()
+            done = finished(rt, job, 240, interval=0.25)
+            assert done.status is JobStatus.SUCCEEDED and not done.errors, done
+            actual = take(neo4j_uri(), broker, env["COGMILL_REDIS_PREFIX"], dataset, done)
+            final = jobs.show(rt, job.id)
+            events = [e["event"] for _, e in JobTracker(rt.state).events(job.id)]
+        finally:
+            rt.catalog.remove_dataset(dataset)
+    diff = compare(expected, actual)
+    assert diff.clean, diff.summary()
+    assert expected.items["node"] and expected.items["edge"]
+    stats = server.batches.stats()
+    # Submitted once per step-batch (extractions, then summaries), none twice after the kill.
+    assert stats["submissions"] == 2 * job.total_batches, stats
+    assert events.count("llm_batch_submitted") == events.count("llm_batch_done") == 2 * 3, events
+    assert server.calls() == reference_calls, "nothing went synchronously"
+    assert final.llm.calls == sync_llm.calls == stats["answered"], final.llm
+    assert final.llm.prompt_tokens == sync_llm.prompt_tokens
