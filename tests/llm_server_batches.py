@@ -6,7 +6,8 @@ A batch is in progress for `delay_seconds` after its creation, then completes, o
 with `expire` (answering nothing). Each line is answered exactly as the chat route answers
 the same body (same deterministic extraction, same usage), except a `failed_share` of them,
 drawn from (seed, custom_id), which get an error object in the batch's error file. Lines are
-answered when a client first sees the batch completed. `submissions` counts created batches.
+answered when a client first sees the batch completed. `submissions` counts created
+batches; `refuse` answers uploads 404, as a server without the Batch API does.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class BatchFaults:
     expire: bool = False
     failed_share: float = 0.0
     seed: int = 0
+    refuse: bool = False  # answer 404 to uploads, as a server without the Batch API does
 
 
 class BatchBook:
@@ -72,7 +74,10 @@ class BatchBook:
     def route(self, handler: Any, method: str) -> bool:
         """Answer the request if it is a Files or Batches route; False otherwise."""
         path = handler.path.split("?", 1)[0].rstrip("/")
-        if method == "POST" and path == "/v1/files":
+        if method == "POST" and path == "/v1/files" and self.faults.refuse:
+            handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+            handler._error(404, "no route POST /v1/files")
+        elif method == "POST" and path == "/v1/files":
             handler._json(200, self._upload(handler))
         elif method == "GET" and path.startswith("/v1/files/") and path.endswith("/content"):
             data = self.files.get(path.split("/")[3])

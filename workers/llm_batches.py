@@ -131,7 +131,7 @@ def submit(runtime: Runtime, job_id: str, work: Delivery, requests: list[Deferre
             log.warning("llm_batch_submit_unknown job=%s batch=%s: %s", job_id, work.batch, err)
             return True
         log.warning("llm_batch_refused job=%s batch=%s: %s", job_id, work.batch, err)
-        _settle(runtime, record, "refused")
+        _close(runtime, record, "refused", 0)  # this delivery runs the step itself
         return False
     finally:
         api.close()
@@ -210,12 +210,7 @@ def _settle(
         for name, value in meter.totals()["llm"].items():
             if value:
                 state.incr(f"job:{record.job}:usage:batch_api:llm:{name}", value)
-    record.state, record.outcome, record.answered = "done", outcome, answered
-    save(runtime, record)
-    state.remove_member(PENDING, record.member)
-    jobs.event(record.job, "llm_batch_done", batch=record.batch, step=record.step,
-               status=outcome, answered=answered, failed=record.requests - answered)  # fmt: skip
-    jobs.wait_llm(record.job, record.batch, waiting=False)
+    _close(runtime, record, outcome, answered)
     try:
         republish(jobs, record.job, record.batch, "llm_batch_answered", step=record.step)
     except LookupError as err:  # the job's inputs expired or were deleted: nothing to run
@@ -223,6 +218,17 @@ def _settle(
         return 0
     jobs.touch(record.job)
     return 1
+
+
+def _close(runtime: Runtime, record: Submission, outcome: str, answered: int) -> None:
+    """Mark a submission done: its batch no longer waits (its step runs next)."""
+    jobs = tracker(runtime)
+    record.state, record.outcome, record.answered = "done", outcome, answered
+    save(runtime, record)
+    runtime.state.remove_member(PENDING, record.member)
+    jobs.event(record.job, "llm_batch_done", batch=record.batch, step=record.step,
+               status=outcome, answered=answered, failed=record.requests - answered)  # fmt: skip
+    jobs.wait_llm(record.job, record.batch, waiting=False)
 
 
 def _count(meter: Meter, found: Answer) -> None:

@@ -229,3 +229,22 @@ def test_a_batch_whose_submitter_died_is_found_not_sent_again(
         cached = LLMCache(rt.state).get(request.key)
         assert cached is not None and KnowledgeGraph.model_validate_json(cached).entities
         assert not rt.state.add_members({PENDING: []})[PENDING]
+
+
+@embedded_only
+def test_an_endpoint_without_a_batch_api_runs_the_steps_as_usual(
+    backend: Backend, server: LLMTestServer, tmp_path: Path
+) -> None:
+    """A server that refuses the upload (a local model's): each step runs synchronously in
+    the same delivery, once, and the job succeeds with every request sent one by one."""
+    server.batches.configure(refuse=True)
+    with backend.runtime(**llm_settings(server), **SETTINGS) as rt:
+        files = write_files(tmp_path / "docs", dict(list(TEXTS.items())[:2]))
+        assert not add_files(rt, "local", files).rejected
+        job = succeeded(rt, start_cognify(rt, "local", llm_mode="batch"))
+        events = [e for _, e in JobTracker(rt.state).events(job.id)]
+        refused = [e for e in events if e["event"] == "llm_batch_done"]
+        assert [e["status"] for e in refused] == ["refused", "refused"], events
+        assert not [e for e in events if e["event"] == "llm_batch_answered"], events
+        assert server.batches.stats()["submissions"] == 0
+        assert jobs.show(rt, job.id).llm.calls == server.calls() > 0
