@@ -15,8 +15,12 @@ import secrets
 import time
 from dataclasses import asdict, dataclass
 from enum import StrEnum
+from typing import TypeVar
 
+from core.models.jobs import Job
 from core.ports import StateStore
+
+J = TypeVar("J", bound=Job)
 
 TENANT_PREFIX = "tenants:tenant:"
 KEY_PREFIX = "tenants:key:"
@@ -79,6 +83,26 @@ class Caller:
     def unscoped(self, stored: str) -> str:
         """The name this caller knows a stored dataset by."""
         return stored if self.tenant is None else stored.removeprefix(f"{self.tenant}:")
+
+    def unscoped_text(self, message: str) -> str:
+        """Free text (a note, an error message) with every stored name of this caller's
+        written as the caller writes it: `<tenant>:` dropped where it starts a name."""
+        if self.tenant is None or not message:
+            return message
+        # Where a stored name starts: not inside a longer word, and a name follows the ':'.
+        start = rf"(?<![A-Za-z0-9_\-]){re.escape(self.tenant)}:(?=[A-Za-z0-9])"
+        return re.sub(start, "", message)
+
+    def unscoped_job(self, record: J) -> J:
+        """A job record (or report) with its dataset, message and errors as this caller
+        names them."""
+        if self.tenant is None:
+            return record
+        errors = [
+            e.model_copy(update={"message": self.unscoped_text(e.message)}) for e in record.errors
+        ]
+        dataset, message = self.unscoped(record.dataset), self.unscoped_text(record.message)
+        return record.model_copy(update={"dataset": dataset, "message": message, "errors": errors})
 
 
 LOCAL = Caller(None, Role.ADMIN)

@@ -32,6 +32,7 @@ from core.llm.usage import priced
 from core.models.jobs import Job, JobStatus
 from core.ports import StateStore
 from core.settings import Settings
+from core.tenants import Caller, Role
 from workers.celery_app import app, task_name
 from workers.runtime import current_runtime
 from workers.usage import job_usage
@@ -187,10 +188,9 @@ def job_body(state: StateStore, settings: Settings, job_id: str) -> bytes | None
     raw = state.get(f"job:{job_id}")  # JobTracker.save's key (see the module docstring)
     if raw is None:
         return None
-    job = Job.model_validate_json(raw)
-    tenant = job_tenant(job)
-    if tenant is not None:
-        job.dataset = job.dataset.removeprefix(f"{tenant}:")
+    stored = Job.model_validate_json(raw)
+    # As the job's tenant sees it: dataset, message and errors without the stored form.
+    job = Caller(job_tenant(stored), Role.READER).unscoped_job(stored)
     usage = priced(job_usage(state, job_id), settings)
     # As api/services/jobs.show builds its JobReport (which this layer cannot import); the
     # webhook tests compare the two, field by field.

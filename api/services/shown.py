@@ -9,7 +9,6 @@ The local default tenant's names are stored bare, so for it all of this is the i
 
 from __future__ import annotations
 
-import re
 from typing import Any, TypeVar
 
 from core.models.graph import Edge, Node
@@ -33,24 +32,13 @@ def name(caller: Caller, stored: str) -> str:
 
 def text(caller: Caller, message: str) -> str:
     """Free text (a note, a message) with every stored name of the caller's written as the
-    caller writes it: `<tenant>:` dropped where it starts a name."""
-    if caller.tenant is None or not message:
-        return message
-    return _prefix(caller.tenant).sub("", message)
-
-
-def _prefix(tenant: str) -> re.Pattern[str]:
-    # Where a stored name starts: not inside a longer word, and a name follows the ':'.
-    return re.compile(rf"(?<![A-Za-z0-9_\-]){re.escape(tenant)}:(?=[A-Za-z0-9])")
+    caller writes it (core/tenants.py `Caller.unscoped_text`)."""
+    return caller.unscoped_text(message)
 
 
 def job(caller: Caller, record: J) -> J:
     """A job record (or report) with its dataset, message and errors as the caller names them."""
-    if caller.tenant is None:
-        return record
-    errors = [e.model_copy(update={"message": text(caller, e.message)}) for e in record.errors]
-    update = {"dataset": name(caller, record.dataset), "message": text(caller, record.message)}
-    return record.model_copy(update={**update, "errors": errors})
+    return caller.unscoped_job(record)
 
 
 def graph_item(caller: Caller, item: G) -> G:
