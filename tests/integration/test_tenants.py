@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import core.tenants
 from core.ports import StateStore
 from core.stores.state_redis import RedisStateStore
 from core.stores.state_sqlite import SQLiteStateStore
@@ -71,6 +72,23 @@ def test_wrong_revoked_and_expired_keys_do_not_authenticate(state: StateStore) -
     assert tenants.authenticate(short) is None
     # Revoking every key leaves the API closed.
     assert tenants.auth_configured()
+
+
+def test_a_verified_key_skips_the_slow_hash_but_not_the_record(
+    state: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PBKDF2 runs once per key and process: after that the stored hash is not recomputed
+    (here it could not be: the iteration count changed), yet revocation still counts."""
+    tenants = Tenants(state)
+    tenants.create_tenant("acme")
+    key, record = tenants.create_key("acme", Role.READER)
+    other, _ = tenants.create_key("acme", Role.READER)
+    assert tenants.authenticate(key) is not None
+    monkeypatch.setattr(core.tenants, "HASH_ITERATIONS", core.tenants.HASH_ITERATIONS + 1)
+    assert tenants.authenticate(key) is not None  # remembered
+    assert tenants.authenticate(other) is None  # never verified: hashed, and now differently
+    tenants.revoke(record.id)
+    assert tenants.authenticate(key) is None
 
 
 def test_bad_names_unknown_tenants_and_duplicates_are_refused(state: StateStore) -> None:
