@@ -40,6 +40,7 @@ from retrieval.answer import CompletionMixin
 from retrieval.chunks import chunk_source
 from retrieval.models import SearchResult
 from retrieval.pagerank import WeightedGraph, personalised_pagerank
+from retrieval.ppr_paths import MassFlows, provenance
 from retrieval.query_names import name_spans, query_ngrams
 
 if TYPE_CHECKING:
@@ -203,7 +204,11 @@ class PPRRetriever(CompletionMixin):
         final = {c: (1 - fusion) * graph[c] + fusion * dense.get(c, 0.0) for c in chunks}
         best = sorted(final, key=lambda c: -final[c])[:top_k]
         nodes = {n.id: n for n in self.graph.get_nodes(best)}
-        return [_result(nodes[c], final[c]) for c in best if c in nodes]
+        # The path that led to each passage: at most 3 carriers of its mass (no store reads).
+        flows, names = MassFlows(neighbourhood.weighted, scores), neighbourhood.names
+        return [
+            _result(nodes[c], final[c], provenance(flows, c, names)) for c in best if c in nodes
+        ]
 
 
 def _min_max(values: dict[str, float]) -> dict[str, float]:
@@ -213,9 +218,11 @@ def _min_max(values: dict[str, float]) -> dict[str, float]:
     return {key: (value - low) / span for key, value in values.items()}
 
 
-def _result(chunk: Node, score: float) -> SearchResult:
+def _result(chunk: Node, score: float, evidence: list[str]) -> SearchResult:
     text = str(chunk.properties.get("text", ""))
-    return SearchResult(text=text, score=round(score, 6), sources=[chunk_source(chunk)])
+    return SearchResult(
+        text=text, score=round(score, 6), sources=[chunk_source(chunk)], evidence=evidence
+    )
 
 
 class Neighbourhood:
@@ -226,6 +233,7 @@ class Neighbourhood:
         self.weighted = WeightedGraph()
         self.chunks: set[str] = set()
         self.entities: dict[str, list[str]] = {}  # entity id -> the chunks that mention it
+        self.names: dict[str, str] = {}  # entity id -> its name (for the results' evidence)
         self._mentions: set[tuple[str, str]] = set()  # (chunk, entity) read from MENTIONS
         self.rows: set[str] = set()  # the passages that are table rows (REFERENCES are read)
 
@@ -261,6 +269,7 @@ class Neighbourhood:
         new = []
         for node in self.graph.get_nodes(todo) if todo else []:
             if node.type == ENTITY:
+                self.names[node.id] = node.name
                 self.entities[node.id] = list(
                     dict.fromkeys(s.chunk_id for s in node.support if s.chunk_id)
                 )
