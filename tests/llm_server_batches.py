@@ -1,6 +1,6 @@
 """The Files + Batches part of the test LLM server (tests/llm_server.py): `POST /v1/files`
-(multipart), `GET /v1/files/{id}/content`, `POST /v1/batches`, `GET /v1/batches/{id}` and
-`GET /v1/batches` (the list, with metadata).
+(multipart), `GET /v1/files/{id}/content`, `POST /v1/batches`, `GET /v1/batches/{id}`,
+`POST /v1/batches/{id}/cancel` and `GET /v1/batches` (the list, with metadata).
 
 A batch is in progress for `delay_seconds` after its creation, then completes, or expires
 with `expire` (answering nothing). Each line is answered exactly as the chat route answers
@@ -48,6 +48,7 @@ class BatchBook:
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.submissions = 0
+        self.cancelled = 0
         self.failed: set[str] = set()  # custom_ids answered with an error
         self.answered: set[str] = set()  # custom_ids answered with a reply
 
@@ -59,6 +60,7 @@ class BatchBook:
         with self.lock:
             return {
                 "submissions": self.submissions,
+                "cancelled": self.cancelled,
                 "lines": sum(b["request_counts"]["total"] for b in self.batches.values()),
                 "answered": len(self.answered),
                 "failed": sorted(self.failed),
@@ -87,6 +89,17 @@ class BatchBook:
                 _send(handler, data)
         elif method == "POST" and path == "/v1/batches":
             self._create(handler, handler._body())
+        elif method == "POST" and path.startswith("/v1/batches/") and path.endswith("/cancel"):
+            handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+            with self.lock:
+                batch = self.batches.get(path.split("/")[3])
+                if batch is not None and batch["status"] == "in_progress":
+                    batch["status"] = "cancelled"
+                    self.cancelled += 1
+            if batch is None:
+                handler._error(404, f"no batch {path}")
+            else:
+                handler._json(200, self._view(handler, batch["id"]))
         elif method == "GET" and path == "/v1/batches":
             with self.lock:
                 ids = sorted(self.batches, key=lambda i: -self.batches[i]["created_at"])

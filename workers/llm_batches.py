@@ -178,9 +178,11 @@ def poll(runtime: Runtime, api: BatchAPI | None = None) -> int:
 
 def _poll_one(runtime: Runtime, api: BatchAPI, record: Submission) -> int:
     if tracker(runtime).cancelled(record.job):
-        return _settle(runtime, record, "cancelled")  # its step ends the batch at once
+        if record.openai_batch:  # stop paying for it; its step ends the batch at once
+            api.cancel(record.openai_batch)
+        return _settle(runtime, record, "cancelled")
     if not record.openai_batch:
-        found = api.find(CLAIM_METADATA, record.claim)
+        found = api.find(CLAIM_METADATA, record.claim, since=record.claimed_at - 600)
         if found is None:
             if time.time() - record.claimed_at < runtime.settings.llm_batch_claim_grace_seconds:
                 return 0

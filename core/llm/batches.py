@@ -104,13 +104,16 @@ class BatchAPI:
             raise BatchAPIError(f"batch submission failed: {short(err)}", refused=refused) from err
         return _state(created)
 
-    def find(self, key: str, value: str) -> BatchState | None:
+    def find(self, key: str, value: str, since: float = 0.0) -> BatchState | None:
         """The newest batch whose metadata has `key` = `value` (one submitted by a worker that
-        died before it recorded the batch's id), or None. Raises BatchAPIError."""
+        died before it recorded the batch's id), among those created since `since` (a Unix
+        time: the list comes newest first), or None. Raises BatchAPIError."""
         try:
             for batch in self._sdk.batches.list(limit=_LIST_PAGE):
                 if (batch.metadata or {}).get(key) == value:
                     return _state(batch)
+                if batch.created_at < since:
+                    break
         except openai.OpenAIError as err:
             raise BatchAPIError(f"listing batches failed: {short(err)}") from err
         return None
@@ -121,6 +124,14 @@ class BatchAPI:
             return _state(self._sdk.batches.retrieve(batch_id))
         except openai.OpenAIError as err:
             raise BatchAPIError(f"reading batch {batch_id} failed: {short(err)}") from err
+
+    def cancel(self, batch_id: str) -> None:
+        """Ask the endpoint to stop the batch (what it answered already is billed). Raises
+        BatchAPIError."""
+        try:
+            self._sdk.batches.cancel(batch_id)
+        except openai.OpenAIError as err:
+            raise BatchAPIError(f"cancelling batch {batch_id} failed: {short(err)}") from err
 
     def answers(self, state: BatchState) -> list[Answer]:
         """Every line the batch answered (an expired batch may have answered some), failed

@@ -57,7 +57,7 @@ pytestmark = pytest.mark.integration
 TEXTS = {
     f"doc{i}.txt": "\n\n".join(
         f"Person{i}x{k} Smith founded Company{i}x{k} Labs in City{k}. Person{i}x{k} Smith "
-        f"works for Company{i}x{k} Labs. The work appeared in Journal{k}."
+        f"works for Company{i}x{k} Labs. The work appeared in Journal{k} in {1950 + k}."
         for k in range(3)
     )
     for i in range(4)
@@ -86,13 +86,18 @@ def kinds(rt: Runtime, job: Job) -> list[str]:
 
 
 def reference_run(
-    backend: Backend, server: LLMTestServer, dataset: str, files: list[Path], home: Path
+    backend: Backend,
+    server: LLMTestServer,
+    dataset: str,
+    files: list[Path],
+    home: Path,
+    pipeline: str | None,
 ) -> tuple[tuple[set[str], set[str]], Any]:
     """The graph and usage of a sync run (another model name: nothing cached for the next)."""
     settings = {**llm_settings(server), **SETTINGS, "llm_model": "reference", "home": home}
     with backend.runtime(**settings) as rt:
         assert not add_files(rt, dataset, files).rejected
-        job = succeeded(rt, start_cognify(rt, dataset))
+        job = succeeded(rt, start_cognify(rt, dataset, pipeline=pipeline))
         return graph_ids(rt, dataset), jobs.show(rt, job.id).llm
 
 
@@ -111,14 +116,16 @@ def parked(rt: Runtime, server: LLMTestServer, job: Job, timeout: float = 60) ->
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize("scenario", ["answered", "failed_lines", "expired"])
+@pytest.mark.parametrize("scenario", ["answered", "failed_lines", "expired", "temporal"])
 def test_batch_mode_builds_the_sync_runs_graph(
     backend: Backend, server: LLMTestServer, tmp_path: Path, scenario: str
 ) -> None:
     files = write_files(tmp_path / "docs", TEXTS)
     dataset = backend.dataset("batch")
+    # The temporal pipeline adds a third LLM step (events) and so a third file per batch.
+    pipeline, steps = ("temporal", 3) if scenario == "temporal" else (None, 2)
     expected_graph, expected_llm = reference_run(
-        backend, server, dataset, files, tmp_path / "reference"
+        backend, server, dataset, files, tmp_path / "reference", pipeline
     )
     assert expected_graph[0] and expected_graph[1]
     reference_calls = server.calls()
@@ -131,7 +138,7 @@ def test_batch_mode_builds_the_sync_runs_graph(
 
     with backend.runtime(**llm_settings(server), **SETTINGS) as rt:
         assert not add_files(rt, dataset, files).rejected
-        job = start_cognify(rt, dataset, llm_mode="batch")
+        job = start_cognify(rt, dataset, llm_mode="batch", pipeline=pipeline)
         assert job.options["llm_mode"] == "batch"
         # Parked, not blocked: no worker thread holds a task while the server's batches wait.
         parked(rt, server, job)
@@ -141,12 +148,12 @@ def test_batch_mode_builds_the_sync_runs_graph(
         done = succeeded(rt, job, 120)
         assert graph_ids(rt, dataset) == expected_graph
         stats, events = batches.stats(), kinds(rt, job)
-        # One file per step-batch (extractions, then summaries), each submitted once.
-        assert stats["submissions"] == 2 * job.total_batches, stats
+        # One file per step-batch (extractions, summaries, events), each submitted once.
+        assert stats["submissions"] == steps * job.total_batches, stats
         assert events.count("llm_batch_submitted") == stats["submissions"], events
         assert events.count("llm_batch_done") == stats["submissions"], events
         sync_calls = server.calls() - reference_calls
-        if scenario == "answered":
+        if scenario in ("answered", "temporal"):
             assert sync_calls == 0 and not stats["failed"], stats
         elif scenario == "failed_lines":
             assert stats["failed"] and stats["answered"], stats
@@ -248,3 +255,20 @@ def test_an_endpoint_without_a_batch_api_runs_the_steps_as_usual(
         assert not [e for e in events if e["event"] == "llm_batch_answered"], events
         assert server.batches.stats()["submissions"] == 0
         assert jobs.show(rt, job.id).llm.calls == server.calls() > 0
+
+
+@embedded_only
+def test_cancel_while_batches_pend(backend: Backend, server: LLMTestServer, tmp_path: Path) -> None:
+    """A job cancelled while its batches wait ends cancelled at the next poll, and its
+    batches are cancelled on the endpoint (nothing more is answered or paid)."""
+    server.batches.configure(delay_seconds=600)
+    with backend.runtime(**llm_settings(server), **SETTINGS) as rt:
+        files = write_files(tmp_path / "docs", TEXTS)
+        assert not add_files(rt, "cancel", files).rejected
+        job = start_cognify(rt, "cancel", llm_mode="batch")
+        parked(rt, server, job)
+        jobs.cancel(rt, job.id)
+        ended = finished(rt, job, 60)
+        assert ended.status is JobStatus.CANCELLED, ended
+        assert server.batches.stats()["cancelled"] == job.total_batches
+        assert server.calls() == 0
