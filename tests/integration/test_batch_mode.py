@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from celery.worker import state as worker_state
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
+from api.cli import app as cli
 from api.http.app import create_app
 from api.services import jobs
 from api.services.cognify import cognify as start_cognify
@@ -272,3 +274,20 @@ def test_cancel_while_batches_pend(backend: Backend, server: LLMTestServer, tmp_
         assert ended.status is JobStatus.CANCELLED, ended
         assert server.batches.stats()["cancelled"] == job.total_batches
         assert server.calls() == 0
+
+
+@embedded_only
+def test_cli_flag(backend: Backend, server: LLMTestServer, tmp_path: Path) -> None:
+    """`cogmill cognify D --llm-mode batch` waits for the batches and ends like a sync run;
+    an unknown mode is refused with what to use."""
+    env = {f"COGMILL_{k.upper()}": str(v) for k, v in {**llm_settings(server), **SETTINGS}.items()}
+    env["COGMILL_HOME"] = str(tmp_path / "home")
+    runner = CliRunner()
+    files = write_files(tmp_path / "docs", dict(list(TEXTS.items())[:2]))
+    added = runner.invoke(cli, ["add", str(files[0].parent), "--dataset", "cli"], env=env)
+    assert added.exit_code == 0, added.output
+    bad = runner.invoke(cli, ["cognify", "cli", "--llm-mode", "later"], env=env)
+    assert bad.exit_code != 0 and "use sync or batch" in bad.output, bad.output
+    done = runner.invoke(cli, ["cognify", "cli", "--llm-mode", "batch"], env=env)
+    assert done.exit_code == 0 and "succeeded" in done.output, done.output
+    assert server.batches.stats()["submissions"] == 2 and server.calls() == 0
