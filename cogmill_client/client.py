@@ -28,7 +28,8 @@ T = TypeVar("T")
 
 class Client:
     """A cogmill server's HTTP API. Error answers raise CogmillError subclasses
-    (cogmill_client.errors); connection failures raise httpx's own errors."""
+    (cogmill_client.errors); connection failures raise httpx's own errors. `http`: an httpx
+    client to send with instead (its own base URL, headers and timeouts then apply)."""
 
     def __init__(
         self,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -45,7 +46,6 @@ from cogmill_client import (
 from core.settings import Settings
 from core.tenants import Role, Tenants
 from tests.backends import llm_settings
-from tests.e2e.test_ui_browser import free_port
 from tests.llm_server import LLMTestServer
 from workers.runtime import Runtime
 
@@ -74,6 +74,12 @@ class Served:
 
     def client(self, key: str = "writer") -> Client:
         return Client(self.url, api_key=self.keys[key], timeout=120)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def make_keys(home: Path) -> dict[str, str]:
