@@ -22,6 +22,7 @@ one that died before creating it is taken as never sent after `llm_batch_claim_g
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -35,7 +36,7 @@ from core.llm import deferral
 from core.llm.batches import Answer, BatchAPI, BatchAPIError, BatchState
 from core.llm.cache import LLMCache
 from core.llm.deferral import Deferred
-from core.llm.usage import FIELDS, Meter, Usage, current_meter, metering
+from core.llm.usage import FIELDS, Meter, Spending, Usage, current_meter, metering
 from core.models.jobs import Job
 from core.ports import StoreError
 from pipelines.base import LLM
@@ -44,7 +45,7 @@ from workers.delivery import Delivery
 from workers.jobs import JobTracker
 from workers.runtime import Runtime, current_runtime
 from workers.sweeper import republish
-from workers.usage import add_usage
+from workers.usage import add_usage, job_budget
 
 log = logging.getLogger("cogmill.llm_batches")
 T = TypeVar("T")
@@ -69,6 +70,7 @@ class Submission(BaseModel):
     state: Literal["claimed", "pending", "done"] = "claimed"
     outcome: str = ""  # the batch's final status ("lost": never created; "refused")
     answered: int = 0
+    reserved: tuple[int, int] = (0, 0)  # prompt, completion tokens set aside in the budget
 
     @property
     def member(self) -> str:
@@ -104,21 +106,33 @@ def through_batch_api(runtime: Runtime, job: Job, work: Delivery, run: Callable[
     if not deferred:
         _merge(outer, trial)  # every request was a cache hit: that was the step's run
         return output
-    if submit(runtime, job.id, work, deferred):
+    if submit(runtime, job.id, work, deferred, outer.guard if outer else None):
         return None
     return run()  # the endpoint refused the batch: the normal path
 
 
-def submit(runtime: Runtime, job_id: str, work: Delivery, requests: list[Deferred]) -> bool:
+def submit(
+    runtime: Runtime,
+    job_id: str,
+    work: Delivery,
+    requests: list[Deferred],
+    budget: Spending | None = None,
+) -> bool:
     """Claim, record and submit the requests of one step-batch; the batch waits from then on.
-    False when the endpoint refused the batch (nothing was created: run the step as usual)."""
+    False when the endpoint refused the batch (nothing was created: run the step as usual).
+    Raises BudgetExceeded, claiming nothing, when the job's budget cannot cover them all."""
     state, jobs = runtime.state, tracker(runtime)
     claim = f"job:{job_id}:llm-batch:{work.batch}:{work.step}:{work.gen}:claim"
-    if state.incr(claim) != 1:
+    if state.get(claim) is not None:
         return True  # this generation's submission is another delivery's
+    reserved = _reserve(runtime, budget, requests)  # BudgetExceeded: the shell parks the batch
+    if state.incr(claim) != 1:
+        _release(budget, reserved)
+        return True
     state.put(claim, "1", ttl=runtime.settings.artifact_ttl_seconds)
     record = Submission(job=job_id, batch=work.batch, step=work.step, gen=work.gen, claim=claim,
-                        requests=len(requests), claimed_at=time.time())  # fmt: skip
+                        requests=len(requests), claimed_at=time.time(),
+                        reserved=reserved)  # fmt: skip
     save(runtime, record)
     jobs.wait_llm(job_id, work.batch)
     state.add_member(PENDING, record.member)
@@ -131,6 +145,7 @@ def submit(runtime: Runtime, job_id: str, work: Delivery, requests: list[Deferre
             log.warning("llm_batch_submit_unknown job=%s batch=%s: %s", job_id, work.batch, err)
             return True
         log.warning("llm_batch_refused job=%s batch=%s: %s", job_id, work.batch, err)
+        _release(budget, reserved)  # the step's requests reserve one by one instead
         _close(runtime, record, "refused", 0)  # this delivery runs the step itself
         return False
     finally:
@@ -209,6 +224,11 @@ def _settle(
             if found.usage:
                 _count(meter, found)
         add_usage(state, record.job, record.step, meter)
+        llm = meter.totals()["llm"]
+        if (budget := job_budget(state, record.job)) is not None:  # the estimate, settled
+            prompt, completion = record.reserved
+            budget.settle(llm["prompt_tokens"] - prompt,
+                          llm["completion_tokens"] - completion, llm["cached_tokens"])  # fmt: skip
         for name, value in meter.totals()["llm"].items():
             if value:
                 state.incr(f"job:{record.job}:usage:batch_api:llm:{name}", value)
@@ -231,6 +251,24 @@ def _close(runtime: Runtime, record: Submission, outcome: str, answered: int) ->
     jobs.event(record.job, "llm_batch_done", batch=record.batch, step=record.step,
                status=outcome, answered=answered, failed=record.requests - answered)  # fmt: skip
     jobs.wait_llm(record.job, record.batch, waiting=False)
+
+
+def _reserve(
+    runtime: Runtime, budget: Spending | None, requests: list[Deferred]
+) -> tuple[int, int]:
+    """Set the requests' estimated tokens aside in the job's budget, all or none (prompts at
+    ~4 characters a token with their schema, `llm_estimate_completion_tokens` each reply)."""
+    if budget is None:
+        return (0, 0)
+    chars = sum(len(json.dumps(r.messages)) + len(json.dumps(r.schema_json)) for r in requests)
+    estimate = (chars // 4, len(requests) * runtime.settings.llm_estimate_completion_tokens)
+    budget.reserve(*estimate)
+    return estimate
+
+
+def _release(budget: Spending | None, reserved: tuple[int, int]) -> None:
+    if budget is not None and any(reserved):
+        budget.settle(-reserved[0], -reserved[1], 0)
 
 
 def _count(meter: Meter, found: Answer) -> None:
