@@ -15,7 +15,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import TypeVar
 
@@ -115,6 +115,9 @@ LOCAL = Caller(None, Role.ADMIN)
 class Tenant:
     name: str
     created: float
+    # The LLM budget in USD of the tenant's cognify jobs started without one (None: the
+    # `job_budget_usd` setting).
+    budget_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,22 @@ class Tenants:
             raise TenantError(f"tenant {name!r} already exists")
         tenant = Tenant(name, time.time())
         self.state.put(key, json.dumps(asdict(tenant)))
+        return tenant
+
+    def tenant(self, name: str) -> Tenant | None:
+        raw = self.state.get(TENANT_PREFIX + name)
+        return None if raw is None else Tenant(**json.loads(raw))
+
+    def set_budget(self, name: str, budget_usd: float | None) -> Tenant:
+        """Set (None: clear) the tenant's default job budget; TenantError when unknown or
+        not positive."""
+        tenant = self.tenant(check_tenant_name(name))
+        if tenant is None:
+            raise TenantError(f"tenant {name!r} does not exist; `cogmill tenants create` it")
+        if budget_usd is not None and not budget_usd > 0:
+            raise TenantError(f"a budget must be more than 0 USD, got {budget_usd}")
+        tenant = replace(tenant, budget_usd=budget_usd)
+        self.state.put(TENANT_PREFIX + name, json.dumps(asdict(tenant)))
         return tenant
 
     def tenants(self) -> list[Tenant]:

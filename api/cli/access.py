@@ -21,14 +21,47 @@ def _when(stamp: float | None) -> str:
     return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+BudgetUsd = Annotated[
+    float | None,
+    typer.Option(
+        "--budget-usd", help="LLM budget in USD of the tenant's cognify jobs started without one"
+    ),
+]
+
+
 @tenants_app.command("create")
-def create_tenant(name: Annotated[str, typer.Argument(help="lowercase name")]) -> None:
+def create_tenant(
+    name: Annotated[str, typer.Argument(help="lowercase name")], budget_usd: BudgetUsd = None
+) -> None:
     """Create a tenant (then `cogmill keys create --tenant NAME`)."""
 
     def body() -> None:
         with runtime_session() as rt:
-            Tenants(rt.state).create_tenant(name)
+            tenants = Tenants(rt.state)
+            tenants.create_tenant(name)
+            if budget_usd is not None:
+                tenants.set_budget(name, budget_usd)
         out.print(f"tenant {name} created", markup=False)
+
+    guarded(body)
+
+
+@tenants_app.command("budget")
+def tenant_budget(
+    name: Annotated[str, typer.Argument(help="tenant")],
+    budget_usd: BudgetUsd = None,
+    clear: Annotated[bool, typer.Option("--clear", help="no budget of the tenant's own")] = False,
+) -> None:
+    """Set the default job budget of a tenant (`--clear`: the COGMILL_JOB_BUDGET_USD setting)."""
+
+    def body() -> None:
+        if (budget_usd is None) == (not clear):
+            err.print("give --budget-usd X or --clear", markup=False)
+            raise typer.Exit(2)
+        with runtime_session() as rt:
+            tenant = Tenants(rt.state).set_budget(name, None if clear else budget_usd)
+        shown = "none" if tenant.budget_usd is None else f"{tenant.budget_usd} USD"
+        out.print(f"tenant {name}: default job budget {shown}", markup=False)
 
     guarded(body)
 
@@ -40,7 +73,8 @@ def list_tenants() -> None:
     def body() -> None:
         with runtime_session() as rt:
             for tenant in Tenants(rt.state).tenants():
-                typer.echo(f"{tenant.name}\tcreated {_when(tenant.created)}")
+                budget = "" if tenant.budget_usd is None else f"\tbudget {tenant.budget_usd} USD"
+                typer.echo(f"{tenant.name}\tcreated {_when(tenant.created)}{budget}")
 
     guarded(body)
 

@@ -11,7 +11,7 @@ from api.services.jobs import budget_of
 from core.models.custom import graph_model_of
 from core.models.jobs import Job
 from core.ontology import InvalidOntology, store_ontology
-from core.tenants import LOCAL, Caller
+from core.tenants import LOCAL, Caller, Tenants
 from workers.orchestration import cognify as plan
 from workers.runtime import Runtime
 
@@ -51,16 +51,17 @@ def cognify(
     (every document with `everything`: a re-cognify), through each document's own pipeline or
     `pipeline`, extracting with `graph_model` (a JSON Schema) and aligning to `ontology`;
     `webhook`: the id of the job's own webhook (`webhooks.for_job`), told when it finishes.
-    `budget_usd` / `budget_tokens` cap its LLM spending (default: the `job_budget_usd`
-    setting); reached, the job ends `paused_budget` until `jobs.resume`. `llm_mode` "batch"
-    (default: the `llm_mode` setting) sends its LLM steps' requests through the Batch API.
+    `budget_usd` / `budget_tokens` cap its LLM spending (default: the tenant's budget, else
+    the `job_budget_usd` setting); reached, the job ends `paused_budget` until `jobs.resume`.
+    `llm_mode` "batch" (default: the `llm_mode` setting) sends its LLM steps' requests through
+    the Batch API.
 
     Returns the job, already finished when there is nothing to do. Raises DatasetNotFoundError,
     ValueError for a bad pipeline, graph model or ontology.
     """
     checked(dataset)
     if budget_usd is None and budget_tokens is None:
-        budget_usd = rt.settings.job_budget_usd
+        budget_usd = default_budget(rt, caller)
     budget = budget_of(rt.settings, budget_usd, budget_tokens)
     mode = batch_mode_of(rt, llm_mode, budget is not None)
     options: dict[str, Any] = {}
@@ -79,6 +80,14 @@ def cognify(
     # After the options: a bad one is reported even for a new dataset.
     stored = existing(rt, dataset, caller)
     return plan(rt, stored, pipeline, "all" if everything else "changed", options, budget)
+
+
+def default_budget(rt: Runtime, caller: Caller) -> float | None:
+    """The USD budget of a job started without one: its tenant's, else the setting."""
+    tenant = None if caller.tenant is None else Tenants(rt.state).tenant(caller.tenant)
+    if tenant is not None and tenant.budget_usd is not None:
+        return tenant.budget_usd
+    return rt.settings.job_budget_usd
 
 
 def batch_mode_of(rt: Runtime, llm_mode: str | None, budgeted: bool) -> str:

@@ -127,7 +127,6 @@ def embedder(settings: Settings) -> Embedder:
             settings.embedding_dim,
             settings.embedding_api_key,
             timeout=settings.llm_timeout_seconds,
-            max_attempts=settings.llm_max_attempts,
         )
     from core.embeddings.local import LocalEmbedder
 

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from api.http.app import create_app
 from api.services import jobs
+from api.services.add import add_files as add_service
 from api.services.cognify import cognify as start_cognify
 from api.services.datasets import JobRunningError
 from api.services.delete import delete_dataset
@@ -24,6 +25,7 @@ from core.llm.usage import BudgetExceeded
 from core.models.documents import STATUS, DocumentStatus
 from core.models.jobs import Budget, Claim, Job, JobStatus
 from core.settings import Settings
+from core.tenants import LOCAL, Caller, Role, TenantError, Tenants
 from tests.backends import (  # noqa: F401 - fixtures used by name
     Backend,
     add_files,
@@ -347,3 +349,28 @@ def test_the_sweeper_leaves_parked_batches_alone(backend: Backend, tmp_path: Pat
         touched = [e["batch"] for _, e in tracker.events(job.id) if e["event"] in kinds]
         assert sorted(touched) == [1, 1, 2], touched
         assert tracker.generation(job.id, 0) == 0 and tracker.parked(job.id) == {0}
+
+
+@embedded_only
+def test_a_tenant_budget_is_the_default_of_its_jobs(backend: Backend, tmp_path: Path) -> None:
+    """A job started without a budget gets its tenant's (`cogmill tenants budget`), else the
+    `job_budget_usd` setting; one given with the job wins."""
+    paths = write_files(tmp_path / "docs", dict(list(TEXTS.items())[:1]))
+    settings = {**SETTINGS, "job_budget_usd": 0.5}
+    with installed_runtime(backend.settings(**settings)) as rt:  # no worker: jobs stay queued
+        tenants = Tenants(rt.state)
+        tenants.create_tenant("acme")
+        tenants.create_tenant("globex")
+        tenants.set_budget("acme", 0.02)
+        acme, globex = Caller("acme", Role.WRITER), Caller("globex", Role.WRITER)
+        for caller in (acme, globex, LOCAL):
+            added = add_service(rt, "docs", [(p.name, p) for p in paths], caller=caller)
+            assert added.stored == 1, added
+        assert start_cognify(rt, "docs", caller=acme).budget == Budget(usd=0.02)
+        assert start_cognify(rt, "docs", caller=globex).budget == Budget(usd=0.5)
+        assert start_cognify(rt, "docs").budget == Budget(usd=0.5)
+        given = start_cognify(rt, "docs", caller=acme, everything=True, budget_tokens=99)
+        assert given.budget == Budget(tokens=99)
+        with pytest.raises(TenantError, match="more than 0"):
+            tenants.set_budget("acme", 0)
+        assert tenants.set_budget("acme", None).budget_usd is None

@@ -9,6 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from core.embeddings.openai_embedder import OpenAIEmbedder
+from core.llm import outage
+from core.llm.aio import run_sync
+from core.llm.client import LLMClient, LLMError
+from core.models.extraction import KnowledgeGraph
 from core.models.jobs import Job
 from tests.backends import (  # noqa: F401 - fixtures used by name
     Backend,
@@ -28,9 +33,10 @@ TEXTS = {
     f"Charles{i} Babbage founded Engine{i} Works in Paris{i}."
     for i in range(4)
 }
-# The endpoint is down for its first four chat and four embeddings requests, and a call
-# gives up after two attempts: the first calls of the job give up.
-OUTAGE = {"outage_requests": 4, "fail_kind": "500"}
+# The endpoint is down for its first eight chat and eight embeddings requests. A chat call
+# gives up after two attempts (the four first extractions of the job all give up), the
+# embedder after its six (the first batch's embeddings give up).
+OUTAGE = {"outage_requests": 8, "fail_kind": "500"}
 Outcome = tuple[Job, list[tuple[str, str]], dict[str, int]]
 
 
@@ -67,3 +73,28 @@ def test_a_step_runs_again_after_an_outage_and_loses_nothing(
     assert not calm.errors
     assert found == expected and len(found) >= 3 * len(TEXTS), found
     assert counts == expected_counts
+
+
+@pytest.mark.parametrize("kind", ["500", "timeout"])
+def test_only_unanswered_calls_count_as_an_outage(kind: str) -> None:
+    """What the step shell watches: a call that got no answer on any attempt (chat or
+    embeddings) counts; one that got answers, if invalid ones, does not."""
+    with LLMTestServer(outage_requests=2, fail_kind=kind, hang_seconds=2) as server:
+        embedder = OpenAIEmbedder(server.base_url, "test", 64, timeout=0.5, max_attempts=2)
+        chat = LLMClient(server.base_url, "test", timeout=0.5, max_attempts=2)
+        messages = [{"role": "user", "content": "Ada Lovelace met Charles Babbage."}]
+        with outage.watching() as unanswered:
+            with pytest.raises(LLMError):
+                embedder.embed(["Ada Lovelace"])
+            with pytest.raises(LLMError):
+                run_sync(chat.structured(messages, KnowledgeGraph))
+        assert unanswered.calls == 2
+        with outage.watching() as unanswered:  # the endpoint is back
+            assert embedder.embed(["Ada Lovelace"]).shape == (1, 64)
+            assert run_sync(chat.structured(messages, KnowledgeGraph)).entities
+        assert unanswered.calls == 0
+        # Answered with invalid JSON every time: the model's fault, not an outage.
+        server.configure(outage_requests=10**6, fail_kind="malformed")
+        with outage.watching() as unanswered, pytest.raises(LLMError, match="invalid reply"):
+            run_sync(chat.structured(messages + [{"role": "user", "content": "x"}], KnowledgeGraph))
+        assert unanswered.calls == 0
