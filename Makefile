@@ -38,7 +38,7 @@ test-fast: install
 
 lint: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy core pipelines retrieval workers api
+	$(BIN)/mypy core pipelines retrieval workers api cogmill_client
 
 bench: install
 	$(BIN)/python bench/ingest_musique.py
