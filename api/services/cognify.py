@@ -63,7 +63,7 @@ def cognify(
     if budget_usd is None and budget_tokens is None:
         budget_usd = default_budget(rt, caller)
     budget = budget_of(rt.settings, budget_usd, budget_tokens)
-    mode = batch_mode_of(rt, llm_mode, budget is not None)
+    mode = batch_mode_of(rt, llm_mode)
     options: dict[str, Any] = {}
     if graph_model is not None:
         graph_model_of(graph_model)  # an invalid model fails here, not in a worker
@@ -90,16 +90,11 @@ def default_budget(rt: Runtime, caller: Caller) -> float | None:
     return rt.settings.job_budget_usd
 
 
-def batch_mode_of(rt: Runtime, llm_mode: str | None, budgeted: bool) -> str:
+def batch_mode_of(rt: Runtime, llm_mode: str | None) -> str:
     """The job's LLM mode ("sync" or "batch"); ValueError for one it cannot run in."""
     mode = llm_mode or rt.settings.llm_mode
     if mode not in ("sync", "batch"):
         raise ValueError(f"unknown LLM mode {mode!r}; use sync or batch")
     if mode == "batch" and not rt.settings.llm_base_url:
         raise ValueError("batch mode needs an LLM endpoint: set COGMILL_LLM_BASE_URL")
-    if mode == "batch" and budgeted:
-        raise ValueError(
-            "a budget cannot cap a batch-mode job yet (its requests are not reserved one by "
-            "one): give no budget (unset COGMILL_JOB_BUDGET_USD) or use --llm-mode sync"
-        )
     return mode

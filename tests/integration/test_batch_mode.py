@@ -173,7 +173,7 @@ def test_batch_mode_builds_the_sync_runs_graph(
 @embedded_only
 def test_http_and_refusals(backend: Backend, server: LLMTestServer, tmp_path: Path) -> None:
     """`llm_mode` in the cognify body is stored with the job; a bad mode is a 422, and so is
-    batch mode with a budget (which it cannot reserve against yet) or without an endpoint."""
+    batch mode without an LLM endpoint."""
     settings = Settings(home=tmp_path / "home", **llm_settings(server), **SETTINGS)
     server.batches.configure(delay_seconds=0.5)
     rt = Runtime(settings)
@@ -184,8 +184,6 @@ def test_http_and_refusals(backend: Backend, server: LLMTestServer, tmp_path: Pa
         url = "/api/v1/datasets/api/cognify"
         bad = client.post(url, json={"llm_mode": "later"})
         assert bad.status_code == 422 and bad.json()["error"]["code"] == "validation_error"
-        budgeted = client.post(url, json={"llm_mode": "batch", "budget_tokens": 10_000})
-        assert budgeted.status_code == 422 and "--llm-mode sync" in budgeted.text
         accepted = client.post(url, json={"llm_mode": "batch"})
         assert accepted.status_code == 202, accepted.text
         done = http_finished(client, accepted.json()["job_id"])
@@ -291,3 +289,32 @@ def test_cli_flag(backend: Backend, server: LLMTestServer, tmp_path: Path) -> No
     done = runner.invoke(cli, ["cognify", "cli", "--llm-mode", "batch"], env=env)
     assert done.exit_code == 0 and "succeeded" in done.output, done.output
     assert server.batches.stats()["submissions"] == 2 and server.calls() == 0
+
+
+@embedded_only
+def test_a_budget_holds_in_batch_mode(
+    backend: Backend, server: LLMTestServer, tmp_path: Path
+) -> None:
+    """Each file is submitted only once its estimate is reserved in the job's budget: half
+    the sync run's tokens pauses the job with nothing failed, and a resume ends it with the
+    sync run's graph and calls."""
+    files = write_files(tmp_path / "docs", TEXTS)
+    expected_graph, expected_llm = reference_run(
+        backend, server, "budget", files, tmp_path / "reference", None
+    )
+    spent = expected_llm.prompt_tokens + expected_llm.completion_tokens
+    server.batches.configure(delay_seconds=0.5)
+    with backend.runtime(**llm_settings(server), **{**SETTINGS, "batch_size": 1}) as rt:
+        assert not add_files(rt, "budget", files).rejected
+        job = start_cognify(rt, "budget", llm_mode="batch", budget_tokens=spent // 2)
+        paused = finished(rt, job, 120)
+        assert paused.status is JobStatus.PAUSED_BUDGET and not paused.errors, paused
+        report = jobs.show(rt, job.id)
+        # Reserved before submitting (estimates above what the answers used): never over.
+        assert 0 < report.spent.tokens <= spent // 2, (report.spent, spent)
+        assert JobTracker(rt.state).parked(job.id)
+        done = succeeded(rt, jobs.resume(rt, job.id, tokens=spent * 3), 120)
+        assert graph_ids(rt, "budget") == expected_graph
+        final = jobs.show(rt, done.id)
+        assert final.llm.calls == expected_llm.calls and final.spent.tokens == spent, final
+        assert server.calls() == expected_llm.calls, "nothing went synchronously"
