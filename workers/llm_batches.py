@@ -93,7 +93,11 @@ def through_batch_api(runtime: Runtime, job: Job, work: Delivery, run: Callable[
         return run()
     found = load(runtime, job.id, work.batch, work.step)
     if found is not None and found.state != "done":
-        return None  # a second delivery of a waiting step: the poller resumes it
+        # Another delivery of a waiting step (a submitter that died before it marked the
+        # batch waiting is completed here): the poller resumes it.
+        runtime.state.add_member(PENDING, found.member)
+        tracker(runtime).wait_llm(job.id, work.batch)
+        return None
     if found is not None:  # answered (or never sent): the normal run, the cache answers
         output = run()
         if (meter := current_meter()) is not None:
