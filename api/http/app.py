@@ -140,10 +140,13 @@ def _bug(request: Request, exc: Exception) -> JSONResponse:
 async def _lifespan(app: FastAPI, runtime: Runtime | None) -> AsyncIterator[None]:
     from workers.celery_app import configure
     from workers.embedded import EmbeddedWorker
-    from workers.runtime import use_runtime
+    from workers.runtime import share_cores_between_threads, use_runtime
 
     rt = runtime or Runtime(Settings())
     use_runtime(rt)  # Celery tasks in this process find the stores through it
+    # Searches run on many request threads at once; a query's embedding split over BLAS
+    # threads cost ~20x the CPU (idle threads spin) on a loaded 2-core machine.
+    share_cores_between_threads(2)
     worker = None
     try:
         if rt.settings.embedded_broker:
