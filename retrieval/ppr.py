@@ -202,7 +202,9 @@ class PPRRetriever(CompletionMixin):
         graph, dense = _min_max({c: scores.get(c, 0.0) for c in chunks}), _min_max(chunk_sim)
         fusion = self.params.dense_fusion
         final = {c: (1 - fusion) * graph[c] + fusion * dense.get(c, 0.0) for c in chunks}
-        best = sorted(final, key=lambda c: -final[c])[:top_k]
+        # Ties by id: set order changes with the process's hash seed (4 of 200 top-10 lists
+        # came out in another order in another process, one with another 10th passage).
+        best = sorted(final, key=lambda c: (-final[c], c))[:top_k]
         nodes = {n.id: n for n in self.graph.get_nodes(best)}
         # The path that led to each passage: at most 3 carriers of its mass (no store reads).
         flows, names = MassFlows(neighbourhood.weighted, scores), neighbourhood.names
