@@ -1,12 +1,15 @@
 """Embedded-mode ingestion benchmark on the MuSiQue corpus (run on demand; prints figures).
 
-    .venv/bin/python bench/ingest_musique.py [--limit N] [--data DIR] [--home DIR]
+    .venv/bin/python bench/ingest_musique.py [--limit N] [--data DIR] [--home DIR] [--top10 FILE]
 
 Adds each passage as its own document (the same files `cogmill eval` writes), cognifies them
 through the Celery pipeline with the embedded stores, then times CHUNKS, GRAPH_COMPLETION and
 GRAPH_PPR searches (top 10) over the 100 questions.
 Finally it times the embedder alone and the extractor alone on the same texts: together
-they are the floor the whole ingestion is compared with.
+they are the floor the whole ingestion is compared with. Wall and CPU seconds (of this whole
+process, every thread) are printed for both, with the load average: on a shared machine the
+CPU ratio moves less than the wall ratio. Searches run as after `cogmill cognify`: the vector
+indexes are not built (`optimize()` is not called; it is not part of cognify).
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.catalog import AddReport  # noqa: E402
+from core.models.vocabulary import (  # noqa: E402
+    CHUNK_COLLECTION,
+    EDGE_TYPE_COLLECTION,
+    ENTITY_COLLECTION,
+    SUMMARY_COLLECTION,
+)
 from core.settings import Settings  # noqa: E402
 from pipelines.classify import check_supported  # noqa: E402
 from retrieval.evaluation import default_data_dir, load_bench, percentile, write_documents  # noqa: E402
@@ -46,7 +55,7 @@ def peak_rss_mib() -> float:
 
 
 def ingest(runtime: Runtime, files: list[tuple[Path, str]]) -> dict[str, float]:
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     runtime.catalog.ensure_dataset("musique")
     report = AddReport()
     for path, name in files:
@@ -59,29 +68,31 @@ def ingest(runtime: Runtime, files: list[tuple[Path, str]]) -> dict[str, float]:
             time.sleep(0.1)
             job = tracker.get(job.id)
     done = time.perf_counter()
-    optimize = getattr(runtime.vectors, "optimize", None)
-    if optimize:
-        optimize()
     return {
         "add_s": added - started,
         "cognify_s": done - added,
-        "optimize_s": time.perf_counter() - done,
+        "cpu_s": time.process_time() - cpu_started,
         "status": job.status.value,
         "errors": len(job.errors),
         **job.counts,
     }
 
 
-def search_latency(runtime: Runtime, questions: list[str]) -> dict[str, dict[str, float]]:
+def search_latency(
+    runtime: Runtime, questions: list[str], top10: dict[str, list[list[str]]]
+) -> dict[str, dict[str, float]]:
+    """p50/p95 per search type; the first 20 questions' top-10 texts go into `top10`."""
     figures = {}
     for kind in SEARCH_TYPES:
         ctx = runtime.retrieval()
         search(ctx, questions[0], ["musique"], kind, 10)
-        times = []
-        for question in questions:
+        times, tops = [], top10.setdefault(kind.value, [])
+        for i, question in enumerate(questions):
             started = time.perf_counter()
-            search(ctx, question, ["musique"], kind, 10)
+            response = search(ctx, question, ["musique"], kind, 10)
             times.append((time.perf_counter() - started) * 1000)
+            if i < 20:
+                tops.append([r.text[:80] for r in response.results])
         figures[kind.value] = {
             "p50_ms": statistics.median(times),
             "p95_ms": percentile(times, 0.95),
@@ -92,12 +103,23 @@ def search_latency(runtime: Runtime, questions: list[str]) -> dict[str, dict[str
 def floor(runtime: Runtime, texts: list[str]) -> dict[str, float]:
     """The models alone, one call each over all texts, with every core for BLAS."""
     with threadpool_limits(limits=os.cpu_count(), user_api="blas"):
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         runtime.embedder.embed(texts)
-        embedded = time.perf_counter()
+        embedded, cpu_embedded = time.perf_counter(), time.process_time()
         runtime.extractor.extract(texts)
-        extracted = time.perf_counter()
-    return {"embed_s": embedded - started, "extract_s": extracted - embedded}
+        extracted, cpu_extracted = time.perf_counter(), time.process_time()
+    return {
+        "embed_s": embedded - started,
+        "extract_s": extracted - embedded,
+        "embed_cpu_s": cpu_embedded - cpu_started,
+        "extract_cpu_s": cpu_extracted - cpu_embedded,
+    }
+
+
+def vector_counts(runtime: Runtime) -> dict[str, int]:
+    """Points per vector collection of the dataset."""
+    names = (CHUNK_COLLECTION, ENTITY_COLLECTION, SUMMARY_COLLECTION, EDGE_TYPE_COLLECTION)
+    return {name: runtime.vectors.count(name, dataset="musique") for name in names}
 
 
 def main() -> None:
@@ -105,6 +127,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=default_data_dir(), help="bench folder")
     parser.add_argument("--limit", type=int, default=0, help="only the first N passages")
     parser.add_argument("--home", type=Path, help="keep the stores here (default: a temp dir)")
+    parser.add_argument("--top10", type=Path, help="write 20 questions' top-10 per type here")
     args = parser.parse_args()
     bench = load_bench("musique", args.data)
     passages = bench.limited(args.limit).passages if args.limit else bench.passages
@@ -117,9 +140,15 @@ def main() -> None:
         # Load the models first: their start-up is not ingestion throughput.
         runtime.embedder.embed(["warm up"])
         runtime.extractor.extract(["Warm up the parser."])
+        load_before = os.getloadavg()[0]
         result = ingest(runtime, files)
+        result["load_1min"] = [load_before, os.getloadavg()[0]]
         result["graph"] = runtime.graph.count("musique")
-        result["search"] = search_latency(runtime, questions)
+        result["vectors"] = vector_counts(runtime)
+        top10: dict[str, list[list[str]]] = {}
+        result["search"] = search_latency(runtime, questions, top10)
+        if args.top10:
+            args.top10.write_text(json.dumps(top10, indent=1))
         result["peak_rss_mib"] = peak_rss_mib()
         texts = [f"{p.title}\n{p.text}" for p in passages]
         result["floor"] = floor(runtime, texts)
@@ -135,6 +164,14 @@ def main() -> None:
     print(
         f"floor: embed {embed_s:.1f} s + extract {extract_s:.1f} s = {embed_s + extract_s:.1f} s; "
         f"ingestion / floor = {total / (embed_s + extract_s):.2f}x"
+    )
+    floor_cpu = result["floor"]["embed_cpu_s"] + result["floor"]["extract_cpu_s"]
+    print(
+        f"CPU: ingestion {result['cpu_s']:.1f} s, floor {floor_cpu:.1f} s "
+        f"(embed {result['floor']['embed_cpu_s']:.1f} + extract "
+        f"{result['floor']['extract_cpu_s']:.1f}); ingestion / floor = "
+        f"{result['cpu_s'] / floor_cpu:.2f}x; load {result['load_1min'][0]:.1f}"
+        f"-{result['load_1min'][1]:.1f}"
     )
     graph = result["graph"]
     print(

@@ -13,7 +13,7 @@ from core.models.vocabulary import CHUNK, DOCUMENT, ENTITY, STRUCTURAL_EDGES
 from core.ports import Embedder, GraphStore, LexicalIndex, VectorStore, batched
 from core.purge import purge_document
 from pipelines.base import INGEST, StepContext, StepQueue, StepServices
-from pipelines.built_graph import BuiltGraph, EmbedItem
+from pipelines.built_graph import BuiltGraph
 from pipelines.graph_builder import build_graph
 from pipelines.models import ExtractedBatch, WriteReport
 from pipelines.resolve_entities import add_alias_nodes
@@ -147,22 +147,36 @@ class AddDataPoints:
         self.lexical.add(dataset, docs)
 
     def _write_vectors(self, dataset: str, built: BuiltGraph) -> int:
-        """Embed and upsert the built graph's index fields."""
-        total = 0
-        for collection, items in built.to_embed.items():
-            unique = list({item.id: item for item in items}.values())
-            for part in batched(unique, self.embed_batch_size * 8):
-                total += self._embed_and_upsert(dataset, collection, list(part))
-        return total
+        """Embed the built graph's index fields in one call, then upsert them per collection.
 
-    def _embed_and_upsert(self, dataset: str, collection: str, items: list[EmbedItem]) -> int:
-        vectors = self.embedder.embed([item.text for item in items])
-        points = [
-            VectorPoint(id=item.id, vector=vector.tolist(), dataset=dataset, payload=item.payload)
-            for item, vector in zip(items, vectors, strict=True)
+        One call over every collection lets the embedder group texts of similar length across
+        chunks, summaries and names (padding is wasted work), and a text met more than once in
+        the batch (a name in two collections, a summary equal to its chunk) is embedded once.
+        """
+        work = [
+            (collection, list({item.id: item for item in items}.values()))
+            for collection, items in built.to_embed.items()
         ]
-        self.vectors.upsert(collection, points)
-        return len(points)
+        texts = list(dict.fromkeys(item.text for _, items in work for item in items))
+        if not texts:
+            return 0
+        row = {text: i for i, text in enumerate(texts)}
+        vectors = self.embedder.embed(texts)
+        total = 0
+        for collection, items in work:
+            for part in batched(items, self.embed_batch_size * 8):
+                points = [
+                    VectorPoint(
+                        id=item.id,
+                        vector=vectors[row[item.text]].tolist(),
+                        dataset=dataset,
+                        payload=item.payload,
+                    )
+                    for item in part
+                ]
+                self.vectors.upsert(collection, points)
+                total += len(points)
+        return total
 
 
 def _is_entity(node: Node, built: BuiltGraph) -> bool:
