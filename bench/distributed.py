@@ -89,6 +89,18 @@ def port_pid(url: str, what: str) -> int:
     return pid
 
 
+def _python(args: argparse.Namespace, home: Path, i: int) -> list[str]:
+    """The interpreter of worker `i`; under cProfile (written at its exit) with --profile."""
+    if not args.profile:
+        return [sys.executable]
+    return [sys.executable, "-m", "cProfile", "-o", str(home / f"worker-{i}.prof")]
+
+
+def _pool(args: argparse.Namespace) -> list[str]:
+    # cProfile sees the main thread only: a profiled worker runs its tasks there (solo pool).
+    return ["--pool", "solo"] if args.profile else ["--pool", "threads"]
+
+
 @contextlib.contextmanager
 def service(args: argparse.Namespace, latency_ms: int) -> Iterator[Service]:
     """Worker processes that serve every run of the mode, as a deployment's workers would.
@@ -99,6 +111,7 @@ def service(args: argparse.Namespace, latency_ms: int) -> Iterator[Service]:
     a while after a large delete.
     """
     home = Path(tempfile.mkdtemp(prefix="cogmill-dbench-"))
+    pool = corpora.pool()  # exits when a corpus is missing: before any process is started
     if latency_ms:
         workers = [
             ["--queues", "ingest", "--concurrency", str(args.threads)],
@@ -133,7 +146,7 @@ def service(args: argparse.Namespace, latency_ms: int) -> Iterator[Service]:
         use_runtime(runtime)
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "api.cli", "worker", "--pool", "threads", *worker_args],
+                [*_python(args, home, i), "-m", "api.cli", "worker", *_pool(args), *worker_args],
                 env={**os.environ, "PYTHONPATH": str(ROOT)},
                 cwd=ROOT,
                 stdout=subprocess.DEVNULL,
@@ -141,7 +154,9 @@ def service(args: argparse.Namespace, latency_ms: int) -> Iterator[Service]:
             )
             for i, worker_args in enumerate(workers)
         ]
-        running = Service(args, runtime, llm, procs, home, corpora.pool())
+        running = Service(args, runtime, llm, procs, home, pool)
+        if args.profile:
+            print(f"profiles: {home}/worker-N.prof, written as the workers exit", file=sys.stderr)
         try:
             time.sleep(args.warmup)  # workers load their code and connect
             yield running
@@ -207,6 +222,7 @@ def ingest(svc: Service, scale: int, *, floor: bool) -> dict[str, object]:
             "nodes": counts.get("nodes_written", 0),
             "edges": counts.get("edges_written", 0),
             "graph_write_s": round(write_s, 1),
+            "vectors": counts.get("vectors", 0),
         },
         # Peak so far: flat from the 1x run to the 4x run means no growth with the corpus.
         "worker_peak_rss_mib": [round(peak_rss_mib(p.pid)) for p in svc.workers],
@@ -245,6 +261,11 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=5.0, help="s idle, metered, before a run")
     parser.add_argument("--no-floor", action="store_true", help="skip the floor measurements")
     parser.add_argument("--json", action="store_true", help="also print each run as JSON")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="workers under cProfile, solo pool (one task at a time); the files' folder on stderr",
+    )
     args = parser.parse_args()
     args.neo4j_pid = port_pid(args.neo4j, "Neo4j")
     args.redis_pid = port_pid(args.redis, "Redis")
