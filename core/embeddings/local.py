@@ -18,7 +18,6 @@ import numpy as np
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
-from core.embeddings.recent import RecentVectors
 from core.llm import usage as accounting
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -37,9 +36,6 @@ _MASKED = np.float32(-1e9)
 _SCORES_BLOCK = 1 << 20
 # Rows of the 1536-wide feed-forward intermediate that GELU handles at once (~400 KB).
 _GELU_ROWS = 64
-# Names recur across batches: the vectors of the last 16,384 texts of up to 64 characters are
-# kept (about 27 MiB) and not computed again.
-_RECENT_TEXTS, _RECENT_MAX_CHARS = 16_384, 64
 
 
 class ModelNotInstalledError(FileNotFoundError):
@@ -92,13 +88,7 @@ class LocalEmbedder:
 
     model_name: str = MODEL_NAME
 
-    def __init__(
-        self,
-        model_dir: Path | None = None,
-        *,
-        batch_size: int = 64,
-        recent_texts: int = _RECENT_TEXTS,
-    ) -> None:
+    def __init__(self, model_dir: Path | None = None, *, batch_size: int = 64) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
@@ -115,7 +105,6 @@ class LocalEmbedder:
         self.dim: int = config["hidden_size"]
         self._bert = _load_bert(model_dir / "model.safetensors", config)
         self._tokenizer = _load_tokenizer(model_dir / "tokenizer.json", max_len)
-        self._recent = RecentVectors(recent_texts, _RECENT_MAX_CHARS)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """L2-normalised float32 vectors, shape (len(texts), dim). Raises ValueError on []."""
@@ -123,20 +112,13 @@ class LocalEmbedder:
             raise TypeError("embed() takes a sequence of texts, not a single str")
         if len(texts) == 0:
             raise ValueError("embed() needs at least one text")
-        vectors = np.empty((len(texts), self.dim), dtype=np.float32)
-        found = self._recent.find(texts)
-        for row, vector in found.items():
-            vectors[row] = vector
-        todo = np.array([row for row in range(len(texts)) if row not in found], dtype=np.int64)
-        if len(todo) == 0:
-            return vectors
-        encodings = self._tokenizer.encode_batch([texts[row] for row in todo])
+        encodings = self._tokenizer.encode_batch(list(texts))
         lengths = [len(e.ids) for e in encodings]
         accounting.add("embeddings", calls=1, prompt_tokens=sum(lengths))  # free, but counted
+        vectors = np.empty((len(texts), self.dim), dtype=np.float32)
         for rows in _length_batches(lengths, self.batch_size):
             ids, mask = _pad([encodings[i].ids for i in rows])
-            vectors[todo[rows]] = _encode(self._bert, ids, mask)
-        self._recent.keep([texts[row] for row in todo], vectors[todo])
+            vectors[rows] = _encode(self._bert, ids, mask)
         return vectors
 
 

@@ -33,7 +33,7 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def embedder() -> LocalEmbedder:
-    return LocalEmbedder(recent_texts=0)  # every text computed, so the tokens count them all
+    return LocalEmbedder()
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from core.embeddings.local import INSTALL_HINT, LocalEmbedder, ModelNotInstalledError
-from core.llm.usage import Meter, metering
 from core.ports import Embedder
 
 pytestmark = pytest.mark.unit
@@ -47,10 +46,10 @@ REFERENCE = {
 @pytest.fixture(scope="module")
 def embedder() -> LocalEmbedder:
     # A tiny batch size so that every test also crosses batch boundaries; offline mode
-    # proves nothing is fetched from a model hub. No recent vectors kept: every call computes.
+    # proves nothing is fetched from a model hub.
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HF_HUB_OFFLINE", "1")
-        return LocalEmbedder(batch_size=3, recent_texts=0)
+        return LocalEmbedder(batch_size=3)
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -146,28 +145,3 @@ def test_missing_model_files_say_how_to_install(tmp_path: Path) -> None:
 def test_batch_size_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="batch_size"):
         LocalEmbedder(batch_size=0)
-
-
-def embedded_tokens(embedder: LocalEmbedder, texts: list[str]) -> tuple[np.ndarray, int]:
-    """The vectors of `texts` and the tokens the model had to compute for them."""
-    with metering(Meter()) as meter:
-        vectors = embedder.embed(texts)
-    return vectors, meter.totals()["embeddings"]["prompt_tokens"]
-
-
-def test_recent_short_texts_are_not_embedded_again(embedder: LocalEmbedder) -> None:
-    names = ["Ada Lovelace", "Berlin", "Acme Corporation", "born in"]
-    cached = LocalEmbedder(batch_size=3, recent_texts=3)
-    first, tokens = embedded_tokens(cached, names)
-    assert tokens > 0
-    np.testing.assert_allclose(first, embedder.embed(names), atol=1e-6)
-    # The last three names are held (the cap is 3): only "Ada Lovelace" and the new long text
-    # are computed, and every vector is the one computed without the cache.
-    again = ["born in", LONG_TEXT, "Ada Lovelace", "Berlin", "Acme Corporation"]
-    vectors, tokens = embedded_tokens(cached, again)
-    np.testing.assert_allclose(vectors, embedder.embed(again), atol=1e-6)
-    _, expected = embedded_tokens(embedder, [LONG_TEXT, "Ada Lovelace"])
-    assert tokens == expected
-    # A text over 64 characters is never held: embedding it again computes it again.
-    _, tokens = embedded_tokens(cached, [LONG_TEXT])
-    assert tokens > 0

@@ -202,9 +202,8 @@ def compare(expected: Snapshot, actual: Snapshot) -> Diff:
 
 def _same_vector(want: dict[str, Any], got: dict[str, Any]) -> bool:
     """The same payload and an embedding equal but for float noise: the local embedder's sums
-    take another order when a text shares its call with other texts (which the vectors of
-    recent names and the cross-step batching make depend on what ran before), moving values
-    by ~1e-7, which the rounding to 4 decimals can turn into 1e-4. Another text's vector
+    can take another order when a text shares its call with other texts, moving values by
+    ~1e-7, which the rounding to 4 decimals can turn into 1e-4. Another text's vector
     differs by orders of magnitude more."""
     a, b = want.get("embedding", []), got.get("embedding", [])
     same_rest = {k: v for k, v in want.items() if k != "embedding"} == {
