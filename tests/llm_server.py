@@ -38,6 +38,10 @@ from tests.llm_multistep import multistep_reply
 from tests.llm_server_batches import BatchBook
 
 FAULTS = ("429", "500", "timeout", "malformed")
+# The `fault_every` schedule's order: a malformed reply first, since it needs a chat request
+# (one owed by an embeddings request waits for the next chat request, and a short job may
+# send none after its last turns).
+SCHEDULE = ("malformed", "429", "500", "timeout")
 _NAME = re.compile(r"[A-Z][A-Za-z0-9]+(?: [A-Z][A-Za-z0-9]+)*")
 _VERB = re.compile(r"^ ((?:[a-z]+ ){1,3})$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -67,7 +71,7 @@ class Faults:
     embedding_dim: int = 64
     floats_only: bool = False  # embeddings as float lists even when base64 is asked
     seed: int = 0
-    # Every n-th request (counted over all paths) fails, the kinds of FAULTS in turn: exactly
+    # Every n-th request (counted over all paths) fails, the kinds of SCHEDULE in turn: exactly
     # 1/n of the requests, every kind, whatever texts arrive (a "malformed" turn that falls on
     # an embeddings request answers 500 there and goes to the next chat request).
     fault_every: int = 0
@@ -258,7 +262,7 @@ class _Server(ThreadingHTTPServer):
                     self.owed_malformed -= 1
                     return "malformed"
                 return None
-            kind = FAULTS[(self.turns // every - 1) % len(FAULTS)]
+            kind = SCHEDULE[(self.turns // every - 1) % len(SCHEDULE)]
             if kind == "malformed" and not chat:
                 self.owed_malformed += 1
                 return "500"
