@@ -590,6 +590,10 @@ def check_readme_workers(stack: Stack) -> list[str]:
     return problems
 
 
+# Options of `docker compose` itself (before the subcommand) that take a value.
+COMPOSE_GLOBAL_VALUE_FLAGS = frozenset(
+    {"--profile", "-f", "--file", "-p", "--project-name", "--env-file", "--project-directory"}
+)
 COMPOSE_VALUE_FLAGS = {"--tail", "--scale", "--profile", "-f", "--file", "-n", "--index"}
 
 
@@ -610,6 +614,8 @@ def check_runbook_commands(stack: Stack) -> list[str]:
         args = shlex.split(line)
         if args[:2] == ["docker", "compose"]:
             args = args[2:]
+            while args and args[0].startswith("-"):  # compose's own options, e.g. --profile
+                args = args[2:] if args[0] in COMPOSE_GLOBAL_VALUE_FLAGS else args[1:]
             sub, rest = args[0], args[1:]
             names: list[str] = []
             skip = False
