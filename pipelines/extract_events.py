@@ -115,13 +115,17 @@ class LLMEventExtractor:
     ) -> list[ExtractedEvent]:
         if not text.strip():
             return []
+        async with semaphore:
+            reply = await self.client.structured(self.messages(text, entities), EventList)
+        return normalise_events(reply)
+
+    def messages(self, text: str, entities: Sequence[str]) -> list[dict[str, str]]:
+        """The chat messages that ask for one text's events (`cognify --estimate` counts them
+        too)."""
         system = self.prompt
         if entities:
             system += "\n\nEntities: " + "; ".join(dict.fromkeys(entities))
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": text}]
-        async with semaphore:
-            reply = await self.client.structured(messages, EventList)
-        return normalise_events(reply)
+        return [{"role": "system", "content": system}, {"role": "user", "content": text}]
 
 
 def normalise_events(reply: EventList) -> list[ExtractedEvent]:

@@ -6,8 +6,11 @@ own classify and chunk steps; every extraction prompt is built by the extractor 
 would use (its prompt, graph model and JSON schema) and counted with the local tokenizer,
 except those the response cache would answer. A document of several chunks gets one summary
 call, whose input is the chunk summaries the extraction has not written yet: each is assumed
-to be about its chunk's first sentence (SUMMARY_GUESS_CHARS at most). Completions are not
-known either: `llm_estimate_completion_tokens` per call.
+to be about its chunk's first sentence (SUMMARY_GUESS_CHARS at most). A pipeline with events
+(`temporal`) asks once more per chunk; that prompt lists the entities the extraction found,
+known only when the cache holds the extraction (else the list is left out: an undercount of a
+few tokens per name). Completions are not known either: `llm_estimate_completion_tokens` per
+call.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from core.models.custom import graph_model_of
 from core.tenants import LOCAL, Caller
 from pipelines.base import Pipeline
 from pipelines.definitions import get_pipeline
+from pipelines.extract_events import EventList, LLMEventExtractor
 from pipelines.models import Chunk, ChunkBatch, DocumentBatch
 from pipelines.summarize_documents import SummaryAnswer, summary_messages
 from workers.orchestration import plan_batches
@@ -102,11 +106,32 @@ def _batch_prompts(
     texts = [
         prompt_text(extractor.messages(chunk.text), _format(extractor.graph_model))
         for chunk in chunks.chunks
-        if not _cached(extractor, chunk, asked)
+        if _cached(extractor, extractor.messages(chunk.text), extractor.graph_model, asked) is None
     ]
     if "summarize_documents" in pipeline.step_names and rt.llm is not None:
         texts += _summary_prompts(rt, chunks.chunks)
+    if "extract_events" in pipeline.step_names:
+        events = getattr(pipeline.build_step("extract_events", rt, options), "extractor", None)
+        if isinstance(events, LLMEventExtractor):
+            texts += _event_prompts(extractor, events, chunks.chunks, asked)
     return count_tokens(texts)
+
+
+def _event_prompts(
+    extractor: LLMExtractor, events: LLMEventExtractor, chunks: list[Chunk], asked: set[str]
+) -> list[str]:
+    """The event call of each chunk the cache would not answer; its entity list is the cached
+    extraction's, when there is one."""
+    prompts = []
+    for chunk in chunks:
+        if not chunk.text.strip():
+            continue  # the real run asks nothing for it either
+        graph = _cached(extractor, extractor.messages(chunk.text), extractor.graph_model, set())
+        names = [] if graph is None else [e.name for e in graph.entities]
+        messages = events.messages(chunk.text, names)
+        if _cached(events, messages, EventList, asked) is None:
+            prompts.append(prompt_text(messages, _format(EventList)))
+    return prompts
 
 
 def _summary_prompts(rt: Runtime, chunks: list[Chunk]) -> list[str]:
@@ -134,14 +159,21 @@ def _format(schema: type[BaseModel]) -> dict[str, Any]:
     return response_format(schema, schema_of(schema), True)
 
 
-def _cached(extractor: LLMExtractor, chunk: Chunk, asked: set[str]) -> bool:
-    """Whether the response cache will answer this chunk's extraction: it holds it already, or
-    an identical chunk of the job asked first (the real run asks nothing)."""
-    client = extractor.client
+def _cached(
+    asker: LLMExtractor | LLMEventExtractor,
+    messages: list[dict[str, str]],
+    schema: type[BaseModel],
+    asked: set[str],
+) -> Any:
+    """The cached reply to these messages, parsed: the cache holds it already, or an identical
+    request of the job asked first (then `True`: the real run asks nothing). None when the
+    real run would ask."""
+    client = asker.client
     if client.cache is None:
-        return False
-    key = cache_key(client.model, extractor.messages(chunk.text), schema_of(extractor.graph_model))
+        return None
+    key = cache_key(client.model, messages, schema_of(schema))
     if key in asked:
         return True
     asked.add(key)
-    return client.cache.get(key) is not None
+    raw = client.cache.get(key)
+    return None if raw is None else schema.model_validate_json(raw)

@@ -18,6 +18,7 @@ from api.services import jobs
 from api.services.estimate import estimate
 from core.settings import Settings
 from tests.backends import (  # noqa: F401 - fixtures used by name
+    EMBEDDED,
     Backend,
     add_files,
     backend_fixture,
@@ -79,6 +80,24 @@ def test_estimate_matches_the_run(backend: Backend, server: LLMTestServer, tmp_p
         again = estimate(rt, dataset, everything=True)
         assert again.calls == summaries and server.calls() == job.llm.calls
         assert estimate(rt, dataset).calls == 0  # nothing changed: nothing to do
+
+
+def test_estimate_counts_the_event_calls(server: LLMTestServer, tmp_path: Path) -> None:
+    """The temporal pipeline asks for events once per chunk; a re-run's event prompts name the
+    cached extraction's entities, so the cache check finds them too."""
+    settings = {**llm_settings(server), "batch_size": 2, "chunk_tokens": 40}
+    with Backend(EMBEDDED, tmp_path).runtime(threads=2, **settings) as rt:
+        paths = write_files(tmp_path / "docs", TEXTS)
+        assert not add_files(rt, "events", paths, pipeline="temporal").rejected
+        guess = estimate(rt, "events")
+        job = jobs.show(rt, succeeded(rt, cognify(rt, "events")).id)
+        asked = job_usage(rt.state, job.id, "extract_events")["llm"]["calls"]
+        assert asked > 0 and job.llm.calls == guess.calls, (job.llm, guess)
+        # The real prompts list the entities found; the estimate cannot know them beforehand.
+        assert guess.prompt_tokens < job.llm.prompt_tokens < guess.prompt_tokens * 1.25
+        again = estimate(rt, "events", everything=True)
+        summaries = job_usage(rt.state, job.id, "summarize_documents")["llm"]["calls"]
+        assert again.calls == summaries, (again, summaries)  # the cache answers both others
 
 
 def test_estimate_faces(server: LLMTestServer, tmp_path: Path) -> None:
