@@ -1,10 +1,14 @@
 """Embedded-mode ingestion benchmark on the MuSiQue corpus (run on demand; prints figures).
 
-    .venv/bin/python bench/ingest_musique.py [--limit N] [--data DIR] [--home DIR] [--top10 FILE]
+    .venv/bin/python bench/ingest_musique.py [--limit N | --scale K] [--data DIR] [--home DIR]
+        [--top10 FILE]
 
 Adds each passage as its own document (the same files `cogmill eval` writes), cognifies them
 through the Celery pipeline with the embedded stores, then times CHUNKS, GRAPH_COMPLETION and
-GRAPH_PPR searches (top 10) over the 100 questions.
+GRAPH_PPR searches (top 10) over the 100 questions. `--scale 4` adds the distinct passages that
+follow MuSiQue's in `bench/corpora.py`'s pool (2Wiki, then HotpotQA) up to 4 x 1,890, so the
+questions are asked of a corpus four times larger (past the pool's 9,003 passages there would be
+repeats; refused).
 Finally it times the embedder alone and the extractor alone on the same texts: together
 they are the floor the whole ingestion is compared with. Wall and CPU seconds (of this whole
 process, every thread) are printed for both, with the load average: on a shared machine the
@@ -29,6 +33,8 @@ from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from corpora import pool  # noqa: E402
 
 from core.catalog import AddReport  # noqa: E402
 from core.models.vocabulary import (  # noqa: E402
@@ -125,6 +131,22 @@ def floor(runtime: Runtime, texts: list[str]) -> dict[str, float]:
     }
 
 
+def scaled_extra(scale: int, base: int, data: Path, folder: Path) -> list[tuple[Path, str]]:
+    """The files past MuSiQue's own for a `scale` x run: the pool's next distinct passages."""
+    if scale <= 1:
+        return []
+    passages = pool(data)[base : scale * base]
+    if len(passages) < (scale - 1) * base:
+        raise SystemExit(f"--scale {scale} needs {scale * base:,} distinct passages; the pool has "
+                         f"{base + len(passages):,}")  # fmt: skip
+    files = []
+    for index, passage in enumerate(passages):
+        name = f"scale_{index:05d}.txt"
+        (folder / name).write_text(f"{passage.title}\n{passage.text}", encoding="utf-8")
+        files.append((folder / name, name))
+    return files
+
+
 def vector_counts(runtime: Runtime) -> dict[str, int]:
     """Points per vector collection of the dataset."""
     names = (CHUNK_COLLECTION, ENTITY_COLLECTION, SUMMARY_COLLECTION, EDGE_TYPE_COLLECTION)
@@ -135,6 +157,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=default_data_dir(), help="bench folder")
     parser.add_argument("--limit", type=int, default=0, help="only the first N passages")
+    parser.add_argument("--scale", type=int, default=1, help="K x 1,890 distinct passages")
     parser.add_argument("--home", type=Path, help="keep the stores here (default: a temp dir)")
     parser.add_argument("--top10", type=Path, help="write 20 questions' top-10 per type here")
     args = parser.parse_args()
@@ -146,6 +169,8 @@ def main() -> None:
         runtime = Runtime(settings)
         use_runtime(runtime)
         files = write_documents(bench, Path(tmp) / "docs")[: len(passages)]
+        extra = scaled_extra(args.scale, len(bench.passages), args.data, Path(tmp) / "docs")
+        files += extra
         # Load the models first: their start-up is not ingestion throughput.
         runtime.embedder.embed(["warm up"])
         runtime.extractor.extract(["Warm up the parser."])
@@ -160,13 +185,14 @@ def main() -> None:
             args.top10.write_text(json.dumps(top10, indent=1))
         result["peak_rss_mib"] = peak_rss_mib()
         texts = [f"{p.title}\n{p.text}" for p in passages]
+        texts += [path.read_text(encoding="utf-8") for path, _ in extra]
         result["floor"] = floor(runtime, texts)
         runtime.close()
     total = result["add_s"] + result["cognify_s"]
     embed_s, extract_s = result["floor"]["embed_s"], result["floor"]["extract_s"]
     print(json.dumps(result, indent=2))
     print(
-        f"\n{len(passages)} documents: add {result['add_s']:.1f} s + cognify "
+        f"\n{len(files)} documents: add {result['add_s']:.1f} s + cognify "
         f"{result['cognify_s']:.1f} s = {total:.1f} s ({len(passages) / total:.1f} docs/s); "
         f"peak RSS {result['peak_rss_mib']:.0f} MiB"
     )
