@@ -70,6 +70,21 @@ class RedisStateStore:
                     raise
                 raise ValueError(f"key {key!r} does not hold an integer counter") from None
 
+    def incr_many(self, amounts: Mapping[str, int]) -> None:
+        """INCRBY each key by its amount in one round trip (a pipeline, not a transaction: each
+        counter is still atomic, and the caller reads none of them back). Raises StoreError;
+        ValueError when a key does not hold an integer (the others are still added)."""
+        if not amounts:
+            return
+        with self._conn.errors():
+            pipe = self._redis.pipeline(transaction=False)
+            for key, amount in amounts.items():
+                pipe.incrby(self._key(key), amount)
+            replies = pipe.execute(raise_on_error=False)
+        bad = [k for k, r in zip(amounts, replies, strict=True) if isinstance(r, Exception)]
+        if bad:
+            raise ValueError(f"key {bad[0]!r} does not hold an integer counter")
+
     def add_member(self, key: str, member: str) -> bool:
         """Add to a set; True when the member was new (idempotent completion counting)."""
         with self._conn.errors():
