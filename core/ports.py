@@ -70,6 +70,18 @@ class GraphReader(Protocol):
         """Edges touching `node_ids` (only `names` if given, never `exclude`), at most `limit`."""
         ...
 
+    def edge_ends(
+        self, node_ids: Sequence[str], *, names: Sequence[str], limit: int = 1000
+    ) -> list[tuple[str, str]]:
+        """(source, target) of the edges `edges_of` finds for `node_ids` and `names`, in its
+        order, without properties or support (one read). Raises StoreError."""
+        ...
+
+    def node_chunks(self, ids: Sequence[str], *, type: str) -> dict[str, tuple[str, list[str]]]:
+        """Name and supporting chunk ids (distinct, non-empty) of each stored node of `type`
+        among `ids`, in the order asked; one read, no properties. Raises StoreError."""
+        ...
+
     def neighbourhood(
         self, node_ids: Sequence[str], *, hops: int = 1, limit: int = 500
     ) -> Subgraph:

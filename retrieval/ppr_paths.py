@@ -28,9 +28,7 @@ class MassFlows:
         n = len(graph)
         self.ids = list(graph.index)  # indexes are given in insertion order
         self.index = graph.index
-        self.src = np.asarray(graph.sources, dtype=np.int64)
-        self.dst = np.asarray(graph.targets, dtype=np.int64)
-        weight = np.asarray(graph.weights, dtype=np.float64)
+        self.src, self.dst, weight = graph.edges()
         score = np.array([scores.get(node, 0.0) for node in self.ids], dtype=np.float64)
         read_out = np.bincount(self.src, weights=weight, minlength=n)
         norm = read_out.copy()

@@ -279,6 +279,25 @@ class Neo4jGraphStore:
         }
         return codec.edges(self._read(codec.value, query=q.EDGES_OF, **params))
 
+    def edge_ends(
+        self, node_ids: Sequence[str], *, names: Sequence[str], limit: int = 1000
+    ) -> list[tuple[str, str]]:
+        """(source, target) of the edges `edges_of` finds, in its order, without their
+        properties and support (GRAPH_PPR reads thousands per query)."""
+        params = {"ids": list(dict.fromkeys(node_ids)), "names": list(names), "limit": limit}
+        ends = self._read(codec.value, query=q.EDGE_ENDS, **params)
+        return [(s, t) for s, t in ends if s is not None and t is not None]
+
+    def node_chunks(self, ids: Sequence[str], *, type: str) -> dict[str, tuple[str, list[str]]]:
+        """Name and supporting chunk ids of each stored node of `type` among `ids`, in the
+        order asked; no properties (GRAPH_PPR's entity provenance)."""
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return {}
+        rows = self._read(codec.value, query=q.NODE_CHUNKS, ids=unique, type=type)
+        found = {i: (name or "", codec.chunks(pairs)) for i, name, pairs in rows if i is not None}
+        return {i: found[i] for i in unique if i in found}
+
     def neighbourhood(
         self, node_ids: Sequence[str], *, hops: int = 1, limit: int = 500
     ) -> Subgraph:

@@ -83,6 +83,12 @@ def support(stored: dict[str, Any]) -> list[Support]:
     return [Support(document_id=doc, chunk_id=chunk) for doc, chunk in pairs]
 
 
+def chunks(pairs: Iterable[str]) -> list[str]:
+    """The distinct non-empty chunk ids of stored support pairs, in their order."""
+    found = (json.loads(item)[1] for item in pairs)
+    return list(dict.fromkeys(chunk for chunk in found if chunk))
+
+
 def nodes(maps: Iterable[dict[str, Any]]) -> list[Node]:
     """Nodes from `q.NODE` maps. One that another transaction deleted while this read ran
     (read committed) comes back without its properties: it is gone, so it is left out."""

@@ -93,6 +93,13 @@ WHERE b.id IN $ids RETURN collect({EDGE})"""
 EDGES_OF = f"""UNWIND $ids AS id MATCH (:Node {{id: id}})-[r:REL]-()
 WHERE ($names IS NULL OR r.name IN $names) AND NOT r.name IN $exclude
 WITH DISTINCT r LIMIT $limit RETURN collect({EDGE})"""
+# EDGES_OF's match and limit, returning the ends only (edge_ends).
+EDGE_ENDS = """UNWIND $ids AS id MATCH (:Node {id: id})-[r:REL]-()
+WHERE r.name IN $names WITH DISTINCT r LIMIT $limit
+RETURN collect([startNode(r).id, endNode(r).id])"""
+# Name and support pairs of the nodes of one type, without their properties (node_chunks).
+NODE_CHUNKS = """UNWIND $ids AS id MATCH (n:Node {id: id}) WHERE n.type = $type
+RETURN collect([n.id, n.name, COLLECT { MATCH (n)<-[:SUPPORTS]-(p:_Support) RETURN p.pair }])"""
 
 # merge_nodes (graph_neo4j._merge).
 MEMBER_SUPPORT = """UNWIND $ids AS id MATCH (:Node {id: id})<-[:SUPPORTS]-(p:_Support)

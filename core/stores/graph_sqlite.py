@@ -298,6 +298,32 @@ class SQLiteGraphStore:
             rows = conn.execute(query, (tx.id_array(node_ids), limit, wanted, tx.id_array(exclude)))
             return tx.to_edges(conn, rows)
 
+    def edge_ends(
+        self, node_ids: Sequence[str], *, names: Sequence[str], limit: int = 1000
+    ) -> list[tuple[str, str]]:
+        """(source, target) of the edges `edges_of` finds, in its order, without their
+        properties and support (GRAPH_PPR reads thousands per query)."""
+        # `id` is selected only to keep edges_of's plan (a non-covering index walk): the
+        # order, and so which edges a hit limit keeps, stays the same.
+        query = (
+            f"SELECT id, source, target FROM edges WHERE ({q.TOUCHING})"
+            " AND name IN (SELECT value FROM json_each(?3)) LIMIT ?2"
+        )
+        with self._transaction() as conn:
+            rows = conn.execute(query, (tx.id_array(node_ids), limit, tx.id_array(names)))
+            return [(source, target) for _id, source, target in rows]
+
+    def node_chunks(self, ids: Sequence[str], *, type: str) -> dict[str, tuple[str, list[str]]]:
+        """Name and supporting chunk ids of each stored node of `type` among `ids`, in the
+        order asked; no properties (GRAPH_PPR's entity provenance)."""
+        unique = list(dict.fromkeys(ids))
+        with self._transaction() as conn:
+            names = dict(conn.execute(q.NAMES_OF_TYPE, (tx.id_array(unique), type)))
+            chunks: dict[str, list[str]] = {i: [] for i in names}
+            for item_id, chunk_id in conn.execute(q.SUPPORT_CHUNKS, (tx.id_array(names),)):
+                chunks[item_id].append(chunk_id)
+        return {i: (names[i], list(dict.fromkeys(chunks[i]))) for i in unique if i in names}
+
     def neighbourhood(
         self, node_ids: Sequence[str], *, hops: int = 1, limit: int = 500
     ) -> Subgraph:

@@ -88,3 +88,8 @@ NEIGHBOURS = f"""SELECT DISTINCT nb FROM (
     SELECT target AS nb FROM edges WHERE source IN {SET1}
     UNION ALL SELECT source FROM edges WHERE target IN {SET1}
 ) WHERE nb NOT IN {SET2} LIMIT ?3"""
+# node_chunks: names of the nodes of one type, then their support's chunks in the order
+# support_of reads them (the primary key's: item, document, chunk).
+NAMES_OF_TYPE = f"SELECT id, name FROM nodes WHERE id IN {SET1} AND type = ?2"
+SUPPORT_CHUNKS = f"""SELECT item_id, chunk_id FROM support WHERE item_id IN {SET1}
+AND chunk_id <> '' ORDER BY item_id, document_id, chunk_id"""

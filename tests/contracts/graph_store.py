@@ -167,6 +167,42 @@ class GraphStoreContract:
         assert [e.name for e in rest] == ["LIKES"]
         assert graph_store.edges_of([alice.id], names=[]) == []
 
+    def test_edge_ends_are_the_ends_of_edges_of_in_its_order(self, graph_store, dataset):
+        alice, bob, carol = (make_node(dataset, name) for name in ("Alice", "Bob", "Carol"))
+        graph_store.upsert_nodes([alice, bob, carol])
+        graph_store.upsert_edges(
+            [
+                make_edge(alice, bob, "KNOWS"),
+                make_edge(alice, carol, "LIKES"),
+                make_edge(carol, bob, "KNOWS", since=2020),
+            ]
+        )
+        for names, limit, count in (
+            (["KNOWS"], 10, 2),
+            (["KNOWS", "LIKES"], 10, 3),
+            (["KNOWS"], 1, 1),
+        ):
+            full = graph_store.edges_of([alice.id, bob.id], names=names, limit=limit)
+            ends = graph_store.edge_ends([alice.id, bob.id], names=names, limit=limit)
+            assert ends == [(e.source, e.target) for e in full] and len(ends) == count
+        assert graph_store.edge_ends([carol.id], names=["LIKES"]) == [(alice.id, carol.id)]
+        assert graph_store.edge_ends([alice.id], names=[]) == []
+        assert graph_store.edge_ends(["no-such-id"], names=["KNOWS"]) == []
+
+    def test_node_chunks_name_each_nodes_chunks_in_the_order_asked(self, graph_store, dataset):
+        alice = make_node(dataset, "Alice", chunk="c2", also=[("d1", "c1"), ("d2", "c1")])
+        bob = make_node(dataset, "Bob", chunk="c9", age=3)
+        paris = make_node(dataset, "Paris", "Place")
+        graph_store.upsert_nodes([alice, bob, paris])
+        found = graph_store.node_chunks([bob.id, "no-such-id", paris.id, alice.id], type="Entity")
+        assert list(found) == [bob.id, alice.id]
+        assert found[bob.id] == ("Bob", ["c9"])
+        name, chunks = found[alice.id]
+        assert name == "Alice" and sorted(chunks) == ["c1", "c2"]  # distinct
+        [stored] = graph_store.get_nodes([alice.id])
+        assert chunks == list(dict.fromkeys(s.chunk_id for s in stored.support))
+        assert graph_store.node_chunks([], type="Entity") == {}
+
     def test_neighbourhood_follows_hops(self, graph_store, dataset):
         chain = [make_node(dataset, f"n{i}") for i in range(5)]
         graph_store.upsert_nodes(chain)
