@@ -42,7 +42,8 @@ TEMPORAL = Pipeline(
     ],
 )
 # Record files and databases: rows and foreign keys, no LLM (pipelines/structured.py).
-STRUCTURED = Pipeline("structured", "1", [ReadTables, LinkRows])
+# Version 2: a row's name cells become entities the row MENTIONS (pipelines/row_entities.py).
+STRUCTURED = Pipeline("structured", "2", [ReadTables, LinkRows])
 
 PIPELINES: dict[str, Pipeline] = {DEFAULT.name: DEFAULT, TEMPORAL.name: TEMPORAL}
 PIPELINES[STRUCTURED.name] = STRUCTURED

@@ -10,7 +10,8 @@ involved.
 Identity: Table id = uuid5(dataset, table name); TableRow id = uuid5(table id, key values), or
 the row's position when the table has no key. A row is its own provenance: its support is
 (document, row id), so graph search cites rows the way it cites chunks, and deleting a document
-removes its rows and the references that touch them.
+removes its rows and the references that touch them. A row's name cells become entities it
+MENTIONS (row_entities.py), so graph search reaches a row from text naming the same thing.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from pipelines.foreign_keys import KeyPlan, Reference, plan_keys
 from pipelines.key_declarations import load_declarations
 from pipelines.models import DocumentRef, WriteReport
 from pipelines.read_tables import TableBatch, TableInfo
+from pipelines.row_entities import add_row_entities, name_columns
 from pipelines.tables import TableProblem, TableSource, key_text, open_tables
 
 log = logging.getLogger("cogmill.structured")
@@ -208,6 +210,7 @@ class LinkRows:
     ) -> tuple[int, int]:
         tid = table_id(dataset, info.name)
         pk = plan.primary_keys.get(info.name, [])
+        names = name_columns(info.name, info.profile.columns, pk)
         rows = vectors = 0
         for part in _batches(enumerate(source.rows()), self.batch_size):
             built = BuiltGraph()
@@ -232,6 +235,9 @@ class LinkRows:
                     written.add(rid)
                 else:
                     built.embed(ROW_COLLECTION, EmbedItem(rid, text, {"type": TABLE_ROW}))
+                # The entities the row names (row_entities.py); kept vectors stay kept.
+                entities = add_row_entities(built, dataset, info.name, row, names, support, reuse)
+                written.update(e for e in entities if e in reuse)
             rows += len(part)
             vectors += self.writer.write(dataset, built)
         return rows, vectors
