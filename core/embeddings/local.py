@@ -116,7 +116,15 @@ class LocalEmbedder:
         lengths = [len(e.ids) for e in encodings]
         accounting.add("embeddings", calls=1, prompt_tokens=sum(lengths))  # free, but counted
         vectors = np.empty((len(texts), self.dim), dtype=np.float32)
-        for rows in _length_batches(lengths, self.batch_size):
+        groups = _length_batches(lengths, self.batch_size)
+        if len(groups) > 1 and sum(lengths) <= self.batch_size * 64:
+            # A few short texts (a query and the names in it): their batches share each layer's
+            # matmuls, so each weight matrix is read once per call rather than once per batch.
+            batches = [_pad([encodings[i].ids for i in rows]) for rows in groups]
+            for rows, pooled in zip(groups, _encode_together(self._bert, batches), strict=True):
+                vectors[rows] = pooled
+            return vectors
+        for rows in groups:
             ids, mask = _pad([encodings[i].ids for i in rows])
             vectors[rows] = _encode(self._bert, ids, mask)
         return vectors
@@ -244,23 +252,58 @@ def _encode(bert: _Bert, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         attended = _self_attention(x, key_bias, layer, bert.heads)
         x = _layer_norm(attended + x, layer.attn_norm, bert.eps)
         x = _layer_norm(_feed_forward(x, layer) + x, layer.ffn_norm, bert.eps)
-    tokens = x.reshape(batch, width, -1)
+    return _pooled(x.reshape(batch, width, -1), mask)
+
+
+def _encode_together(bert: _Bert, batches: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+    """`_encode` of each padded batch, with the row-wise work (matmuls, norms, GELU) done over
+    the rows of all of them at once and attention batch by batch. The vectors are the same as
+    batch by batch: BLAS computes each row of a product alike whatever the row count (two or
+    more; a row's context width never changes), and the rest is row-wise."""
+    x = np.concatenate([(bert.word[ids] + bert.position[: ids.shape[1]]).reshape(ids.size, -1)
+                        for ids, _ in batches])  # fmt: skip
+    x = _layer_norm(x, bert.norm, bert.eps)
+    biases = [((1.0 - mask) * _MASKED)[:, None, None, :] for _, mask in batches]
+    ends = np.cumsum([ids.size for ids, _ in batches]).tolist()
+    spans = list(zip([0, *ends[:-1]], ends, strict=True))
+    for layer in bert.layers:
+        qkv = x @ layer.qkv_w + layer.qkv_b
+        context = np.concatenate([
+            _contexts(qkv[start:end], bias, bert.heads)
+            for (start, end), bias in zip(spans, biases, strict=True)
+        ])  # fmt: skip
+        attended = context @ layer.out_w + layer.out_b
+        x = _layer_norm(attended + x, layer.attn_norm, bert.eps)
+        x = _layer_norm(_feed_forward(x, layer) + x, layer.ffn_norm, bert.eps)
+    return [
+        _pooled(x[start:end].reshape(mask.shape[0], mask.shape[1], -1), mask)
+        for (start, end), (_, mask) in zip(spans, batches, strict=True)
+    ]
+
+
+def _pooled(tokens: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Mean over each text's tokens, L2-normalised."""
     pooled = np.einsum("bwd,bw->bd", tokens, mask) / mask.sum(axis=1, keepdims=True)
     return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
 
 def _self_attention(x: np.ndarray, key_bias: np.ndarray, layer: _Layer, heads: int) -> np.ndarray:
     """Multi-head self-attention over (batch * width, hidden) rows; padding keys ignored."""
+    context = _contexts(x @ layer.qkv_w + layer.qkv_b, key_bias, heads)
+    return context @ layer.out_w + layer.out_b
+
+
+def _contexts(qkv: np.ndarray, key_bias: np.ndarray, heads: int) -> np.ndarray:
+    """Attention outputs, (batch * width, hidden), from one batch's query-key-value rows."""
     batch, width = key_bias.shape[0], key_bias.shape[-1]
-    hidden = x.shape[1]
-    qkv = (x @ layer.qkv_w + layer.qkv_b).reshape(batch, width, 3, heads, hidden // heads)
-    q, k, v = qkv.transpose(2, 0, 3, 1, 4)  # each (batch, heads, width, head_dim)
+    hidden = qkv.shape[1] // 3
+    q, k, v = qkv.reshape(batch, width, 3, heads, hidden // heads).transpose(2, 0, 3, 1, 4)
     context = np.empty((batch, width, heads, hidden // heads), dtype=np.float32)
     step = max(1, _SCORES_BLOCK // (heads * width * width))
     for start in range(0, batch, step):
         part = slice(start, start + step)
         context[part] = _attend(q[part], k[part], v[part], key_bias[part]).transpose(0, 2, 1, 3)
-    return context.reshape(batch * width, hidden) @ layer.out_w + layer.out_b
+    return context.reshape(batch * width, hidden)
 
 
 def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, key_bias: np.ndarray) -> np.ndarray:
