@@ -7,7 +7,11 @@ Facts this adapter leans on (qdrant-edge-py 0.9, checked by experiment):
 - Every update goes to a write-ahead log first, so it survives the process dying without flush()
   or close(); close() flushes the WAL and segments. A shard folder can be open in one store (one
   process) at a time: Edge holds a lock on its WAL.
-- Nothing builds indexes in the background: searches are exact scans until `optimize()`.
+- Nothing builds indexes or flushes in the background. Left alone, a collection is one appendable
+  segment whose id map and payload index live on the heap and grow with it, and a WAL that is
+  cut only by flush(): 400k points held 228 MiB of heap and 766 MB of WAL (bench/vector_memory.py).
+  So every `segment_points` points written to a collection the store seals its appendable segment
+  (optimize(): the points move to an immutable, memory-mapped segment) and flushes (the WAL is cut).
 - Engine failures arrive as a bare `Exception`; they leave this module as StoreError.
 """
 
@@ -27,6 +31,9 @@ _SHARD_MARKER = "edge_config.json"  # Edge writes it into every shard folder it 
 _DATASET = "dataset"  # payload key of the dataset a point belongs to
 # Points per update call: each call is one WAL entry, and the WAL works in 32 MiB segments.
 _UPSERT_BATCH = 512
+# A sealed segment takes in merges up to this many sealed segments' worth of points, and merging
+# starts above this many segments: few segments to search, and a merge rewrites a bounded size.
+_MERGE_SEGMENTS = 8
 
 
 @contextmanager
@@ -61,14 +68,20 @@ def _in_dataset(dataset: str) -> qe.Filter:
 class QdrantEdgeVectorStore:
     """VectorStore on Qdrant Edge shards stored under `path/<collection>/`, cosine distance."""
 
-    def __init__(self, path: Path, dim: int) -> None:
+    def __init__(self, path: Path, dim: int, *, segment_points: int = 20_000) -> None:
         if dim < 1:
             raise ValueError(f"vector dimension must be positive, got {dim}")
+        if segment_points < 0:
+            raise ValueError(f"segment_points must be 0 (never seal) or more, got {segment_points}")
         self.path = Path(path)
         self.dim = dim
-        self._lock = threading.Lock()  # guards _shards and _closed, not the shards themselves
+        self.segment_points = segment_points
+        self._lock = threading.Lock()  # guards the fields below, not the shards themselves
         self._shards: dict[str, qe.EdgeShard] = {}
         self._closed = False
+        self._unsealed: dict[str, int] = {}  # points written per collection since its last seal
+        self._sealing: set[str] = set()  # collections a thread is sealing now
+        self.seals = 0  # seal passes run (for tests and benches)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             folders = sorted(self.path.iterdir())
@@ -83,9 +96,30 @@ class QdrantEdgeVectorStore:
             raise
 
     def _config(self) -> qe.EdgeConfig:
-        """The shard configuration every collection of this store shares."""
+        """The shard configuration every collection of this store shares.
+
+        Vectors, payloads and id maps are memory-mapped files left cold (pages are read when
+        touched, not all at load, and the kernel may drop them again). A sealed segment gets no
+        HNSW graph (m=0): it is scanned exactly, as the appendable segment is, so a search
+        answers the same before and after a seal, and sealing costs a copy, not a graph build.
+        optimize() seals an appendable segment above half `segment_points` points.
+        """
+        optimizers = None
+        if self.segment_points:
+            seal_kb = max(1, self.segment_points * self.dim * 4 // 1024 // 2)
+            optimizers = qe.EdgeOptimizersConfig(
+                indexing_threshold=seal_kb,
+                max_segment_size=2 * seal_kb * _MERGE_SEGMENTS,
+                default_segment_number=_MERGE_SEGMENTS,
+            )
         return qe.EdgeConfig(
-            vectors=qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)
+            vectors=qe.EdgeVectorParams(
+                size=self.dim, distance=qe.Distance.Cosine, memory=qe.Memory.Cold
+            ),
+            hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000),
+            optimizers=optimizers,
+            payload_memory=qe.Memory.Cold,
+            id_tracker_memory=qe.Memory.Cold,
         )
 
     def _open(self, collection: str) -> qe.EdgeShard:
@@ -160,6 +194,34 @@ class QdrantEdgeVectorStore:
         with _engine_errors("upsert", collection):
             for chunk in batched(edge_points, _UPSERT_BATCH):
                 shard.update(qe.UpdateOperation.upsert_points(list(chunk)))
+        if self._seal_due(collection, len(edge_points)):
+            self._seal(collection, shard)
+
+    def _seal_due(self, collection: str, written: int) -> bool:
+        """Count points written; True (and claimed) when the collection's seal is due."""
+        if not self.segment_points:
+            return False
+        with self._lock:
+            unsealed = self._unsealed.get(collection, 0) + written
+            due = unsealed >= self.segment_points and collection not in self._sealing
+            self._unsealed[collection] = 0 if due else unsealed
+            if due:
+                self._sealing.add(collection)
+            return due
+
+    def _seal(self, collection: str, shard: qe.EdgeShard) -> None:
+        """Move the appendable segment's points into a sealed one, then flush (cuts the WAL).
+
+        Runs in the writing thread; other threads keep reading and writing the shard meanwhile.
+        """
+        try:
+            with _engine_errors("seal", collection):
+                shard.optimize()
+                shard.flush()
+        finally:
+            with self._lock:
+                self._sealing.discard(collection)
+                self.seals += 1
 
     def search(
         self, collection: str, vector: Sequence[float], *, datasets: Sequence[str], limit: int = 10
@@ -208,14 +270,22 @@ class QdrantEdgeVectorStore:
             return shard.count(request)
 
     def optimize(self) -> None:
-        """Build HNSW and payload indexes in every collection; blocks, but reads and writes go on.
+        """Seal, merge and vacuum segments in every collection; blocks, reads and writes go on.
 
-        Not part of the port: call it after a large ingest. Collections too small to pass
-        Edge's indexing threshold stay exact scans, which are fast at that size anyway.
+        Not part of the port: upserts seal every `segment_points` points on their own; this also
+        drops deleted points' space. Searches stay exact scans (see _config).
         """
         for collection, shard in self._all_shards():
             with _engine_errors("optimize", collection):
                 shard.optimize()
+
+    def segments(self) -> dict[str, int]:
+        """Segments per collection (Edge's own layout, for benches; not part of the port)."""
+        counts = {}
+        for collection, shard in self._all_shards():
+            with _engine_errors("info", collection):
+                counts[collection] = shard.info().segments_count
+        return counts
 
     def close(self) -> None:
         """Flush and release every shard; later calls raise StoreError. Safe to call twice."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.ports import StoreError
+from core.ports import StoreError, batched
 from core.stores.vector_qdrant_edge import QdrantEdgeVectorStore
 from tests.contracts.vector_store import CHUNKS, VectorStoreContract, point, random_vectors
 
@@ -88,6 +88,37 @@ class TestQdrantEdgeVectorStore(VectorStoreContract):
         after = vector_store.search(CHUNKS, points[7].vector, datasets=["a"], limit=5)
         assert [h.id for h in after] == [h.id for h in before]
         assert after[0].id == points[7].id
+
+    def test_upserts_seal_segments_and_every_point_is_still_found(self, tmp_path: Path) -> None:
+        # A seal every 300 points: 1,200 points in calls of 100 seal four times, and each
+        # search answers as in a store that never seals (sealed segments are exact scans too).
+        sealing = QdrantEdgeVectorStore(tmp_path / "sealing", DIM, segment_points=300)
+        plain = QdrantEdgeVectorStore(tmp_path / "plain", DIM, segment_points=0)
+        points = [point(v) for v in random_vectors(1200, DIM)]
+        try:
+            for part in batched(points, 100):
+                sealing.upsert(CHUNKS, part)
+                plain.upsert(CHUNKS, part)
+            assert (sealing.seals, plain.seals) == (4, 0)
+            assert sealing.segments()[CHUNKS] > 1 == plain.segments()[CHUNKS]
+            assert sealing.count(CHUNKS) == 1200
+            for p in points[::40]:
+                hits = sealing.search(CHUNKS, p.vector, datasets=["a"], limit=10)
+                assert hits[0].id == p.id
+                expected = plain.search(CHUNKS, p.vector, datasets=["a"], limit=10)
+                assert [h.id for h in hits] == [h.id for h in expected]
+            sealing.close()
+            sealing = QdrantEdgeVectorStore(tmp_path / "sealing", DIM, segment_points=300)
+            assert sealing.count(CHUNKS) == 1200
+            hits = sealing.search(CHUNKS, points[-1].vector, datasets=["a"], limit=1)
+            assert [h.id for h in hits] == [points[-1].id]
+        finally:
+            sealing.close()
+            plain.close()
+
+    def test_negative_segment_points_is_refused(self, tmp_path: Path) -> None:
+        with pytest.raises(ValueError, match="segment_points"):
+            QdrantEdgeVectorStore(tmp_path / "vectors", DIM, segment_points=-1)
 
     def test_closed_store_refuses_calls(self, vector_store: QdrantEdgeVectorStore) -> None:
         vector_store.close()
