@@ -7,9 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from core.models.vectors import VectorPoint
 from core.ports import StoreError, batched
 from core.stores.vector_qdrant_edge import QdrantEdgeVectorStore
-from tests.contracts.vector_store import CHUNKS, VectorStoreContract, point, random_vectors
+from tests.contracts.vector_store import (
+    CHUNKS,
+    VectorStoreContract,
+    point,
+    random_vectors,
+    run_threads,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -115,6 +122,32 @@ class TestQdrantEdgeVectorStore(VectorStoreContract):
         finally:
             sealing.close()
             plain.close()
+
+    def test_seals_while_threads_write_and_search(self, tmp_path: Path) -> None:
+        # Four threads write 150 points each in calls of 30 and search after each call, while
+        # the calls that cross a seal every 60 points seal the segment under the others.
+        store = QdrantEdgeVectorStore(tmp_path / "vectors", DIM, segment_points=60)
+        vectors = random_vectors(600, DIM)
+        written: list[list[VectorPoint]] = [[] for _ in range(4)]
+
+        def work(worker: int) -> None:
+            mine = [point(v, f"d{worker}") for v in vectors[worker * 150 : (worker + 1) * 150]]
+            written[worker] = mine
+            for part in batched(mine, 30):
+                store.upsert(CHUNKS, part)
+                hits = store.search(CHUNKS, part[0].vector, datasets=[f"d{worker}"], limit=1)
+                assert [h.id for h in hits] == [part[0].id]
+
+        try:
+            run_threads(4, work)
+            assert store.seals >= 1  # a seal due while another runs waits for the next write
+            assert store.count(CHUNKS) == 600
+            for worker, mine in enumerate(written):
+                for p in mine:
+                    hits = store.search(CHUNKS, p.vector, datasets=[f"d{worker}"], limit=1)
+                    assert [h.id for h in hits] == [p.id]
+        finally:
+            store.close()
 
     def test_negative_segment_points_is_refused(self, tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="segment_points"):
