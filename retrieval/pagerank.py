@@ -49,8 +49,11 @@ class WeightedGraph:
     ) -> None:
         """`link(a, b, w, weight_ba)` for each pair and its weight in `weights_ab`, in order,
         without a Python call per edge (GRAPH_PPR links thousands of chunk–entity pairs)."""
-        node = self.node
-        ends = np.array([(node(a), node(b)) for a, b in pairs], dtype=np.int64).reshape(-1, 2)
+        index, flat = self.index, []
+        for a, b in pairs:  # `node` inlined: new nodes get their indexes in the same order
+            flat.append(index.setdefault(a, len(index)))
+            flat.append(index.setdefault(b, len(index)))
+        ends = np.array(flat, dtype=np.int64).reshape(-1, 2)
         self._flush()
         count = len(ends)
         both = np.empty((count, 2), dtype=np.float64)

@@ -307,15 +307,17 @@ class Neighbourhood:
     def _chunks_of(self, entities: list[str]) -> list[str]:
         """The chunks mentioning non-hub entities, most specific entity first, while room."""
         new: list[str] = []
+        room = self.params.max_nodes - len(self.chunks) - len(self.entities)  # as full()
         for eid in sorted(entities, key=self.degree):
             if self.degree(eid) > self.params.entity_fanout:
-                continue  # a hub: sorted, so every later entity is one too
+                break  # a hub: sorted, so every later entity is one too
             for chunk in self.entities[eid]:
-                if self.full():
+                if room <= 0:
                     return new
                 if chunk not in self.chunks:
                     self.chunks.add(chunk)
                     new.append(chunk)
+                    room -= 1
         return new
 
     def _relations(self, entities: list[str]) -> None:

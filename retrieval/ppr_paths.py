@@ -39,13 +39,19 @@ class MassFlows:
             if n
             else np.zeros(0)
         )
+        self._by_target: np.ndarray | None = None
+        self._starts = np.zeros(0, dtype=np.int64)
 
     def senders(self, node: str, skip: str | None = None) -> list[str]:
         """The nodes that sent `node` mass, the most first (`skip` left out)."""
         at = self.index.get(node)
         if at is None or not len(self.flow):
             return []
-        into = np.nonzero((self.dst == at) & (self.flow > 0))[0]
+        if self._by_target is None:  # edges that carried mass, grouped by target in edge order
+            carried = np.nonzero(self.flow > 0)[0]
+            self._by_target = carried[np.argsort(self.dst[carried], kind="stable")]
+            self._starts = np.searchsorted(self.dst[self._by_target], np.arange(len(self.ids) + 1))
+        into = self._by_target[self._starts[at] : self._starts[at + 1]]
         ranked = into[np.argsort(-self.flow[into], kind="stable")]
         found = (self.ids[int(self.src[i])] for i in ranked)
         return [sender for sender in found if sender != skip]
