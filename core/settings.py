@@ -52,6 +52,10 @@ class Settings(BaseSettings):
     qdrant_api_key: str | None = None
     # auto: the Qdrant server when COGMILL_QDRANT_URL is set, else embedded Qdrant Edge.
     vector_store: Literal["auto", "qdrant_edge", "qdrant", "neo4j"] = "auto"
+    # Qdrant Edge seals a collection's appendable segment (heap-held id map and payload index)
+    # into a memory-mapped one and cuts its WAL every this many points written (issue 17,
+    # bench/vector_memory.py); 0 never seals, and heap and WAL then grow with the collection.
+    vector_segment_points: int = Field(default=20_000, ge=0)
     redis_url: str | None = None
     redis_prefix: str = "cogmill:"
 

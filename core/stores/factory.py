@@ -87,7 +87,9 @@ def vector_store(settings: Settings, dim: int) -> VectorStore:
         )
     from core.stores.vector_qdrant_edge import QdrantEdgeVectorStore
 
-    return QdrantEdgeVectorStore(settings.home / "vectors", dim)
+    return QdrantEdgeVectorStore(
+        settings.home / "vectors", dim, segment_points=settings.vector_segment_points
+    )
 
 
 def state_store(settings: Settings) -> StateStore:

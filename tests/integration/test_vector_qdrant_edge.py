@@ -9,6 +9,8 @@ import pytest
 
 from core.models.vectors import VectorPoint
 from core.ports import StoreError, batched
+from core.settings import Settings
+from core.stores import factory
 from core.stores.vector_qdrant_edge import QdrantEdgeVectorStore
 from tests.contracts.vector_store import (
     CHUNKS,
@@ -146,6 +148,15 @@ class TestQdrantEdgeVectorStore(VectorStoreContract):
                 for p in mine:
                     hits = store.search(CHUNKS, p.vector, datasets=[f"d{worker}"], limit=1)
                     assert [h.id for h in hits] == [p.id]
+        finally:
+            store.close()
+
+    def test_the_factory_passes_the_segment_setting(self, tmp_path: Path) -> None:
+        settings = Settings(home=tmp_path, vector_store="qdrant_edge", vector_segment_points=123)
+        store = factory.vector_store(settings, DIM)
+        try:
+            assert isinstance(store, QdrantEdgeVectorStore)
+            assert store.segment_points == 123
         finally:
             store.close()
 
