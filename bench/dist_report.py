@@ -74,6 +74,9 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace, latency_ms: 
             f"own count of MERGEs: {r['merges_written']}"
         )
         print(f"  worker peak RSS so far: {r['worker_peak_rss_mib']} MiB")
+        if "redis_commands" in r:  # the stores' and the broker's, add + cognify
+            commands = int(r["redis_commands"])
+            print(f"  Redis commands: {commands:,}, {commands / max(chunks, 1):.1f} per chunk")
         if "floor_graph" in r:
             graph, embed = r["floor_graph"], r["floor_embed"]
             print(

@@ -32,6 +32,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import redis
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -173,6 +175,16 @@ def service(args: argparse.Namespace, latency_ms: int) -> Iterator[Service]:
         llm.close()
 
 
+def redis_commands(url: str) -> int:
+    """Commands the Redis server has processed since it started (the stores' and the broker's:
+    they share it here), for commands per chunk."""
+    client = redis.Redis.from_url(url)
+    try:
+        return int(client.info("stats")["total_commands_processed"])
+    finally:
+        client.close()
+
+
 def ingest(svc: Service, scale: int, *, floor: bool) -> dict[str, object]:
     """One timed run over `scale` x the base corpus, in a dataset of its own: `add` of every
     file, then the cognify job to its end; with `floor`, the floor of what it wrote."""
@@ -187,7 +199,7 @@ def ingest(svc: Service, scale: int, *, floor: bool) -> dict[str, object]:
     before = graph_counts(args.neo4j)
     quiet = svc.mark()
     time.sleep(args.idle)  # what the processes burn with nothing to do (Neo4j's JIT, GC)
-    start = svc.mark()
+    start, commands = svc.mark(), redis_commands(args.redis)
     runtime.catalog.ensure_dataset(dataset)
     report = AddReport()
     runtime.catalog.add_files(dataset, ((p.name, p) for p in paths), report, check_supported)
@@ -199,7 +211,7 @@ def ingest(svc: Service, scale: int, *, floor: bool) -> dict[str, object]:
     while not job.status.finished:  # the status alone: the finished job holds the counts
         time.sleep(0.2)
         job = tracker.get(job.id, live=False)
-    done = svc.mark()
+    done, commands = svc.mark(), redis_commands(args.redis) - commands
     after = graph_counts(args.neo4j)
     counts = job.counts
     write_s = counts.get("graph_write_ms", 0) / 1000
@@ -217,6 +229,7 @@ def ingest(svc: Service, scale: int, *, floor: bool) -> dict[str, object]:
         "cognify": done.since(added),
         "total": done.since(start),
         "llm_calls": svc.llm.calls() - calls,
+        "redis_commands": commands,
         "created": {k: after[k] - before[k] for k in after},
         "merges_written": {
             "nodes": counts.get("nodes_written", 0),
