@@ -41,6 +41,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from corpora import pool  # noqa: E402
+
 from retrieval.evaluation import default_data_dir, load_bench, percentile  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -188,12 +190,18 @@ def run_phase(
 def start_cognify(server: Server, dataset: str, count: int, tag: str | None = None) -> str:
     """Add `count` MuSiQue passages to `dataset` and start its cognify; the job id. With a
     `tag` the last passages, made new by it (no cache hits); without, the first ones as
-    they are (as `bench/ingest_musique.py --limit` adds them)."""
+    they are (as `bench/ingest_musique.py --limit` adds them), and past 1,890 the passages
+    `bench/ingest_musique.py --scale` adds."""
     bench = load_bench("musique", default_data_dir())
     if tag is None:
         docs = [
             {"name": bench.file_name(i), "text": f"{p.title}\n{p.text}"}
             for i, p in enumerate(bench.passages[:count])
+        ]
+        # Past MuSiQue's own: the pool's next distinct passages, as `ingest_musique.py --scale`.
+        docs += [
+            {"name": f"scale_{i:05d}.txt", "text": f"{p.title}\n{p.text}"}
+            for i, p in enumerate(pool()[len(bench.passages) : count])
         ]
     else:
         docs = [
