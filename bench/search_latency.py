@@ -9,7 +9,8 @@ given (COGMILL_* settings pass through). Timing is the HTTP client's, from reque
 parsed answer, so HTTP, validation, the query embedding, the stores and serialisation are all
 in. Phases, each over the bench's questions (MuSiQue's 100 by default), per search type:
 1. single client, one request at a time;
-2. `--clients` concurrent clients (16);
+2. `--clients` concurrent clients (16), each sending its next request as soon as it has the
+   answer (a closed loop), or after a pause drawn around `--think-ms`;
 3. the same while a cognify job runs in the server (`--load-docs` fresh passages, tagged so
    nothing is cached, in a dataset of their own that is deleted afterwards).
 Each prints p50/p95/max, errors, requests/s, requests/s per core (of the machine's
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import socket
 import statistics
@@ -155,9 +157,17 @@ def search(
 
 
 def run_phase(
-    server: Server, phase: Phase, jobs: list[tuple[str, str]], dataset: str, clients: int
+    server: Server,
+    phase: Phase,
+    jobs: list[tuple[str, str]],
+    dataset: str,
+    clients: int,
+    think_s: float = 0.0,
 ) -> dict[tuple[str, str], list[str]]:
-    """Every (type, question) once, spread over `clients` threads; returns the top ids."""
+    """Every (type, question) once, spread over `clients` threads; returns the top ids. Each
+    client waits an exponentially drawn `think_s` on average before each request (0: none,
+    the next request leaves as soon as the answer is in)."""
+    draw = random.Random(0)
     tops: dict[tuple[str, str], list[str]] = {}
     cursor = iter(range(len(jobs)))
     cursor_lock = threading.Lock()
@@ -169,6 +179,10 @@ def run_phase(
                     index = next(cursor, None)
                 if index is None:
                     return
+                if think_s:
+                    with cursor_lock:
+                        pause = draw.expovariate(1 / think_s)
+                    time.sleep(pause)
                 kind, query = jobs[index]
                 started = time.perf_counter()
                 ids, error = search(client, dataset, kind, query)
@@ -271,6 +285,7 @@ def main() -> None:
     parser.add_argument("--types", default="GRAPH_PPR,CHUNKS")
     parser.add_argument("--questions", type=int, default=100)
     parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--think-ms", type=float, default=0.0, help="mean pause per client")
     parser.add_argument("--load-docs", type=int, default=400, help="passages the cognify adds")
     parser.add_argument("--load-lead-s", type=float, default=5.0)
     parser.add_argument("--phases", default="single,concurrent,cognify")
@@ -300,14 +315,18 @@ def main() -> None:
         if "single" in wanted:
             phases.append(Phase("single client"))
             tops = run_phase(server, phases[-1], jobs, args.dataset, 1)
+        think_s = args.think_ms / 1000
+        clients = f"{args.clients} clients" + (
+            f" (think {args.think_ms:.0f} ms)" if think_s else ""
+        )
         if "concurrent" in wanted:
-            phases.append(Phase(f"{args.clients} clients"))
-            run_phase(server, phases[-1], jobs, args.dataset, args.clients)
+            phases.append(Phase(clients))
+            run_phase(server, phases[-1], jobs, args.dataset, args.clients, think_s)
         if "cognify" in wanted:
 
             def loaded() -> Phase:
-                phase = Phase(f"{args.clients} clients + cognify")
-                run_phase(server, phase, jobs, args.dataset, args.clients)
+                phase = Phase(f"{clients} + cognify")
+                run_phase(server, phase, jobs, args.dataset, args.clients, think_s)
                 return phase
 
             phases.append(with_cognify(server, args, loaded))
