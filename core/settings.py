@@ -163,6 +163,9 @@ class Settings(BaseSettings):
     ppr_link_hits: int = Field(default=3, ge=0, le=100, description="Entities per query name")
     ppr_link_threshold: float = Field(default=0.75, ge=-1, le=1)
     ppr_seed_temperature: float = Field(default=0.05, gt=0, description="Chunk seed sharpness")
+    # Share of a chunk's step into an entity the query names, which restarts there anyway
+    # (0: a passage's mass moves on to the bridges it names; 1: as any entity).
+    ppr_named_backflow: float = Field(default=0.0, ge=0, le=1)
     # A JSON Schema response_model comes from outside: its JSON size, schema nodes (each
     # `$defs` entry counted once), properties and nesting are capped (retrieval/response_model.py).
     response_model_max_bytes: int = Field(default=64 * 1024, ge=1)

@@ -71,6 +71,7 @@ class PPRParams:
     link_hits: int = 3
     seed_temperature: float = 0.05
     link_threshold: float = 0.75
+    named_backflow: float = 0.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> PPRParams:
@@ -100,6 +101,7 @@ class PPRRetriever(CompletionMixin):
         if not seeds:
             return []
         neighbourhood = Neighbourhood(self.graph, p)
+        neighbourhood.named = set(entities)
         neighbourhood.rows.update(c for c in chunk_sim if c in rows)
         neighbourhood.expand(chunks=[c for c in seeds if c not in entities], entities=entities)
         # Entity seeds count by how specific they are: a hub named in the query says little.
@@ -238,6 +240,7 @@ class Neighbourhood:
         self.names: dict[str, str] = {}  # entity id -> its name (for the results' evidence)
         self._mentions: set[tuple[str, str]] = set()  # (chunk, entity) read from MENTIONS
         self.rows: set[str] = set()  # the passages that are table rows (REFERENCES are read)
+        self.named: set[str] = set()  # the entities the query names (seeds)
 
     def degree(self, entity: str) -> int:
         """How many chunks mention the entity (1 when unknown)."""
@@ -344,6 +347,8 @@ class Neighbourhood:
         # An entity only this chunk mentions bridges nowhere: mass sent to it would only come
         # back, so the chunk does not send any (a seed on it still reaches the chunk).
         forward = {e: self.specificity(e) if self.degree(e) > 1 else 0.0 for e in self.entities}
+        for eid in self.named & forward.keys():  # it restarts there anyway: the rest moves on
+            forward[eid] *= self.params.named_backflow
         g.link_many(ordered, [forward[eid] for _, eid in ordered], 1.0)
         for eid, chunks in self.entities.items():
             # An entity's out-weight in the full graph: one per chunk that mentions it.
