@@ -25,6 +25,9 @@ class Settings(BaseSettings):
     broker_url: str = "memory://"
     result_backend: str = "cache+memory://"
     worker_threads: int = Field(default=2, ge=1, le=64)
+    # `cogmill serve` on the embedded broker runs jobs in its own worker threads; at this
+    # niceness (Linux, per thread) they yield the cores to searches (0: same as the searches).
+    serve_ingest_nice: int = Field(default=10, ge=0, le=19)
     batch_size: int = Field(default=32, ge=1, le=10_000, description="Documents per batch")
     artifact_ttl_seconds: int = 86_400
     # A message not acknowledged within this time is redelivered by Redis: keep it above the

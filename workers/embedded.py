@@ -6,6 +6,9 @@ Qdrant Edge) are owned by one process, so the CLI or API that enqueues a job als
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from celery import Celery
+from celery.signals import task_prerun
 from celery.worker import WorkController
 from celery.worker import state as worker_state
 
@@ -27,6 +31,7 @@ from workers.runtime import Runtime, current_runtime, share_cores_between_thread
 # transport only polls its queues anyway, so shorter turns cost loop iterations alone (an idle
 # worker: 0.3% of a core instead of 0.1%) and a stop takes about two turns (~0.1 s).
 DRAIN_TIMEOUT = 0.05
+log = logging.getLogger("cogmill.worker")
 
 
 def _short_drains(connection: Any, cap: float = DRAIN_TIMEOUT) -> None:
@@ -62,10 +67,16 @@ class _ReadyWorkController(WorkController):
 class EmbeddedWorker:
     """A thread-pool Celery worker running in this process; use as a context manager."""
 
-    def __init__(self, app: Celery, threads: int = 2, start_timeout: float = 30.0) -> None:
+    def __init__(
+        self, app: Celery, threads: int = 2, start_timeout: float = 30.0, nice: int = 0
+    ) -> None:
+        """`nice`: the niceness the task threads take on their first task (Linux; niceness is
+        per thread there), so that a process serving searches too gives them the cores first."""
         self.app = app
         self.threads = threads
         self.start_timeout = start_timeout
+        self.nice = nice
+        self._niced = threading.local()
         self._controller: _ReadyWorkController | None = None
         self._thread: threading.Thread | None = None
         self._poller: Poller | None = None  # the Batch API's (workers/llm_batches.py)
@@ -77,6 +88,8 @@ class EmbeddedWorker:
                 "`cogmill worker` processes for a Redis broker"
             )
         share_cores_between_threads(self.threads)
+        if self.nice and sys.platform == "linux":
+            task_prerun.connect(self._lower_priority, weak=False)
         self._controller = _ReadyWorkController(
             app=self.app,
             pool_cls="threads",
@@ -106,6 +119,7 @@ class EmbeddedWorker:
         if self._poller is not None:
             self._poller.stop()
             self._poller = None
+        task_prerun.disconnect(self._lower_priority)
         if self._thread is None:
             return
         worker_state.should_stop = 0  # read by the consumer loop (celery.worker.state)
@@ -113,6 +127,16 @@ class EmbeddedWorker:
         worker_state.should_stop = None
         self._thread = None
         self._controller = None
+
+    def _lower_priority(self, task: Any = None, **_: Any) -> None:
+        """task_prerun, in the thread about to run a task of this worker: once per thread."""
+        if task is None or task.app is not self.app or getattr(self._niced, "done", False):
+            return
+        self._niced.done = True
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.nice)
+        except OSError as err:  # e.g. a container's policy; the tasks run all the same
+            log.warning("could not lower the worker threads' priority: %s", err)
 
     def __enter__(self) -> EmbeddedWorker:
         self.start()

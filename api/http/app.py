@@ -151,7 +151,11 @@ async def _lifespan(app: FastAPI, runtime: Runtime | None) -> AsyncIterator[None
     try:
         if rt.settings.embedded_broker:
             # memory:// is visible only in this process, so jobs must run here.
-            worker = EmbeddedWorker(configure(rt.settings), threads=rt.settings.worker_threads)
+            worker = EmbeddedWorker(
+                configure(rt.settings),
+                threads=rt.settings.worker_threads,
+                nice=rt.settings.serve_ingest_nice,  # searches first
+            )
             await run_in_threadpool(worker.start)
         else:
             configure(rt.settings)
