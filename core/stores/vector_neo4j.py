@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -76,12 +76,6 @@ ON CREATE SET n:`{base}`
 SET n.dataset = row.dataset, n.payload = row.payload
 WITH n, row WHERE n.embedding IS NULL OR n.embedding <> row.vector
 CALL db.create.setNodeVectorProperty(n, 'embedding', row.vector)
-"""
-# Which points of given collections are stored with a vector, by the id index on every point.
-_STORED = """
-UNWIND $rows AS row MATCH (n:`{base}` {{id: row.id}})
-WHERE row.label IN labels(n) AND n.embedding IS NOT NULL
-RETURN collect([row.collection, row.id]) AS found
 """
 _QUERY_INDEX = """
 CALL db.index.vector.queryNodes($index, $k, $vector) YIELD node, score
@@ -255,23 +249,6 @@ class Neo4jVectorStore:
                 gone = "EntityNotFoundException" in (err.message or "")
                 if not gone or attempt == _UPSERT_ATTEMPTS - 1:
                     raise
-
-    def existing(self, wanted: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
-        """{collection: the ids of `wanted[collection]` stored there with a vector}, for every
-        collection asked about, in one round trip. Raises StoreError."""
-        asked: dict[tuple[str, str], str] = {}  # (collection, point id) -> the id as given
-        for collection, ids in wanted.items():
-            check_collection(collection)
-            asked.update({(collection, point_id(i)): i for i in ids})
-        found: dict[str, set[str]] = {collection: set() for collection in wanted}
-        if not asked:
-            return found
-        rows = [{"collection": c, "label": self._label(c), "id": pid} for c, pid in asked]
-        with self._errors("lookup of stored points"):
-            [record] = self._run(_STORED.format(base=self._base), rows=rows)
-        for collection, pid in record["found"]:
-            found[collection].add(asked[(collection, pid)])
-        return found
 
     def search(
         self, collection: str, vector: Sequence[float], *, datasets: Sequence[str], limit: int = 10

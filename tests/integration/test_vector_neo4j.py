@@ -168,19 +168,6 @@ class TestNeo4jVectorStore(VectorStoreContract):
         with pytest.raises(StoreError, match="needs 16-d"):
             other.upsert(CHUNKS, [point([1.0] * 16)])
 
-    def test_existing_names_the_points_each_collection_holds(
-        self, vector_store: Neo4jVectorStore
-    ) -> None:
-        a, b = point(random_vectors(1, DIM)[0]), point(random_vectors(1, DIM)[0])
-        vector_store.upsert(CHUNKS, [a])
-        vector_store.upsert("Other_text", [b])
-        found = vector_store.existing({CHUNKS: [a.id, b.id], "Other_text": [a.id, b.id], "X_y": []})
-        assert found == {CHUNKS: {a.id}, "Other_text": {b.id}, "X_y": set()}
-        vector_store.delete([a.id])
-        assert vector_store.existing({CHUNKS: [a.id.upper()]}) == {CHUNKS: set()}
-        with pytest.raises(ValueError, match="UUID"):
-            vector_store.existing({CHUNKS: ["not-a-uuid"]})
-
     def test_ids_must_be_uuids(self, vector_store: Neo4jVectorStore) -> None:
         bad = point(random_vectors(1, DIM)[0]).model_copy(update={"id": "entity:ada"})
         with pytest.raises(ValueError, match="not a UUID"):
