@@ -35,5 +35,7 @@ def test_an_llm_hanging_past_the_timeout_loses_nothing(
     # A third of the requests here; bench/faults.py hangs every text's first request.
     outcome = run(llm_hang(1 / 3), shared_stack, corpus, dataset, fault_dir / "hang", reference)
     check(outcome)
+    # The hangs are drawn per request (a third of ~20: a batch's embeddings are one request), so
+    # their count varies from run to run (CI once saw 1 in 19); none at all has p = (2/3)^19.
     hung = outcome.result.llm_stats["faults"].get("timeout", 0)
-    assert hung >= 3, outcome.result.llm_stats  # each retried after the client's timeout
+    assert hung >= 1, outcome.result.llm_stats  # each retried after the client's timeout
