@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from core.models.jobs import Claim, Job
+from core.models.jobs import Claim, Job, JobStatus
 from core.ports import StoreError
 from tests.distributed import Worker, WorkerPool
 from workers.jobs import JobTracker
@@ -84,6 +84,18 @@ class Recovery:
             claim = claims.get(kill.batch)
             moved = claim is not None and _position(claim) != kill.claim
             if recorded[kill.batch] or moved:
+                kill.recovered_after = now - kill.at
+
+    def settle(self, job: Job) -> None:
+        """The finished job. One that succeeded recorded every batch, so a kill still pending
+        was taken up by its end: the last look at the running job can come before the one step
+        that both records the last batch and finishes the job (timed from the kill to now, so a
+        slow recovery still shows)."""
+        if job.status is not JobStatus.SUCCEEDED:
+            return
+        now = time.monotonic()
+        for kill in self.kills:
+            if kill.recovered_after is None:
                 kill.recovered_after = now - kill.at
 
     def unrecovered(self, limit: float) -> list[Kill]:

@@ -139,6 +139,8 @@ def run(
                 job = finished(
                     runtime, job, scenario.timeout, interval=0.2, on_tick=tick, outages=True
                 )
+                if (recovery := getattr(tick, "recovery", None)) is not None:
+                    recovery.settle(job)
             except JobStuckError as err:
                 done = "\n".join(f"  kill {k.describe()}" for k in getattr(tick, "kills", []))
                 evidence = stuck_evidence(runtime, JobTracker(runtime.state).get(job.id))
