@@ -120,7 +120,7 @@ class WorkerKiller:
         gap: tuple[float, float] = (1.0, 6.0),
         choose: Callable[[Worker], bool] = lambda w: True,
         child_only: bool = False,
-        patience: float = 5.0,
+        patience: float = 10.0,
     ) -> None:
         self.workers, self.tracker, self.count, self.rng = workers, tracker, count, rng
         self.patience = patience
