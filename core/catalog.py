@@ -298,14 +298,15 @@ class Catalog:
         """Remove a whole dataset: graph, vectors and stored files."""
         check_dataset_name(dataset)
         # Stored files first: they are found only through the graph's documents, so a delete
-        # killed after the graph went would leave them for good; the rest is found by dataset.
+        # killed after the graph went would leave them for good. The graph last: its dataset
+        # node is what a repeated delete finds the dataset by, so a delete killed before it
+        # went can be run again to remove the rest (the other stores are found by dataset).
         for doc in self.documents(dataset):
             if key := doc.properties.get("blob_key", ""):
                 self.blobs.delete(key)
-        removed = self.graph.delete_dataset(dataset)
         self.vectors.delete_dataset(dataset)
         if self.lexical is not None:
             self.lexical.remove_dataset(dataset)
         if self.entity_keys is not None:
             self.entity_keys.forget_dataset(dataset)
-        return removed
+        return self.graph.delete_dataset(dataset)
