@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from core.llm.usage import FIELDS, KINDS, BudgetExceeded, Meter, metering
+from core.llm.usage import FIELDS, KINDS, BudgetExceeded, Meter, llm_micro_usd, metering
 from core.models.jobs import Budget, Job
 from core.ports import StateStore
 from core.settings import Settings
@@ -120,12 +120,7 @@ class JobBudget:
 def nano_usd(prompt: int, completion: int, cached: int, settings: Settings) -> int:
     """What LLM tokens cost in nano-dollars at the settings' prices (linear, so differences
     of tokens price as well)."""
-    per_mtok = (
-        (prompt - cached) * settings.llm_price_input_per_mtok
-        + cached * settings.llm_price_cached_input_per_mtok
-        + completion * settings.llm_price_output_per_mtok
-    )
-    return round(per_mtok * 1000)  # USD per million tokens x tokens x 1e9 / 1e6
+    return round(llm_micro_usd(prompt, completion, cached, settings) * 1000)
 
 
 def describe(budget: Budget) -> str:

@@ -287,17 +287,22 @@ def count_tokens(texts: list[str]) -> list[int]:
 
 
 def cost_usd(kind: str, counts: Mapping[str, int], settings: Settings) -> float:
-    """What `counts` of `kind` cost at the settings' prices (USD per million tokens); cached
-    prompt tokens at the cached-input price, the rest at the input price."""
+    """What `counts` of `kind` cost at the settings' prices (USD per million tokens)."""
     prompt, cached = counts.get("prompt_tokens", 0), counts.get("cached_tokens", 0)
     if kind == "embeddings":
         return round(prompt * settings.embedding_price_per_mtok / 1e6, 6)
-    cost = (
+    completion = counts.get("completion_tokens", 0)
+    return round(llm_micro_usd(prompt, completion, cached, settings) / 1e6, 6)
+
+
+def llm_micro_usd(prompt: int, completion: int, cached: int, settings: Settings) -> float:
+    """What LLM tokens cost in millionths of a dollar (USD per million tokens x tokens):
+    cached prompt tokens at the cached-input price, the rest at the input price."""
+    return (
         (prompt - cached) * settings.llm_price_input_per_mtok
         + cached * settings.llm_price_cached_input_per_mtok
-        + counts.get("completion_tokens", 0) * settings.llm_price_output_per_mtok
+        + completion * settings.llm_price_output_per_mtok
     )
-    return round(cost / 1e6, 6)
 
 
 def priced(totals: Mapping[str, Mapping[str, int]], settings: Settings) -> dict[str, UsageTotals]:
