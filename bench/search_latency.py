@@ -14,7 +14,8 @@ in. Phases, each over the bench's questions (MuSiQue's 100 by default), per sear
 3. the same while a cognify job runs in the server (`--load-docs` fresh passages, tagged so
    nothing is cached, in a dataset of their own that is deleted afterwards).
 Each prints p50/p95/max, errors, requests/s, requests/s per core (of the machine's
-`os.cpu_count()`), the server's CPU-ms per request (from /proc) and the load average.
+`os.cpu_count()`), the server's CPU-ms per request (from /proc) and the load average; with
+`--neo4j-pid PID` (the Neo4j java process the stores use) Neo4j's CPU-ms per request too.
 `--dump FILE` writes each question's top-10 chunk ids per type; `--compare FILE` counts the
 questions whose top 10 differ from an earlier dump (a ranking check across code changes).
 """
@@ -62,6 +63,7 @@ class Phase:
     errors: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     server_cpu_s: float = 0.0
+    neo4j_cpu_s: float | None = None
     load: tuple[float, float, float] = (0.0, 0.0, 0.0)
     note: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -80,7 +82,12 @@ class Phase:
             f"{self.name}: {count} requests in {self.wall_s:.1f} s, {rate:.1f} req/s "
             f"({rate / cores:.1f} per core of {cores}), server "
             f"{1000 * self.server_cpu_s / max(count, 1):.1f} CPU-ms/request, "
-            f"errors {len(self.errors)}, load average {self.load[0]:.1f} {self.load[1]:.1f} "
+            + (
+                ""
+                if self.neo4j_cpu_s is None
+                else f"Neo4j {1000 * self.neo4j_cpu_s / max(count, 1):.1f} CPU-ms/request, "
+            )
+            + f"errors {len(self.errors)}, load average {self.load[0]:.1f} {self.load[1]:.1f} "
             f"{self.load[2]:.1f}{self.note}"
         ]
         for kind, values in self.latencies.items():
@@ -163,6 +170,7 @@ def run_phase(
     dataset: str,
     clients: int,
     think_s: float = 0.0,
+    neo4j_pid: int | None = None,
 ) -> dict[tuple[str, str], list[str]]:
     """Every (type, question) once, spread over `clients` threads; returns the top ids. Each
     client waits an exponentially drawn `think_s` on average before each request (0: none,
@@ -189,6 +197,7 @@ def run_phase(
                 phase.add(kind, time.perf_counter() - started, error)
                 tops[(kind, query)] = ids
 
+    neo4j_cpu = server_cpu_s(neo4j_pid) if neo4j_pid else 0.0
     cpu, started = server_cpu_s(server.proc.pid), time.perf_counter()
     threads = [threading.Thread(target=client_loop) for _ in range(clients)]
     for thread in threads:
@@ -197,6 +206,8 @@ def run_phase(
         thread.join()
     phase.wall_s = time.perf_counter() - started
     phase.server_cpu_s = server_cpu_s(server.proc.pid) - cpu
+    if neo4j_pid:
+        phase.neo4j_cpu_s = server_cpu_s(neo4j_pid) - neo4j_cpu
     phase.load = os.getloadavg()
     return tops
 
@@ -292,6 +303,7 @@ def main() -> None:
     parser.add_argument("--build", type=int, default=0, help="first cognify N passages into it")
     parser.add_argument("--dump", type=Path)
     parser.add_argument("--compare", type=Path)
+    parser.add_argument("--neo4j-pid", type=int, help="report this process's CPU per request")
     args = parser.parse_args()
 
     questions = [q.text for q in load_bench("musique", default_data_dir()).questions]
@@ -314,14 +326,14 @@ def main() -> None:
         wanted = args.phases.split(",")
         if "single" in wanted:
             phases.append(Phase("single client"))
-            tops = run_phase(server, phases[-1], jobs, args.dataset, 1)
+            tops = run_phase(server, phases[-1], jobs, args.dataset, 1, 0.0, args.neo4j_pid)
         think_s = args.think_ms / 1000
         clients = f"{args.clients} clients" + (
             f" (think {args.think_ms:.0f} ms)" if think_s else ""
         )
         if "concurrent" in wanted:
             phases.append(Phase(clients))
-            run_phase(server, phases[-1], jobs, args.dataset, args.clients, think_s)
+            run_phase(server, phases[-1], jobs, args.dataset, args.clients, think_s, args.neo4j_pid)
         if "cognify" in wanted:
 
             def loaded() -> Phase:
