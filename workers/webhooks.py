@@ -167,18 +167,27 @@ def delivery_log(state: StateStore, job_id: str) -> list[dict[str, object]]:
     return [json.loads(raw) for _, raw in state.read_events(_log_key(job_id), limit=100_000)]
 
 
+def occurrence(job: Job) -> str:
+    """What one announcement of a finished job is called: its status, and for a budget pause
+    (a job resumed may pause again) the time of that pause too."""
+    if job.status is JobStatus.PAUSED_BUDGET and job.finished_at is not None:
+        return f"{job.status.value}-{round(job.finished_at.timestamp() * 1000)}"
+    return job.status.value
+
+
 def announce(state: StateStore, job: Job) -> int:
-    """Start the deliveries of a job just stored finished, once per status; returns how many."""
-    subs = Subscriptions(state).for_job(job)
-    if not subs or state.incr(_marker(job.id, "announced", job.status.value)) != 1:
+    """Start the deliveries of a job just stored finished, once per status (and per pause);
+    returns how many."""
+    subs, name = Subscriptions(state).for_job(job), occurrence(job)
+    if not subs or state.incr(_marker(job.id, "announced", name)) != 1:
         return 0
     first, settings = time.time(), current_runtime().settings
     for sub in subs:
         if settings.embedded_broker:
-            deliver(state, settings, job.id, sub.id, job.status.value, 1, first)
+            deliver(state, settings, job.id, sub.id, job.status.value, 1, first, name)
         else:
             kwargs = {"job_id": job.id, "subscription": sub.id, "event": job.status.value,
-                      "attempt": 1, "first_at": first}  # fmt: skip
+                      "attempt": 1, "first_at": first, "occurrence": name}  # fmt: skip
             deliver_webhook.apply_async(kwargs=kwargs)
     return len(subs)
 
@@ -217,24 +226,27 @@ def deliver(
     event: str,
     attempt: int,
     first_at: float,
+    occurrence: str = "",
 ) -> bool:
     """Make one attempt (unless already made or the webhook was delivered) and schedule the
-    next one when it failed; True when delivered."""
-    done = _marker(job_id, subscription, "delivered")
-    tried = _marker(job_id, subscription, str(attempt))
+    next one when it failed; True when delivered. `occurrence` names the announcement (see
+    `occurrence`; "" = `event`)."""
+    occurrence = occurrence or event
+    done = _marker(job_id, subscription, occurrence, "delivered")
+    tried = _marker(job_id, subscription, occurrence, str(attempt))
     if state.get(done) is not None or state.get(tried) is not None:
         return state.get(done) is not None  # a redelivered message: this attempt was made
     sub = Subscriptions(state).get(subscription)
     body = job_body(state, settings, job_id)
     entry: dict[str, object] = {"subscription": subscription, "url": sub.url if sub else None,
                                 "event": event, "attempt": attempt, "at": time.time()}  # fmt: skip
-    pending = PENDING_PREFIX + f"{job_id}:{subscription}"
+    pending = PENDING_PREFIX + f"{job_id}:{subscription}:{occurrence}"
     if sub is None or body is None:
         gone = "the webhook or the job no longer exists"
         _record(state, job_id, tried, {**entry, "outcome": "dropped", "error": gone})
         state.delete(pending)
         return False
-    reply = _attempt(sub, body, event, attempt, job_id, settings)
+    reply = _attempt(sub, body, event, attempt, f"{job_id}.{sub.id}.{occurrence}", settings)
     entry.update(status=reply.status, error=reply.error, ms=round(reply.ms, 1))
     if reply.delivered:
         state.put(done, "1")
@@ -249,7 +261,8 @@ def deliver(
     # Scheduled before the attempt is marked made: a crash in between repeats the attempt
     # (at least once; receivers dedupe on X-Cogmill-Delivery) instead of ending the retries.
     next_kwargs = {"job_id": job_id, "subscription": subscription, "event": event,
-                   "attempt": attempt + 1, "first_at": first_at}  # fmt: skip
+                   "attempt": attempt + 1, "first_at": first_at,
+                   "occurrence": occurrence}  # fmt: skip
     if settings.embedded_broker:
         due = {**next_kwargs, "due": time.time() + delay}
         state.put(pending, json.dumps(due), ttl=settings.webhook_retry_seconds + 86_400)
@@ -259,7 +272,7 @@ def deliver(
 
 
 def _attempt(
-    sub: Subscription, body: bytes, event: str, attempt: int, job_id: str, settings: Settings
+    sub: Subscription, body: bytes, event: str, attempt: int, delivery: str, settings: Settings
 ) -> Reply:
     try:  # checked again now: the name may resolve elsewhere than at registration
         target = check_url(sub.url, allow_private=settings.webhook_allow_private)
@@ -271,7 +284,7 @@ def _attempt(
         "User-Agent": "cogmill-webhooks",
         SIGNATURE_HEADER: signature(sub.secret, stamp, body),
         "X-Cogmill-Event": f"job.{event}",
-        "X-Cogmill-Delivery": f"{job_id}.{sub.id}",
+        "X-Cogmill-Delivery": delivery,
         "X-Cogmill-Attempt": str(attempt),
     }
     return post(target, body, headers, settings.webhook_timeout_seconds)
@@ -287,11 +300,19 @@ def _record(state: StateStore, job_id: str, tried: str, entry: dict[str, object]
 
 @app.task(name=TASK, bind=True, ignore_result=True)
 def deliver_webhook(
-    self: Task, job_id: str, subscription: str, event: str, attempt: int, first_at: float
+    self: Task,
+    job_id: str,
+    subscription: str,
+    event: str,
+    attempt: int,
+    first_at: float,
+    occurrence: str = "",
 ) -> bool:
     """One attempt at POSTing a finished job to a webhook (the next is scheduled on failure)."""
     runtime = current_runtime()
-    return deliver(runtime.state, runtime.settings, job_id, subscription, event, attempt, first_at)
+    return deliver(
+        runtime.state, runtime.settings, job_id, subscription, event, attempt, first_at, occurrence
+    )
 
 
 @worker_init.connect

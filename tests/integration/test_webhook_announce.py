@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.models.jobs import Job, JobStatus
+from core.models.jobs import Job, JobStatus, utcnow
 from core.settings import Settings
 from tests.webhook_receiver import WebhookReceiver, readme_verify
 from workers.jobs import JobTracker
@@ -61,6 +61,27 @@ def test_every_finished_status_is_sent_once_to_whoever_asked(runtime: Runtime) -
     assert [json.loads(p.body)["status"] for p in posts] == [s.value for s in statuses]
     (entry,) = delivery_log(runtime.state, "jobfailed")[:1]
     assert entry["outcome"] == "delivered"
+
+
+def test_each_pause_and_the_end_of_a_resumed_job_are_sent(runtime: Runtime) -> None:
+    """A job paused by its budget, resumed, paused again and then finished: three deliveries,
+    each with its own delivery id (a receiver deduplicating on it keeps all three); the
+    repeated save of one pause sends nothing more."""
+    tracker, statuses = JobTracker(runtime.state), []
+    with WebhookReceiver() as receiver:
+        Subscriptions(runtime.state).add(None, receiver.url, None, settings=runtime.settings)
+        for status in (JobStatus.PAUSED_BUDGET, JobStatus.PAUSED_BUDGET, JobStatus.SUCCEEDED):
+            tracker.save(job(JobStatus.RUNNING).model_copy(update={"id": "jobresumed"}))
+            done = job(status).model_copy(update={"id": "jobresumed", "finished_at": utcnow()})
+            tracker.save(done)
+            tracker.save(done)  # a finalise repeated by a redelivered task
+            statuses.append(status.value)
+            posts = receiver.wait_for(len(statuses))
+        time.sleep(0.3)
+    assert [json.loads(p.body)["status"] for p in receiver.received] == statuses
+    deliveries = [p.headers["X-Cogmill-Delivery"] for p in posts]
+    assert len(set(deliveries)) == 3, deliveries
+    assert all(d.startswith("jobresumed.") for d in deliveries)
 
 
 def test_a_tenant_job_goes_to_the_tenant_only_with_its_own_dataset_name(runtime: Runtime) -> None:
