@@ -184,6 +184,11 @@ class StateStore(Protocol):
         """Atomically add to an integer counter and return the new value."""
         ...
 
+    def incr_many(self, amounts: Mapping[str, int]) -> None:
+        """Add to several counters in one round trip, each atomically; none is read back.
+        ValueError when a key does not hold an integer (the others are still added)."""
+        ...
+
     def add_member(self, key: str, member: str) -> bool:
         """Add to a set; True when the member was new (idempotent completion counting)."""
         ...

@@ -105,7 +105,7 @@ class JobBudget:
             _budget_key(self.job_id, "tokens"): prompt_tokens + completion_tokens,
             _budget_key(self.job_id, "nano_usd"): nano,
         }
-        add_counts(self.state, {key: value for key, value in amounts.items() if value})
+        self.state.incr_many({key: value for key, value in amounts.items() if value})
 
     def _over(self, tokens: int, nano: int) -> bool:
         budget = self.budget
@@ -164,18 +164,7 @@ def add_usage(state: StateStore, job_id: str, step: str, meter: Meter) -> None:
         for name, value in counts.items():
             if value:
                 amounts[_key(job_id, "document", document, "llm", name)] = value
-    add_counts(state, amounts)
-
-
-def add_counts(state: StateStore, amounts: dict[str, int]) -> None:
-    """Add to several counters: one pipelined write where the store has `incr_many` (Redis),
-    else one `incr` each. Every counter is atomic either way; no total is read back."""
-    many = getattr(state, "incr_many", None)
-    if many is not None:
-        many(amounts)
-        return
-    for key, value in amounts.items():
-        state.incr(key, value)
+    state.incr_many(amounts)
 
 
 def job_usage(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -88,18 +89,20 @@ class SQLiteStateStore(SQLiteFile):
     def incr(self, key: str, amount: int = 1) -> int:
         """Atomically add to an integer counter and return the new value. ValueError if not one."""
         with self._db(write=True) as db:
-            row = db.execute("SELECT value, expires_at FROM kv WHERE key = ?", (key,)).fetchone()
-            expired = row is not None and row[1] is not None and row[1] <= time.time()
-            if row is None or expired:
-                current, expires_at = 0, None
-            else:
-                current, expires_at = _as_int(key, row[0]), row[1]
-            new = current + amount
-            db.execute(
-                "INSERT OR REPLACE INTO kv (key, value, expires_at) VALUES (?, ?, ?)",
-                (key, str(new), expires_at),
-            )
-            return new
+            return _incr(db, key, amount)
+
+    def incr_many(self, amounts: Mapping[str, int]) -> None:
+        """Add to several counters in one write transaction. ValueError when a key does not
+        hold an integer (the others are still added)."""
+        bad: list[str] = []
+        with self._db(write=True) as db:
+            for key, amount in amounts.items():
+                try:
+                    _incr(db, key, amount)
+                except ValueError:
+                    bad.append(key)
+        if bad:
+            raise ValueError(f"keys {bad!r} do not hold integer counters")
 
     def add_member(self, key: str, member: str) -> bool:
         """Add to a set; True when the member was new (idempotent completion counting)."""
@@ -164,6 +167,21 @@ def _expiry(ttl: float | None) -> float | None:
     if ttl <= 0:
         raise ValueError(f"ttl must be positive seconds, got {ttl!r}")
     return time.time() + ttl
+
+
+def _incr(db: sqlite3.Connection, key: str, amount: int) -> int:
+    row = db.execute("SELECT value, expires_at FROM kv WHERE key = ?", (key,)).fetchone()
+    expired = row is not None and row[1] is not None and row[1] <= time.time()
+    if row is None or expired:
+        current, expires_at = 0, None
+    else:
+        current, expires_at = _as_int(key, row[0]), row[1]
+    new = current + amount
+    db.execute(
+        "INSERT OR REPLACE INTO kv (key, value, expires_at) VALUES (?, ?, ?)",
+        (key, str(new), expires_at),
+    )
+    return new
 
 
 def _as_int(key: str, value: str) -> int:

@@ -129,6 +129,16 @@ class StateStoreContract:
         _run_threads(8, work)
         assert state_store.get("hits") == "1600"
 
+    def test_incr_many_adds_to_each_counter(self, state_store: StateStore) -> None:
+        state_store.incr("a", 5)
+        state_store.put("text", "x")
+        state_store.incr_many({"a": 2, "b": -3})
+        assert state_store.get_many(["a", "b"]) == ["7", "-3"]
+        with pytest.raises(ValueError, match="'text'"):
+            state_store.incr_many({"text": 1, "a": 1})
+        assert state_store.get_many(["a", "text"]) == ["8", "x"]  # the others are added
+        state_store.incr_many({})
+
     def test_add_member_reports_new_members(self, state_store: StateStore) -> None:
         assert state_store.count_members("batches") == 0
         assert state_store.add_member("batches", "b1") is True

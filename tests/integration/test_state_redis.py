@@ -42,18 +42,6 @@ class TestRedisStateStore(StateStoreContract):
         finally:
             other.close()
 
-    def test_incr_many_adds_to_each_counter_in_one_write(
-        self, state_store: RedisStateStore
-    ) -> None:
-        state_store.incr("a", 5)
-        state_store.put("text", "x")
-        state_store.incr_many({"a": 2, "b": -3})
-        assert state_store.get_many(["a", "b"]) == ["7", "-3"]
-        with pytest.raises(ValueError, match="'text'"):
-            state_store.incr_many({"text": 1, "a": 1})
-        assert state_store.get_many(["a", "text"]) == ["8", "x"]  # the others are added
-        state_store.incr_many({})
-
 
 def test_unreachable_server_raises_store_error_without_password() -> None:
     store = RedisStateStore("redis://:s3cret@127.0.0.1:1/0")
