@@ -49,9 +49,11 @@ def observe(
     """Count one observation of `seconds` in the histogram `family`{label}: its bucket (the
     first bound at or above it; past the last: +Inf), the count and the sum (microseconds)."""
     index = bisect.bisect_left(buckets, seconds)
-    state.incr(_histogram_key(family, label, "bucket", str(index)))
-    state.incr(_histogram_key(family, label, "count"))
-    state.incr(_histogram_key(family, label, "sum_us"), max(0, round(seconds * 1e6)))
+    state.incr_many({
+        _histogram_key(family, label, "bucket", str(index)): 1,
+        _histogram_key(family, label, "count"): 1,
+        _histogram_key(family, label, "sum_us"): max(0, round(seconds * 1e6)),
+    })  # fmt: skip
     state.add_member(PREFIX + family + ":labels", label)
 
 
@@ -151,6 +153,5 @@ def flush_llm_counters(runtime: Runtime) -> None:
     with _lock:
         before = _flushed.get(client, {})
         _flushed[client] = {name: now.get(name, 0) for name in LLM_COUNTERS}
-    for name in LLM_COUNTERS:
-        if (delta := now.get(name, 0) - before.get(name, 0)) > 0:
-            runtime.state.incr(PREFIX + "llm:" + name, delta)
+    deltas = {name: now.get(name, 0) - before.get(name, 0) for name in LLM_COUNTERS}
+    runtime.state.incr_many({PREFIX + "llm:" + k: v for k, v in deltas.items() if v > 0})
