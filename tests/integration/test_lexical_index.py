@@ -7,11 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from core.models.lexical import LexicalDoc
 from core.ports import StoreError
 from core.stores.lexical_redis import RedisLexicalIndex
 from core.stores.lexical_sqlite import SQLiteLexicalIndex
 from tests.backends import RedisBackend, redis_backend_fixture  # noqa: F401 - fixture by name
-from tests.contracts.lexical_index import DOCS, LexicalIndexContract
+from tests.contracts.lexical_index import (
+    DOCS,
+    LexicalIndexContract,
+    expected_postings,
+    total_length,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -42,6 +48,28 @@ class TestRedisLexicalIndex(LexicalIndexContract):
         lexical_index.remove_dataset("ds")
         with redis_backend.client() as client:
             assert list(client.scan_iter(match=f"{redis_backend.prefix}*", count=1000)) == []
+
+    def test_long_chunks_and_known_chunks_in_one_call(
+        self, lexical_index: RedisLexicalIndex, redis_backend: RedisBackend
+    ) -> None:
+        # One add script writes many chunks; Lua's unpack takes a few thousand values at
+        # most, so a chunk of 9,000 distinct terms and a term in 250 chunks go in slices.
+        long = LexicalDoc("long", "d", " ".join(f"w{i} shared" for i in range(9000)))
+        many = [LexicalDoc(f"c{i}", "d", f"shared w{i} x{i}") for i in range(250)]
+        lexical_index.add("ds", many[:10])
+        lexical_index.add("ds", [long, *many])  # the first 10 are known: left as they are
+        docs = [long, *many]
+        assert lexical_index.count("ds") == len(docs)
+        terms = ["shared", "w7", "w8999", "x249"]
+        assert set(lexical_index.postings(["ds"], terms)) == expected_postings(docs, terms)
+        stats = lexical_index.corpus_stats(["ds"], terms)
+        assert stats.total_length == total_length(docs)
+        assert stats.df == {"shared": 251, "w7": 2, "w8999": 1, "x249": 1}
+        with redis_backend.client(decode_responses=True) as client:
+            key = f"{redis_backend.prefix}lex:ds:c:long"
+            assert client.scard(key) == 9001  # its terms, so that remove finds them all
+        lexical_index.remove("ds", ["long"])
+        assert lexical_index.corpus_stats(["ds"], ["w8999"]).df == {"w8999": 0}
 
 
 def test_an_unreachable_redis_is_named_without_its_password() -> None:
