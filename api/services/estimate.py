@@ -103,33 +103,36 @@ def _batch_prompts(
     classified = pipeline.build_step("classify", rt, options).run(batch)
     chunks = pipeline.build_step("chunk", rt, options).run(classified)
     assert isinstance(chunks, ChunkBatch)
-    texts = [
-        prompt_text(extractor.messages(chunk.text), _format(extractor.graph_model))
-        for chunk in chunks.chunks
-        if _cached(extractor, extractor.messages(chunk.text), extractor.graph_model, asked) is None
-    ]
+    texts: list[str] = []
+    graphs: list[Any] = []  # each chunk's cached extraction (None: not cached)
+    for chunk in chunks.chunks:
+        messages = extractor.messages(chunk.text)
+        graphs.append(graph := _reply(extractor, messages, extractor.graph_model))
+        if graph is None and _first_ask(extractor, messages, extractor.graph_model, asked):
+            texts.append(prompt_text(messages, _format(extractor.graph_model)))
     if "summarize_documents" in pipeline.step_names and rt.llm is not None:
         texts += _summary_prompts(rt, chunks.chunks)
     if "extract_events" in pipeline.step_names:
         events = getattr(pipeline.build_step("extract_events", rt, options), "extractor", None)
         if isinstance(events, LLMEventExtractor):
-            texts += _event_prompts(extractor, events, chunks.chunks, asked)
+            texts += _event_prompts(events, chunks.chunks, graphs, asked)
     return count_tokens(texts)
 
 
 def _event_prompts(
-    extractor: LLMExtractor, events: LLMEventExtractor, chunks: list[Chunk], asked: set[str]
+    events: LLMEventExtractor, chunks: list[Chunk], graphs: list[Any], asked: set[str]
 ) -> list[str]:
     """The event call of each chunk the cache would not answer; its entity list is the cached
-    extraction's, when there is one."""
+    extraction's (`graphs`, by chunk), when there is one."""
     prompts = []
-    for chunk in chunks:
+    for chunk, graph in zip(chunks, graphs, strict=True):
         if not chunk.text.strip():
             continue  # the real run asks nothing for it either
-        graph = _cached(extractor, extractor.messages(chunk.text), extractor.graph_model, set())
         names = [] if graph is None else [e.name for e in graph.entities]
         messages = events.messages(chunk.text, names)
-        if _cached(events, messages, EventList, asked) is None:
+        if _reply(events, messages, EventList) is None and _first_ask(
+            events, messages, EventList, asked
+        ):
             prompts.append(prompt_text(messages, _format(EventList)))
     return prompts
 
@@ -159,21 +162,27 @@ def _format(schema: type[BaseModel]) -> dict[str, Any]:
     return response_format(schema, schema_of(schema), True)
 
 
-def _cached(
-    asker: LLMExtractor | LLMEventExtractor,
-    messages: list[dict[str, str]],
-    schema: type[BaseModel],
-    asked: set[str],
-) -> Any:
-    """The cached reply to these messages, parsed: the cache holds it already, or an identical
-    request of the job asked first (then `True`: the real run asks nothing). None when the
-    real run would ask."""
+Asker = LLMExtractor | LLMEventExtractor
+
+
+def _reply(asker: Asker, messages: list[dict[str, str]], schema: type[BaseModel]) -> Any:
+    """The LLM cache's reply to these messages, parsed (None: not cached, or no cache)."""
     client = asker.client
     if client.cache is None:
         return None
-    key = cache_key(client.model, messages, schema_of(schema))
-    if key in asked:
-        return True
-    asked.add(key)
-    raw = client.cache.get(key)
+    raw = client.cache.get(cache_key(client.model, messages, schema_of(schema)))
     return None if raw is None else schema.model_validate_json(raw)
+
+
+def _first_ask(
+    asker: Asker, messages: list[dict[str, str]], schema: type[BaseModel], asked: set[str]
+) -> bool:
+    """Whether the real run would send this request: with a cache, an identical request of
+    the job sent first answers it (`asked` holds the requests counted so far)."""
+    if asker.client.cache is None:
+        return True
+    key = cache_key(asker.client.model, messages, schema_of(schema))
+    if key in asked:
+        return False
+    asked.add(key)
+    return True
