@@ -91,23 +91,28 @@ class ReconcileEntities:
             for other, other_name in found.items()
             if same_entity(names[entity], other_name)
         }
+        seen = names | {i: n for found in candidates.values() for i, n in found.items()}
+        pairs = self._without_ambiguous(dataset, pairs, names, candidates, seen)
         if not pairs:
             return  # the usual case, decided without reading the graph
         # The graph has the last word: a candidate may have been merged away or deleted.
         wanted = sorted({i for pair in pairs for i in pair})
         known = {n.id: n for n in self.graph.get_nodes(wanted) if n.type == ENTITY}
-        pairs = {(a, b) for a, b in pairs if a in known and b in known}
+        types = self._types(
+            sorted({i for pair in pairs if set(pair) <= known.keys() for i in pair})
+        )
+        # Types before similarity: only the names of pairs that can still merge are embedded.
+        pairs = {
+            (a, b)
+            for a, b in pairs
+            if a in known
+            and b in known
+            and types_compatible(types.get(a, set()), types.get(b, set()))
+        }
         if not pairs:
             return
-        types = self._types(sorted({i for pair in pairs for i in pair}))
         similar = self._similarity(pairs, known)
-        links = [
-            (a, b)
-            for a, b in sorted(pairs)
-            if similar[(a, b)] >= self.threshold
-            and types_compatible(types.get(a, set()), types.get(b, set()))
-        ]
-        seen = names | {i: n for found in candidates.values() for i, n in found.items()}
+        links = [(a, b) for a, b in sorted(pairs) if similar[(a, b)] >= self.threshold]
         # A full name looks up only abbreviated ones: a stored abbreviation's own lookup finds
         # the other full names it fits, which decide whether it is ambiguous.
         short = {
@@ -121,6 +126,34 @@ class ReconcileEntities:
             target = merge_entities(self.graph, self.vectors, self.embedder, dataset, members)
             if target not in known:  # a canonical name no member had: file it too
                 self.keys.file_and_find(dataset, {target: canonical_name(m.name for m in members)})
+
+    def _without_ambiguous(
+        self,
+        dataset: str,
+        pairs: set[tuple[str, str]],
+        names: dict[str, str],
+        candidates: dict[str, dict[str, str]],
+        seen: dict[str, str],
+    ) -> set[tuple[str, str]]:
+        """The pairs without an abbreviated name that already fits several full names.
+
+        `_unambiguous` would drop their links after the embeddings were paid for, and an
+        abbreviation's candidates ("J.S.": every stored "J... S...") grow with the store: 300 new
+        documents made this step embed 1,057 names in a home of 7,560 (90 in an empty one). Every
+        full name an abbreviation fits is found by its own lookup (core/aliases.match_keys):
+        the batch's in `candidates`, a stored one's looked up here in one call, and a link of
+        it would look it up anyway before judging it (so the names judged here are among the
+        ones `_unambiguous` sees, and the pairs dropped are ones it drops).
+        """
+        abbreviated = {i for pair in pairs for i in pair if is_abbreviated(seen[i])}
+        stored = {i: seen[i] for i in abbreviated if i not in names}
+        found = self.keys.find(dataset, stored) if stored else {}
+        ambiguous = {
+            i
+            for i in abbreviated
+            if _ambiguous(i, seen[i], [names, candidates.get(i, {}), found.get(i, {})])
+        }
+        return {(a, b) for a, b in pairs if a not in ambiguous and b not in ambiguous}
 
     def _similarity(
         self, pairs: set[tuple[str, str]], known: dict[str, Node]
@@ -147,16 +180,20 @@ def _unambiguous(links: list[tuple[str, str]], names: dict[str, str]) -> list[tu
     beside "Maria Lopez" and "Miguel Lopez"), judged among all the names looked up (id -> name):
     every full name an abbreviation fits is found by the abbreviation's own lookup."""
     abbreviated = {i for link in links for i in link if is_abbreviated(names[i])}
-    ambiguous = set()
-    for short in abbreviated:
-        fits = {
-            resolution_key(name)
-            for other, name in names.items()
-            if other != short and not is_abbreviated(name) and same_entity(names[short], name)
-        }
-        if len(fits) > 1:
-            ambiguous.add(short)
+    ambiguous = {short for short in abbreviated if _ambiguous(short, names[short], [names])}
     return [(a, b) for a, b in links if a not in ambiguous and b not in ambiguous]
+
+
+def _ambiguous(short: str, name: str, among: list[dict[str, str]]) -> bool:
+    """Whether the abbreviated name (of id `short`) fits full names of two different
+    resolution keys among the names given (id -> name)."""
+    fits = {
+        resolution_key(other_name)
+        for names in among
+        for other, other_name in names.items()
+        if other != short and not is_abbreviated(other_name) and same_entity(name, other_name)
+    }
+    return len(fits) > 1
 
 
 def _groups(links: list[tuple[str, str]]) -> list[set[str]]:
