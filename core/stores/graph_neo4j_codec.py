@@ -17,9 +17,14 @@ _LABEL = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _INT64 = range(-(2**63), 2**63)
 
 
+# One encoder for every value: json.dumps builds a new one per call when given options, and
+# writes encode a support pair per edge and link (the largest project line in a worker profile).
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def to_json(value: Any) -> str:
     """Compact JSON; values JSON cannot hold (dates, ...) become their str(), as in graph_sqlite."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _JSON.encode(value)
 
 
 def _storable(value: Any) -> bool:
@@ -56,16 +61,25 @@ def decode(stored: dict[str, Any]) -> dict[str, Any]:
     return properties
 
 
+def strings(*values: str) -> str:
+    """`to_json` of a list of strings; joined as they are when JSON would not escape any
+    character of them (no quote, backslash or control character), the encoder otherwise."""
+    joined = '","'.join(values)  # holds 2 quotes per separator, and no others if plain
+    if joined.count('"') == 2 * len(values) - 2 and "\\" not in joined and joined.isprintable():
+        return f'["{joined}"]'
+    return to_json(list(values))
+
+
 def pair(support: Support) -> str:
     """A support pair as stored: JSON, so that no id can make a pair ambiguous."""
-    return to_json([support.document_id, support.chunk_id])
+    return strings(support.document_id, support.chunk_id)
 
 
 def links(nodes: Iterable[tuple[str, str, Iterable[Support]]]) -> list[dict[str, str]]:
     """`q.LINK_SUPPORT` rows for (id, dataset, support) triples, in lock order."""
     links = [
         {
-            "key": to_json([dataset, s.document_id, s.chunk_id]),
+            "key": strings(dataset, s.document_id, s.chunk_id),
             "dataset": dataset,
             "doc": s.document_id,
             "pair": pair(s),

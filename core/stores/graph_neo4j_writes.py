@@ -13,6 +13,7 @@ from core.ports import StoreError
 from core.stores import graph_merge, timeline
 from core.stores import graph_neo4j_codec as codec
 from core.stores import graph_neo4j_queries as q
+from core.stores.neo4j_connection import Rows
 
 # Writes of a batch of nodes, while other transactions delete some of them (see write_nodes).
 _NODE_WRITES = 5
@@ -32,7 +33,7 @@ def write_nodes(
     query = f"{q.UPSERT_NODES} {q.TIME_BIN}" if timed else q.UPSERT_NODES
     pending = list(rows)
     for _ in range(_NODE_WRITES):
-        tx.run(query, rows=pending).consume()
+        tx.run(query, rows=Rows(pending)).consume()
         stored = set(codec.value(tx, q.STORED, ids=[r["id"] for r in pending]))
         pending = [r for r in pending if r["id"] not in stored]
         if not pending:
@@ -40,7 +41,7 @@ def write_nodes(
     else:
         raise StoreError(f"{len(pending)} node(s) deleted by other writers as fast as written")
     if links:
-        tx.run(q.LINK_SUPPORT, links=links).consume()
+        tx.run(q.LINK_SUPPORT, links=Rows(links)).consume()
 
 
 def write_edges(tx: ManagedTransaction, edges: Sequence[Edge]) -> None:
@@ -53,7 +54,7 @@ def write_edges(tx: ManagedTransaction, edges: Sequence[Edge]) -> None:
         raise_if_missing(sorted(missing - moves.keys()))
         edges = graph_merge.repoint(edges, moves)
     rows = sorted((codec.edge_row(e) for e in edges), key=lambda r: (r["source"], r["target"]))
-    tx.run(q.UPSERT_EDGES, rows=rows).consume()
+    tx.run(q.UPSERT_EDGES, rows=Rows(rows)).consume()
 
 
 def _lock(tx: ManagedTransaction, ids: list[str]) -> set[str]:

@@ -22,6 +22,17 @@ def redact(uri: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query=""))
 
 
+class Rows(list[Any]):
+    """A list query parameter whose repr is its length. The driver (neo4j 6.4, Bolt5x5.run)
+    formats every RUN's parameters for a debug log line whether or not debug logging is on:
+    ~0.2 ms of a worker's CPU per 384-d vector sent, seven times the rest of sending it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} rows>"
+
+
 class Neo4jConnection:
     """A driver on one database of a Neo4j server; `errors()` maps what the driver raises."""
 
