@@ -70,6 +70,13 @@ class GraphReader(Protocol):
         """Edges touching `node_ids` (only `names` if given, never `exclude`), at most `limit`."""
         ...
 
+    def relation_ends(
+        self, node_ids: Sequence[str], *, exclude: Sequence[str], limit: int = 1000
+    ) -> list[tuple[str, str, str]]:
+        """(source, name, target) of the edges `edges_of(node_ids, exclude=exclude)` finds, in
+        its order, without properties or support (one read). Raises StoreError."""
+        ...
+
     def edge_ends(
         self, node_ids: Sequence[str], *, names: Sequence[str], limit: int = 1000
     ) -> list[tuple[str, str]]:

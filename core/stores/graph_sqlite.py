@@ -298,6 +298,19 @@ class SQLiteGraphStore:
             rows = conn.execute(query, (tx.id_array(node_ids), limit, wanted, tx.id_array(exclude)))
             return tx.to_edges(conn, rows)
 
+    def relation_ends(
+        self, node_ids: Sequence[str], *, exclude: Sequence[str], limit: int = 1000
+    ) -> list[tuple[str, str, str]]:
+        """(source, name, target) of the edges `edges_of(node_ids, exclude=exclude)` finds, in
+        its order, without their properties and support (GRAPH_PPR's relation steps)."""
+        query = (
+            f"SELECT id, source, name, target FROM edges WHERE ({q.TOUCHING})"
+            " AND name NOT IN (SELECT value FROM json_each(?3)) LIMIT ?2"
+        )  # `id` kept for edges_of's plan, as in edge_ends
+        with self._transaction() as conn:
+            rows = conn.execute(query, (tx.id_array(node_ids), limit, tx.id_array(exclude)))
+            return [(source, name, target) for _id, source, name, target in rows]
+
     def edge_ends(
         self, node_ids: Sequence[str], *, names: Sequence[str], limit: int = 1000
     ) -> list[tuple[str, str]]:

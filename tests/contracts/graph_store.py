@@ -189,6 +189,25 @@ class GraphStoreContract:
         assert graph_store.edge_ends([alice.id], names=[]) == []
         assert graph_store.edge_ends(["no-such-id"], names=["KNOWS"]) == []
 
+    def test_relation_ends_name_the_edges_of_edges_of_in_its_order(self, graph_store, dataset):
+        alice, bob, carol = (make_node(dataset, name) for name in ("Alice", "Bob", "Carol"))
+        graph_store.upsert_nodes([alice, bob, carol])
+        graph_store.upsert_edges(
+            [
+                make_edge(alice, bob, "officer_of"),
+                make_edge(alice, carol, "MENTIONS"),
+                make_edge(carol, bob, "founded", since=2020),
+            ]
+        )
+        for exclude, limit, count in ((["MENTIONS"], 10, 2), ([], 10, 3), (["MENTIONS"], 1, 1)):
+            full = graph_store.edges_of([alice.id, bob.id], exclude=exclude, limit=limit)
+            ends = graph_store.relation_ends([alice.id, bob.id], exclude=exclude, limit=limit)
+            assert ends == [(e.source, e.name, e.target) for e in full] and len(ends) == count
+        assert graph_store.relation_ends([carol.id], exclude=["MENTIONS"]) == [
+            (carol.id, "founded", bob.id)
+        ]
+        assert graph_store.relation_ends(["no-such-id"], exclude=[]) == []
+
     def test_node_chunks_name_each_nodes_chunks_in_the_order_asked(self, graph_store, dataset):
         odd = 'c"3\\'  # a quote and a backslash survive the store's encoding
         alice = make_node(
