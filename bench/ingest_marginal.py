@@ -163,13 +163,12 @@ def run(home: Path, files: list[tuple[Path, str]], profile: tuple[str, ...]) -> 
         result = ingest(runtime, files)
     finally:
         meter.disconnect()
+    result["cpu"], result["calls"] = dict(meter.cpu), dict(meter.calls)  # before the counts
     result["load_1min"] = [load, os.getloadavg()[0]]
     result["entities_before"] = before.get("Entity", 0)
     result["graph"] = runtime.graph.count("musique")
     result["entities_sha1"] = entities_digest(runtime)
     result["vectors"] = {c: runtime.vectors.count(c, dataset="musique") for c in COLLECTIONS}
-    result["cpu"] = dict(meter.cpu)
-    result["calls"] = dict(meter.calls)
     if meter.profiles:
         stats = pstats.Stats(meter.profiles[0])
         for more in meter.profiles[1:]:

@@ -140,8 +140,9 @@ class ReconcileEntities:
         `_unambiguous` would drop their links after the embeddings were paid for, and an
         abbreviation's candidates ("J.S.": every stored "J... S...") grow with the store: 300 new
         documents made this step embed 1,057 names in a home of 7,560 (90 in an empty one). Every
-        full name an abbreviation fits is found by its own lookup (core/aliases.match_keys):
-        the batch's in `candidates`, a stored one's looked up here in one call, and a link of
+        full name an abbreviation fits is found by its own lookup (core/aliases.match_keys;
+        the batch's own names among them, filed in the same call): the batch's in
+        `candidates`, a stored one's looked up here in one call, and a link of
         it would look it up anyway before judging it (so the names judged here are among the
         ones `_unambiguous` sees, and the pairs dropped are ones it drops).
         """
@@ -151,7 +152,7 @@ class ReconcileEntities:
         ambiguous = {
             i
             for i in abbreviated
-            if _ambiguous(i, seen[i], [names, candidates.get(i, {}), found.get(i, {})])
+            if _ambiguous(i, seen[i], [candidates.get(i, {}), found.get(i, {})])
         }
         return {(a, b) for a, b in pairs if a not in ambiguous and b not in ambiguous}
 
@@ -186,14 +187,15 @@ def _unambiguous(links: list[tuple[str, str]], names: dict[str, str]) -> list[tu
 
 def _ambiguous(short: str, name: str, among: list[dict[str, str]]) -> bool:
     """Whether the abbreviated name (of id `short`) fits full names of two different
-    resolution keys among the names given (id -> name)."""
-    fits = {
-        resolution_key(other_name)
-        for names in among
-        for other, other_name in names.items()
-        if other != short and not is_abbreviated(other_name) and same_entity(name, other_name)
-    }
-    return len(fits) > 1
+    resolution keys among the names given (id -> name); stops at the second."""
+    fits = set()
+    for names in among:
+        for other, other_name in names.items():
+            if other != short and not is_abbreviated(other_name) and same_entity(name, other_name):
+                fits.add(resolution_key(other_name))
+                if len(fits) > 1:
+                    return True
+    return False
 
 
 def _groups(links: list[tuple[str, str]]) -> list[set[str]]:
