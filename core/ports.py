@@ -17,6 +17,9 @@ from core.models.graph import Edge, Merged, Node, Removed, Subgraph
 from core.models.lexical import CorpusStats, LexicalDoc, Posting
 from core.models.vectors import VectorHit, VectorPoint
 
+# One search of a batch (VectorStore.search_batch): collection, query vector, limit.
+VectorQuery = tuple[str, Sequence[float], int]
+
 
 class StoreError(RuntimeError):
     """A backing store failed or is unreachable."""
@@ -89,6 +92,21 @@ class GraphReader(Protocol):
         among `ids`, in the order asked; one read, no properties. Raises StoreError."""
         ...
 
+    def frontier(
+        self,
+        chunks: Sequence[str],
+        entities: Sequence[str],
+        *,
+        names: Sequence[str],
+        type: str,
+        limit: int = 1000,
+        skip: Sequence[str] = (),
+    ) -> tuple[list[tuple[str, str]], dict[str, tuple[str, list[str]]]]:
+        """`edge_ends(chunks, names=names, limit=limit)`, and `node_chunks(..., type=type)` of
+        `entities` and of the ends those edges reach from `chunks` (`skip` left out), as one
+        read where the store can (GRAPH_PPR's hop). Raises StoreError."""
+        ...
+
     def neighbourhood(
         self, node_ids: Sequence[str], *, hops: int = 1, limit: int = 500
     ) -> Subgraph:
@@ -146,6 +164,13 @@ class VectorStore(Protocol):
         self, collection: str, vector: Sequence[float], *, datasets: Sequence[str], limit: int = 10
     ) -> list[VectorHit]:
         """Nearest points (cosine, best first) within the datasets; [] for an unknown collection."""
+        ...
+
+    def search_batch(
+        self, queries: Sequence[VectorQuery], *, datasets: Sequence[str]
+    ) -> list[list[VectorHit]]:
+        """`search` of each (collection, vector, limit), in order, as one round trip where the
+        store can (one query's searches). ValueError as `search`."""
         ...
 
     def delete(self, ids: Sequence[str]) -> None:
@@ -340,6 +365,21 @@ def search_many(
     if many is not None:
         return many(collection, vectors, datasets=datasets, limit=limit)
     return [store.search(collection, v, datasets=datasets, limit=limit) for v in vectors]
+
+
+def frontier_ids(
+    chunks: Sequence[str],
+    entities: Sequence[str],
+    ends: Sequence[tuple[str, str]],
+    skip: Sequence[str] = (),
+) -> list[str]:
+    """The nodes `GraphReader.frontier` reads: `entities`, then each edge's end reached from
+    `chunks` (its target from its source, its source from its target), in order, once each,
+    `skip` left out."""
+    asked, skipped = set(chunks), set(skip)
+    reached = [t for s, t in ends if s in asked] if asked else []
+    reached += [s for s, t in ends if t in asked] if asked else []
+    return [i for i in dict.fromkeys([*entities, *reached]) if i not in skipped]
 
 
 def batched(items: Sequence, size: int) -> Iterator[Sequence]:

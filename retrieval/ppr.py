@@ -18,9 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from core.models.graph import Node, alias_id, entity_id, normalise_name
+from core.models.vectors import VectorHit
 from core.models.vocabulary import (
     ALIAS,
     ALIAS_OF,
@@ -34,7 +33,7 @@ from core.models.vocabulary import (
     SUMMARIZES,
     SUMMARY_COLLECTION,
 )
-from core.ports import Embedder, GraphReader, VectorStore
+from core.ports import Embedder, GraphReader, VectorQuery, VectorStore, frontier_ids
 from core.settings import Settings
 from retrieval.answer import CompletionMixin
 from retrieval.chunks import chunk_source
@@ -125,20 +124,28 @@ class PPRRetriever(CompletionMixin):
         ]
         vectors = self.embedder.embed([query, *spans])
         vector = vectors[0].tolist()
-
-        def hits(collection: str, limit: int) -> dict[str, float]:
-            found = self.vectors.search(collection, vector, datasets=datasets, limit=limit)
-            return {hit.id: max(hit.score, 0.0) for hit in found}
-
         # A fixed candidate count keeps the dense scale (min-max below) the same for any top_k.
         # Table rows are passages too (as in CHUNKS): the best of both, in one ranking.
         limit = max(p.chunk_seeds, p.dense_candidates, top_k)
-        rows = hits(ROW_COLLECTION, limit)
-        passages = hits(CHUNK_COLLECTION, limit) | rows
+        # The query's searches in one batch (one round trip on Neo4j), taken in this order.
+        asks: list[VectorQuery] = [
+            (ROW_COLLECTION, vector, limit),
+            (CHUNK_COLLECTION, vector, limit),
+        ]
+        asks += [(ENTITY_COLLECTION, vector, p.entity_seeds)] if p.entity_seeds else []
+        asks += [(SUMMARY_COLLECTION, vector, p.summary_seeds)] if p.summary_seeds else []
+        asks += [(ENTITY_COLLECTION, v.tolist(), p.link_hits) for v in vectors[1:]]
+        found = iter(self.vectors.search_batch(asks, datasets=datasets))
+
+        def hits() -> dict[str, float]:
+            return {hit.id: max(hit.score, 0.0) for hit in next(found)}
+
+        rows = hits()
+        passages = hits() | rows
         chunk_sim = dict(sorted(passages.items(), key=lambda item: -item[1])[:limit])
-        entity_sim = hits(ENTITY_COLLECTION, p.entity_seeds) if p.entity_seeds else {}
-        summary_sim = hits(SUMMARY_COLLECTION, p.summary_seeds) if p.summary_seeds else {}
-        for eid, weight in self._linked(vectors[1:], datasets).items():
+        entity_sim = hits() if p.entity_seeds else {}
+        summary_sim = hits() if p.summary_seeds else {}
+        for eid, weight in self._linked(list(found)).items():
             named[eid] = max(named.get(eid, 0.0), weight)
         seeds: dict[str, float] = {}
         top = max(chunk_sim.values(), default=0.0)
@@ -153,13 +160,11 @@ class PPRRetriever(CompletionMixin):
             seeds[eid] = seeds.get(eid, 0.0) + weight
         return seeds, chunk_sim, list(dict.fromkeys([*named, *entity_sim])), set(rows)
 
-    def _linked(self, span_vectors: np.ndarray, datasets: Sequence[str]) -> dict[str, float]:
-        """Entities whose names are close to a name in the query (spelling, extra words)."""
+    def _linked(self, span_hits: list[list[VectorHit]]) -> dict[str, float]:
+        """Entities whose names are close to a name in the query (spelling, extra words), from
+        the nearest entity names of each name."""
         p, linked = self.params, dict[str, float]()
-        for span_vector in span_vectors:
-            found = self.vectors.search(
-                ENTITY_COLLECTION, span_vector.tolist(), datasets=datasets, limit=p.link_hits
-            )
+        for found in span_hits:
             for hit in found:
                 if hit.score >= p.link_threshold:
                     linked[hit.id] = max(linked.get(hit.id, 0.0), p.exact_weight * hit.score)
@@ -241,6 +246,11 @@ class Neighbourhood:
         self._mentions: set[tuple[str, str]] = set()  # (chunk, entity) read from MENTIONS
         self.rows: set[str] = set()  # the passages that are table rows (REFERENCES are read)
         self.named: set[str] = set()  # the entities the query names (seeds)
+        # The current hop's reads (`_read`): its chunks, their MENTIONS, the entities reached.
+        self._read_chunks: list[str] = []
+        self._ends: list[tuple[str, str]] = []
+        self._read_entities: dict[str, tuple[str, list[str]]] = {}
+        self._asked: set[str] = set()  # the entities that read asked for (found or not)
 
     def degree(self, entity: str) -> int:
         """How many chunks mention the entity (1 when unknown)."""
@@ -257,37 +267,62 @@ class Neighbourhood:
         """Read `hops` steps out from the seeds, stopping early at `max_nodes`."""
         chunk_frontier = list(dict.fromkeys(chunks))
         self.chunks.update(chunk_frontier)
-        entity_frontier = self._load_entities(list(dict.fromkeys(entities)))
-        for _ in range(self.params.hops):
+        named = list(dict.fromkeys(entities))
+        self._read(chunk_frontier if self.params.hops else [], named)
+        entity_frontier = self._load_entities(named)
+        for hop in range(self.params.hops):
             if self.full() or not (chunk_frontier or entity_frontier):
                 break
+            if hop:
+                self._read(chunk_frontier, [])
             new_entities = self._entities_of(chunk_frontier)
             new_chunks = self._chunks_of(entity_frontier) + self._referenced(chunk_frontier)
             self._relations(entity_frontier)
             chunk_frontier, entity_frontier = new_chunks, self._load_entities(new_entities)
         self._link()
 
+    def _read(self, chunks: list[str], entities: list[str]) -> None:
+        """One hop's reads at once (`GraphReader.frontier`): the chunks' MENTIONS, and the
+        names and chunks of the entities and of every entity those reach, but the loaded."""
+        if not (chunks or entities):  # nothing to read (a hop from named entities only)
+            self._read_chunks, self._ends, self._read_entities, self._asked = [], [], {}, set()
+            return
+        limit, skip = len(chunks) * self.params.chunk_fanout, list(self.entities)
+        self._ends, self._read_entities = self.graph.frontier(
+            chunks, entities, names=[MENTIONS], type=ENTITY, limit=limit, skip=skip
+        )
+        self._read_chunks = chunks
+        self._asked = set(frontier_ids(chunks, entities, self._ends, skip))
+
     def _load_entities(self, ids: list[str]) -> list[str]:
         """Record each new entity's chunks (its provenance lists them); returns the new ids."""
         room = self.params.max_nodes - len(self.chunks) - len(self.entities)
         todo = [i for i in ids if i not in self.entities][: max(room, 0)]
         # Names and chunks only: whole nodes (properties, support records) cost ~3x the CPU.
-        found = self.graph.node_chunks(todo, type=ENTITY) if todo else {}
-        for eid, (name, chunks) in found.items():
-            self.names[eid], self.entities[eid] = name, chunks
-        return list(found)
+        # Read with the hop's edges already (`_read`); anything else would be read now.
+        unread = [i for i in todo if i not in self._asked]
+        fresh = self.graph.node_chunks(unread, type=ENTITY) if unread else {}
+        read = self._read_entities | fresh
+        found = [i for i in todo if i in read]
+        for eid in found:
+            self.names[eid], self.entities[eid] = read[eid]
+        return found
 
     def _entities_of(self, chunks: list[str]) -> list[str]:
         """The entities the chunks mention (MENTIONS edges, at most `chunk_fanout` per chunk)."""
         if not chunks:
             return []
-        limit = len(chunks) * self.params.chunk_fanout
+        ends = self._ends if chunks == self._read_chunks else self._edge_ends(chunks)
         found = []
-        for source, target in self.graph.edge_ends(chunks, names=[MENTIONS], limit=limit):
+        for source, target in ends:
             if source in self.chunks:
                 self._mentions.add((source, target))
                 found.append(target)
         return list(dict.fromkeys(found))
+
+    def _edge_ends(self, chunks: list[str]) -> list[tuple[str, str]]:
+        limit = len(chunks) * self.params.chunk_fanout
+        return self.graph.edge_ends(chunks, names=[MENTIONS], limit=limit)
 
     def _referenced(self, passages: list[str]) -> list[str]:
         """Table rows a frontier row references or is referenced by (a foreign key is a hop

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 from neo4j.exceptions import ClientError
 
 from core.models.graph import Edge, Merged, Node, Removed, Subgraph
-from core.ports import StoreError, batched
+from core.ports import StoreError, batched, frontier_ids
 from core.stores import graph_neo4j_codec as codec
 from core.stores import graph_neo4j_queries as q
 from core.stores import graph_neo4j_reads as reads
@@ -306,6 +306,27 @@ class Neo4jGraphStore:
         rows = self._read(codec.value, query=q.NODE_CHUNKS, ids=unique, type=type)
         found = {i: (name or "", codec.chunks(pairs)) for i, name, pairs in rows if i is not None}
         return {i: found[i] for i in unique if i in found}
+
+    def frontier(
+        self,
+        chunks: Sequence[str],
+        entities: Sequence[str],
+        *,
+        names: Sequence[str],
+        type: str,
+        limit: int = 1000,
+        skip: Sequence[str] = (),
+    ) -> tuple[list[tuple[str, str]], dict[str, tuple[str, list[str]]]]:
+        """`edge_ends` of `chunks`, and `node_chunks` of `entities` and of the ends reached,
+        in one statement (a GRAPH_PPR hop: one round trip instead of two)."""
+        asked, entity_ids = list(dict.fromkeys(chunks)), list(dict.fromkeys(entities))
+        params = {"ids": asked, "entities": entity_ids, "names": list(names), "limit": limit,
+                  "skip": list(skip), "type": type}  # fmt: skip
+        raw, rows = self._read(codec.value, query=q.FRONTIER, **params)
+        ends = [(s, t) for s, t in raw if s is not None and t is not None]
+        found = {i: (name or "", codec.chunks(pairs)) for i, name, pairs in rows if i is not None}
+        order = frontier_ids(asked, entity_ids, ends, skip)
+        return ends, {i: found[i] for i in order if i in found}
 
     def neighbourhood(
         self, node_ids: Sequence[str], *, hops: int = 1, limit: int = 500

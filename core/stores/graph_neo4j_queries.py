@@ -104,6 +104,17 @@ RETURN collect([startNode(r).id, endNode(r).id])"""
 # Name and support pairs of the nodes of one type, without their properties (node_chunks).
 NODE_CHUNKS = """UNWIND $ids AS id MATCH (n:Node {id: id}) WHERE n.type = $type
 RETURN collect([n.id, n.name, COLLECT { MATCH (n)<-[:SUPPORTS]-(p:_Support) RETURN p.pair }])"""
+# EDGE_ENDS of the chunks and NODE_CHUNKS of the entities and the ends reached, one read.
+FRONTIER = """CALL () { UNWIND $ids AS id MATCH (:Node {id: id})-[r:REL]-()
+    WHERE r.name IN $names WITH DISTINCT r LIMIT $limit
+    RETURN collect([startNode(r).id, endNode(r).id]) AS ends }
+WITH ends, $entities + [e IN ends WHERE e[0] IN $ids | e[1]]
+    + [e IN ends WHERE e[1] IN $ids | e[0]] AS reached
+CALL (reached) { UNWIND reached AS id WITH DISTINCT id WHERE NOT id IN $skip
+    MATCH (n:Node {id: id}) WHERE n.type = $type
+    RETURN collect([n.id, n.name,
+        COLLECT { MATCH (n)<-[:SUPPORTS]-(p:_Support) RETURN p.pair }]) AS nodes }
+RETURN [ends, nodes]"""
 
 # merge_nodes (graph_neo4j._merge).
 MEMBER_SUPPORT = """UNWIND $ids AS id MATCH (:Node {id: id})<-[:SUPPORTS]-(p:_Support)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from core.models.graph import Edge, Merged, Node, Removed, Subgraph
-from core.ports import StoreError
+from core.ports import StoreError, frontier_ids
 from core.stores import graph_merge, timeline
 from core.stores import graph_sqlite_queries as q
 from core.stores import graph_sqlite_tx as tx
@@ -336,6 +336,20 @@ class SQLiteGraphStore:
             for item_id, chunk_id in conn.execute(q.SUPPORT_CHUNKS, (tx.id_array(names),)):
                 chunks[item_id].append(chunk_id)
         return {i: (names[i], list(dict.fromkeys(chunks[i]))) for i in unique if i in names}
+
+    def frontier(
+        self,
+        chunks: Sequence[str],
+        entities: Sequence[str],
+        *,
+        names: Sequence[str],
+        type: str,
+        limit: int = 1000,
+        skip: Sequence[str] = (),
+    ) -> tuple[list[tuple[str, str]], dict[str, tuple[str, list[str]]]]:
+        """`edge_ends` of `chunks`, and `node_chunks` of `entities` and of the ends reached."""
+        ends = self.edge_ends(chunks, names=names, limit=limit) if chunks else []
+        return ends, self.node_chunks(frontier_ids(chunks, entities, ends, skip), type=type)
 
     def neighbourhood(
         self, node_ids: Sequence[str], *, hops: int = 1, limit: int = 500

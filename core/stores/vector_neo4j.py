@@ -27,7 +27,7 @@ import neo4j
 from neo4j.exceptions import Neo4jError
 
 from core.models.vectors import VectorHit, VectorPoint, check_collection, check_dim, point_id
-from core.ports import StoreError, batched
+from core.ports import StoreError, VectorQuery, batched
 from core.stores.neo4j_connection import Neo4jConnection
 
 _NAMESPACE = re.compile(r"[A-Za-z][A-Za-z0-9]{0,31}")
@@ -84,15 +84,19 @@ WITH count(*) AS seen, collect(CASE WHEN node.dataset IN $datasets
   THEN [node.id, score, node.dataset, node.payload] END) AS hits
 RETURN seen, hits[..$limit] AS hits
 """
-# The same, for many query vectors in one round trip (row `i` answers `$vectors[i]`).
-_QUERY_INDEX_MANY = """
-UNWIND range(0, size($vectors) - 1) AS i
-CALL db.index.vector.queryNodes($index, $k, $vectors[i]) YIELD node, score
-WITH i, node, score ORDER BY i, score DESC
-WITH i, count(*) AS seen, collect(CASE WHEN node.dataset IN $datasets
+# The same, for many searches in one round trip (`[i, seen, hits]` answers `$queries[i]`:
+# index, k, vector, limit); first the point counts of collections not known to exist, from
+# the count store (`{probes}`: a SHOW of their index would be a round trip of its own).
+_QUERY_BATCH = """{probes} CALL () {{
+UNWIND range(0, size($queries) - 1) AS i
+WITH i, $queries[i] AS q
+CALL db.index.vector.queryNodes(q.index, q.k, q.vector) YIELD node, score
+WITH i, q.limit AS limit, node, score ORDER BY i, score DESC
+WITH i, limit, count(*) AS seen, collect(CASE WHEN node.dataset IN $datasets
   THEN [node.id, score, node.dataset, node.payload] END) AS hits
-RETURN i, seen, hits[..$limit] AS hits
-"""
+RETURN collect([i, seen, hits[..limit]]) AS found }}
+RETURN [{sizes}] AS sizes, found"""
+_PROBE = "CALL () {{ MATCH (n:`{label}`) RETURN count(n) AS size{at} }}"
 _EXACT_SCAN = """
 MATCH (n:`{coll}`) WHERE n.dataset IN $datasets
 WITH n, vector.similarity.cosine(n.embedding, $vector) AS score
@@ -273,34 +277,53 @@ class Neo4jVectorStore:
         limit: int = 10,
     ) -> list[list[VectorHit]]:
         """`search` for each vector; one HNSW round trip for all, the rare misses one by one."""
-        for vector in vectors:
+        k = max(limit * _OVERFETCH, _MIN_K_MANY)
+        return self._batch([(collection, v, limit, k) for v in vectors], datasets)
+
+    def search_batch(
+        self, queries: Sequence[VectorQuery], *, datasets: Sequence[str]
+    ) -> list[list[VectorHit]]:
+        """`search` of each (collection, vector, limit): one round trip for all (a collection
+        not known yet is counted in it: no SHOW of its index), misses widened one by one."""
+        return self._batch(
+            [(c, v, n, max(n * _OVERFETCH, _MIN_K)) for c, v, n in queries], datasets
+        )
+
+    def _batch(
+        self, queries: list[tuple[str, Sequence[float], int, int]], datasets: Sequence[str]
+    ) -> list[list[VectorHit]]:
+        """Searches of (collection, vector, limit, k) in one statement; a search that finds
+        fewer than `limit` in the datasets among its k nearest widens as `search` does."""
+        for collection, vector, limit, _ in queries:
             check_dim(vector, self.dim, "query vector")
-        if limit < 1:
-            raise ValueError(f"search limit must be positive, got {limit}")
-        check_collection(collection)
-        if not vectors or not datasets or not self._exists(collection):
-            return [[] for _ in vectors]
-        queries = [[float(x) for x in v] for v in vectors]
-        k, names = max(limit * _OVERFETCH, _MIN_K_MANY), list(datasets)
-        with self._errors(f"search in {collection!r}"):
-            rows = self._run(
-                _QUERY_INDEX_MANY,
-                index=self._index(collection),
-                k=k,
-                vectors=queries,
-                datasets=names,
-                limit=limit,
-            )
-            found = {row["i"]: row for row in rows}
-            results = []
-            for i, query in enumerate(queries):
-                row = found.get(i)
-                if row is not None and (len(row["hits"]) >= limit or row["seen"] < k):
-                    hits = row["hits"]
-                else:  # too few in the datasets among the k nearest: widen as `search` does
-                    hits = self._nearest(collection, query, names, limit)
-                results.append([_hit(hit) for hit in hits])
+            if limit < 1:
+                raise ValueError(f"search limit must be positive, got {limit}")
+            check_collection(collection)
+        names, results = list(datasets), [list[VectorHit]() for _ in queries]
+        if not names or not queries:
             return results
+        # Collections not known to exist are counted in the statement: none there, no hits.
+        probed = list(dict.fromkeys(q[0] for q in queries if q[0] not in self._ready))
+        live = [i for i, query in enumerate(queries) if query[0] in self._ready]
+        vectors = [[float(x) for x in queries[i][1]] for i in live]
+        rows = [{"index": self._index(queries[i][0]), "k": queries[i][3], "vector": v,
+                 "limit": queries[i][2]} for i, v in zip(live, vectors, strict=True)]  # fmt: skip
+        probes = " ".join(_PROBE.format(label=self._label(c), at=at) for at, c in enumerate(probed))
+        sizes = ", ".join(f"size{at}" for at in range(len(probed)))
+        statement = _QUERY_BATCH.format(probes=probes, sizes=sizes)
+        with self._errors("batch search"):
+            [record] = self._run(statement, queries=rows, datasets=names)
+            found = {i: (seen, hits) for i, seen, hits in record["found"]}
+            for row_at, i in enumerate(live):
+                collection, _, limit, k = queries[i]
+                seen, hits = found.get(row_at, (k, []))
+                if len(hits) < limit and seen >= k:  # too few in the datasets: widen as `search`
+                    hits = self._nearest(collection, vectors[row_at], names, limit)
+                results[i] = [_hit(hit) for hit in hits]
+        stored = [c for c, size in zip(probed, record["sizes"], strict=True) if size]
+        if any([self._exists(c) for c in stored]):  # found ready now: searched again, once
+            return self._batch(queries, datasets)
+        return results
 
     def _nearest(
         self, collection: str, vector: list[float], datasets: list[str], limit: int

@@ -27,7 +27,7 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ApiException
 
 from core.models.vectors import VectorHit, VectorPoint, check_collection, check_dim, point_id
-from core.ports import StoreError, batched
+from core.ports import StoreError, VectorQuery, batched
 
 _NAMESPACE = re.compile(r"[A-Za-z][A-Za-z0-9]{0,31}")  # no "_": prefixes stay unambiguous
 _DATASET = "dataset"  # payload key of the dataset a point belongs to
@@ -204,6 +204,12 @@ class QdrantVectorStore:
                 with_payload=True,
             ).points
         return [VectorHit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in found]
+
+    def search_batch(
+        self, queries: Sequence[VectorQuery], *, datasets: Sequence[str]
+    ) -> list[list[VectorHit]]:
+        """`search` of each (collection, vector, limit), in order."""
+        return [self.search(c, v, datasets=datasets, limit=n) for c, v, n in queries]
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove points with these ids from every collection. Raises StoreError."""

@@ -25,7 +25,7 @@ from pathlib import Path
 import qdrant_edge as qe
 
 from core.models.vectors import VectorHit, VectorPoint, check_collection, check_dim, point_id
-from core.ports import StoreError, batched
+from core.ports import StoreError, VectorQuery, batched
 
 _SHARD_MARKER = "edge_config.json"  # Edge writes it into every shard folder it creates
 _DATASET = "dataset"  # payload key of the dataset a point belongs to
@@ -243,6 +243,12 @@ class QdrantEdgeVectorStore:
             scored = shard.query(request)
         # Edge hands ids back as uuid.UUID; ours are canonical UUID strings.
         return [VectorHit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in scored]
+
+    def search_batch(
+        self, queries: Sequence[VectorQuery], *, datasets: Sequence[str]
+    ) -> list[list[VectorHit]]:
+        """`search` of each (collection, vector, limit), in order."""
+        return [self.search(c, v, datasets=datasets, limit=n) for c, v, n in queries]
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove points with these ids from every collection. Raises StoreError."""

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from core.models.graph import Edge, Merged, Node
-from core.ports import GraphStore
+from core.ports import GraphStore, frontier_ids
 from core.temporal import days_from_civil
 from tests.factories import ids, make_edge, make_graph, make_node, support_pairs
 
@@ -224,6 +224,36 @@ class GraphStoreContract:
         [stored] = graph_store.get_nodes([alice.id])
         assert chunks == list(dict.fromkeys(s.chunk_id for s in stored.support))
         assert graph_store.node_chunks([], type="Entity") == {}
+
+    def test_frontier_reads_edge_ends_and_the_node_chunks_they_reach(self, graph_store, dataset):
+        alice = make_node(dataset, "Alice", chunk="c1", also=[("d2", "c2")])
+        bob = make_node(dataset, "Bob", chunk="c2")
+        carol, dan = make_node(dataset, "Carol", chunk="c3"), make_node(dataset, "Dan", "Place")
+        c1, c2 = make_node(dataset, "c1", "Chunk"), make_node(dataset, "c2", "Chunk")
+        graph_store.upsert_nodes([alice, bob, carol, dan, c1, c2])
+        graph_store.upsert_edges(
+            [make_edge(c1, alice, "MENTIONS"), make_edge(c1, dan, "MENTIONS"),
+             make_edge(c2, alice, "MENTIONS"), make_edge(c2, bob, "MENTIONS"),
+             make_edge(alice, c2, "MENTIONS"), make_edge(c1, bob, "KNOWS")]
+        )  # fmt: skip
+        asked = [c1.id, c2.id]
+        for limit, skip in ((100, []), (2, []), (100, [alice.id]), (3, [bob.id, carol.id])):
+            ends, nodes = graph_store.frontier(
+                asked, [carol.id, "no-such-id"], names=["MENTIONS"], type="Entity",
+                limit=limit, skip=skip,
+            )  # fmt: skip
+            assert ends == graph_store.edge_ends(asked, names=["MENTIONS"], limit=limit)
+            reached = frontier_ids(asked, [carol.id, "no-such-id"], ends, skip)
+            assert nodes == graph_store.node_chunks(reached, type="Entity")
+            assert list(nodes) == [i for i in reached if i in nodes]  # in frontier_ids' order
+        ends, nodes = graph_store.frontier(asked, [carol.id], names=["MENTIONS"], type="Entity")
+        assert len(ends) == 5 and set(nodes) == {carol.id, alice.id, bob.id}  # not Dan, a Place
+        assert nodes[alice.id][0] == "Alice" and sorted(nodes[alice.id][1]) == ["c1", "c2"]
+        assert graph_store.frontier([], [bob.id], names=["MENTIONS"], type="Entity") == (
+            [],
+            {bob.id: ("Bob", ["c2"])},
+        )
+        assert graph_store.frontier([], [], names=["MENTIONS"], type="Entity") == ([], {})
 
     def test_neighbourhood_follows_hops(self, graph_store, dataset):
         chain = [make_node(dataset, f"n{i}") for i in range(5)]

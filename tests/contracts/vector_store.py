@@ -108,6 +108,38 @@ class VectorStoreContract:
         assert all(h.payload["dataset"] == "a" for hits in many for h in hits)
         assert search_many(vector_store, "Missing_text", queries, datasets=["a"]) == [[]] * 6
 
+    def test_search_batch_answers_each_search_as_search_does(
+        self, vector_store: VectorStore, vector_store_dim: int
+    ) -> None:
+        chunks = [point(v) for v in random_vectors(30, vector_store_dim)]
+        entities = [point(v) for v in random_vectors(12, vector_store_dim, seed=3)]
+        others = [point(v, "b") for v in random_vectors(30, vector_store_dim, seed=11)]
+        vector_store.upsert(CHUNKS, chunks + others)
+        vector_store.upsert(ENTITIES, entities)
+        queries = [
+            (CHUNKS, chunks[0].vector, 7),
+            ("Missing_text", chunks[1].vector, 3),  # a collection nobody wrote: []
+            (ENTITIES, entities[4].vector, 2),
+            (CHUNKS, others[0].vector, 30),  # more than dataset "a" holds near it
+            (ENTITIES, chunks[2].vector, 1),
+        ]
+        batch = vector_store.search_batch(queries, datasets=["a"])
+        single = [vector_store.search(c, v, datasets=["a"], limit=n) for c, v, n in queries]
+        assert [[(h.id, h.payload) for h in hits] for hits in batch] == [
+            [(h.id, h.payload) for h in hits] for hits in single
+        ]
+        assert [len(hits) for hits in batch] == [7, 0, 2, 30, 1]
+        assert batch[0][0].id == chunks[0].id and batch[2][0].id == entities[4].id
+        scores = [[h.score for h in hits] for hits in batch]
+        expected = [[h.score for h in hits] for hits in single]
+        assert np.allclose(np.concatenate(scores), np.concatenate(expected), atol=SCORE_SLACK)
+        assert vector_store.search_batch(queries, datasets=[]) == [[]] * 5
+        assert vector_store.search_batch([], datasets=["a"]) == []
+        with pytest.raises(ValueError):
+            vector_store.search_batch([(CHUNKS, [1.0], 3)], datasets=["a"])
+        with pytest.raises(ValueError):
+            vector_store.search_batch([(CHUNKS, chunks[0].vector, 0)], datasets=["a"])
+
     def test_hit_carries_payload_and_dataset(
         self, vector_store: VectorStore, vector_store_dim: int
     ) -> None:
@@ -277,6 +309,24 @@ class VectorStoreContract:
         assert (hit.id, hit.payload["name"]) == (x.id, "x")
         reopened.delete([y.id])  # collections found on open take part in deletes
         assert reopened.count(ENTITIES) == 0
+
+    def test_search_batch_of_a_reopened_store_finds_the_stored_collections(
+        self, vector_store: VectorStore, vector_store_dim: int, request: pytest.FixtureRequest
+    ) -> None:
+        try:
+            reopen = request.getfixturevalue("reopen_vector_store")
+        except pytest.FixtureLookupError:
+            pytest.skip("this adapter provides no reopen_vector_store fixture")
+        points = [point(v) for v in random_vectors(10, vector_store_dim)]
+        vector_store.upsert(CHUNKS, points)
+        reopened = reopen(vector_store)  # knows no collection yet (a process of its own)
+        queries = [(CHUNKS, points[3].vector, 4), (ENTITIES, points[3].vector, 2)]
+        first = reopened.search_batch(queries, datasets=["a"])
+        assert [h.id for h in first[0]] == [h.id for h in reopened.search(*queries[0][:2],
+            datasets=["a"], limit=4)] and first[0][0].id == points[3].id  # fmt: skip
+        assert first[1] == []
+        again = reopened.search_batch(queries, datasets=["a"])
+        assert [[h.id for h in hits] for hits in again] == [[h.id for h in hits] for hits in first]
 
     def test_close_twice_is_harmless(
         self, vector_store: VectorStore, vector_store_dim: int
