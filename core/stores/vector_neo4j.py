@@ -28,7 +28,7 @@ from neo4j.exceptions import Neo4jError
 
 from core.models.vectors import VectorHit, VectorPoint, check_collection, check_dim, point_id
 from core.ports import StoreError, VectorQuery, batched
-from core.stores.neo4j_connection import Neo4jConnection
+from core.stores.neo4j_connection import Neo4jConnection, Rows
 
 _NAMESPACE = re.compile(r"[A-Za-z][A-Za-z0-9]{0,31}")
 _WRITE_BATCH = 1000  # rows per UNWIND transaction: ~1.5 MB of parameters at 384 dims
@@ -240,7 +240,7 @@ class Neo4jVectorStore:
         query = _UPSERT.format(coll=self._label(collection), base=self._base)
         with self._errors(f"upsert into {collection!r}"):
             for chunk in batched(rows, _WRITE_BATCH):
-                self._upsert_batch(query, list(chunk))
+                self._upsert_batch(query, Rows(chunk))
 
     def _upsert_batch(self, query: str, rows: list[dict[str, Any]]) -> None:
         """One batch, run again when a point it matched was deleted by another writer before
