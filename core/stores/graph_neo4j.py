@@ -324,7 +324,9 @@ class Neo4jGraphStore:
                   "skip": list(skip), "type": type}  # fmt: skip
         raw, rows = self._read(codec.value, query=q.FRONTIER, **params)
         ends = [(s, t) for s, t in raw if s is not None and t is not None]
-        found = {i: (name or "", codec.chunks(pairs)) for i, name, pairs in rows if i is not None}
+        found = {
+            i: (name or "", codec.chunk_ids(items)) for i, name, items in rows if i is not None
+        }
         order = frontier_ids(asked, entity_ids, ends, skip)
         return ends, {i: found[i] for i in order if i in found}
 

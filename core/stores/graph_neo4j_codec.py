@@ -102,6 +102,13 @@ def chunks(pairs: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(chunk for chunk in map(_chunk_of, pairs) if chunk))
 
 
+def chunk_ids(items: Iterable[str | list[str]]) -> list[str]:
+    """`chunks` of pairs the query split already: a chunk id, or `[pair]` when the pair
+    needs JSON decoding (an id with a quote or an escape)."""
+    found = (item if isinstance(item, str) else _chunk_of(item[0]) for item in items)
+    return list(dict.fromkeys(chunk for chunk in found if chunk))
+
+
 def _chunk_of(pair: str) -> str:
     """The chunk id of a stored pair `["document","chunk"]`: split at its quotes when neither
     id holds a quote or an escape (GRAPH_PPR reads thousands; json.loads took ~1 us each)."""

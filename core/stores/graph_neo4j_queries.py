@@ -104,7 +104,8 @@ RETURN collect([startNode(r).id, endNode(r).id])"""
 # Name and support pairs of the nodes of one type, without their properties (node_chunks).
 NODE_CHUNKS = """UNWIND $ids AS id MATCH (n:Node {id: id}) WHERE n.type = $type
 RETURN collect([n.id, n.name, COLLECT { MATCH (n)<-[:SUPPORTS]-(p:_Support) RETURN p.pair }])"""
-# EDGE_ENDS of the chunks and NODE_CHUNKS of the entities and the ends reached, one read.
+# EDGE_ENDS of the chunks and NODE_CHUNKS of the entities and the ends reached, one read;
+# a plain support pair comes as its chunk id, split here (codec.chunk_ids), others as [pair].
 FRONTIER = """CALL () { UNWIND $ids AS id MATCH (:Node {id: id})-[r:REL]-()
     WHERE r.name IN $names WITH DISTINCT r LIMIT $limit
     RETURN collect([startNode(r).id, endNode(r).id]) AS ends }
@@ -112,8 +113,10 @@ WITH ends, $entities + [e IN ends WHERE e[0] IN $ids | e[1]]
     + [e IN ends WHERE e[1] IN $ids | e[0]] AS reached
 CALL (reached) { UNWIND reached AS id WITH DISTINCT id WHERE NOT id IN $skip
     MATCH (n:Node {id: id}) WHERE n.type = $type
-    RETURN collect([n.id, n.name,
-        COLLECT { MATCH (n)<-[:SUPPORTS]-(p:_Support) RETURN p.pair }]) AS nodes }
+    RETURN collect([n.id, n.name, COLLECT { MATCH (n)<-[:SUPPORTS]-(p:_Support)
+        WITH p.pair AS pair, split(p.pair, '"') AS parts
+        RETURN CASE WHEN size(parts) = 5 AND NOT pair CONTAINS '\\\\' THEN parts[3]
+            ELSE [pair] END }]) AS nodes }
 RETURN [ends, nodes]"""
 
 # merge_nodes (graph_neo4j._merge).

@@ -189,7 +189,7 @@ class GraphStoreContract:
         assert graph_store.edge_ends([alice.id], names=[]) == []
         assert graph_store.edge_ends(["no-such-id"], names=["KNOWS"]) == []
 
-    def test_relation_ends_name_the_edges_of_edges_of_in_its_order(self, graph_store, dataset):
+    def test_relation_ends_name_the_edges_edges_of_finds(self, graph_store, dataset):
         alice, bob, carol = (make_node(dataset, name) for name in ("Alice", "Bob", "Carol"))
         graph_store.upsert_nodes([alice, bob, carol])
         graph_store.upsert_edges(
@@ -199,10 +199,13 @@ class GraphStoreContract:
                 make_edge(carol, bob, "founded", since=2020),
             ]
         )
-        for exclude, limit, count in ((["MENTIONS"], 10, 2), ([], 10, 3), (["MENTIONS"], 1, 1)):
-            full = graph_store.edges_of([alice.id, bob.id], exclude=exclude, limit=limit)
-            ends = graph_store.relation_ends([alice.id, bob.id], exclude=exclude, limit=limit)
-            assert ends == [(e.source, e.name, e.target) for e in full] and len(ends) == count
+        for exclude, count in ((["MENTIONS"], 2), ([], 3)):
+            full = graph_store.edges_of([alice.id, bob.id], exclude=exclude)
+            ends = graph_store.relation_ends([alice.id, bob.id], exclude=exclude)
+            assert sorted(ends) == sorted((e.source, e.name, e.target) for e in full)
+            assert len(ends) == count  # an edge between two of the ids comes once
+        [one] = graph_store.relation_ends([alice.id, bob.id], exclude=["MENTIONS"], limit=1)
+        assert one in {(alice.id, "officer_of", bob.id), (carol.id, "founded", bob.id)}
         assert graph_store.relation_ends([carol.id], exclude=["MENTIONS"]) == [
             (carol.id, "founded", bob.id)
         ]
@@ -226,7 +229,8 @@ class GraphStoreContract:
         assert graph_store.node_chunks([], type="Entity") == {}
 
     def test_frontier_reads_edge_ends_and_the_node_chunks_they_reach(self, graph_store, dataset):
-        alice = make_node(dataset, "Alice", chunk="c1", also=[("d2", "c2")])
+        odd = 'c"3\\'  # a quote and a backslash survive the store's encoding
+        alice = make_node(dataset, "Alice", chunk="c1", also=[("d2", "c2"), ("d3", odd)])
         bob = make_node(dataset, "Bob", chunk="c2")
         carol, dan = make_node(dataset, "Carol", chunk="c3"), make_node(dataset, "Dan", "Place")
         c1, c2 = make_node(dataset, "c1", "Chunk"), make_node(dataset, "c2", "Chunk")
@@ -248,7 +252,7 @@ class GraphStoreContract:
             assert list(nodes) == [i for i in reached if i in nodes]  # in frontier_ids' order
         ends, nodes = graph_store.frontier(asked, [carol.id], names=["MENTIONS"], type="Entity")
         assert len(ends) == 5 and set(nodes) == {carol.id, alice.id, bob.id}  # not Dan, a Place
-        assert nodes[alice.id][0] == "Alice" and sorted(nodes[alice.id][1]) == ["c1", "c2"]
+        assert nodes[alice.id][0] == "Alice" and set(nodes[alice.id][1]) == {"c1", "c2", odd}
         assert graph_store.frontier([], [bob.id], names=["MENTIONS"], type="Entity") == (
             [],
             {bob.id: ("Bob", ["c2"])},
