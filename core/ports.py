@@ -74,10 +74,17 @@ class GraphReader(Protocol):
         ...
 
     def relation_ends(
-        self, node_ids: Sequence[str], *, exclude: Sequence[str], limit: int = 1000
+        self,
+        node_ids: Sequence[str],
+        *,
+        exclude: Sequence[str],
+        containing: Sequence[str] | None = None,
+        limit: int = 1000,
     ) -> list[tuple[str, str, str]]:
-        """(source, name, target) of the edges `edges_of(node_ids, exclude=exclude)` finds, in
-        its order, without properties or support (one read). Raises StoreError."""
+        """(source, name, target) of the edges `edges_of(node_ids, exclude=exclude)` finds
+        (only names holding one of `containing`, lower-cased, if given), without properties or
+        support (one read); a hit `limit` may keep others than edges_of would. Raises
+        StoreError."""
         ...
 
     def edge_ends(

@@ -156,6 +156,11 @@ class Settings(BaseSettings):
     ppr_summary_weight: float = Field(default=0.5, ge=0)
     ppr_exact_weight: float = Field(default=3.0, ge=0, description="Entities the query names")
     ppr_relation_weight: float = Field(default=0.0, ge=0, description="Entity-entity edges")
+    # Extra weight of a relation whose name shares a word with the question (0: not read).
+    ppr_relation_words: float = Field(default=2.0, ge=0, description="Question-word relations")
+    # Relations of an entity in more chunks than this are not read (CPU; 10 loses nothing on
+    # MuSiQue tune against 50).
+    ppr_relation_fanout: int = Field(default=10, ge=1, description="Chunks above: none read")
     ppr_specificity: float = Field(default=1.0, ge=0, description="Hub penalty exponent")
     ppr_entity_fanout: int = Field(default=50, ge=1, description="Chunks above which: a hub")
     ppr_chunk_fanout: int = Field(default=64, ge=1, description="Entities read per chunk")

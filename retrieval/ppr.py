@@ -29,7 +29,6 @@ from core.models.vocabulary import (
     MENTIONS,
     REFERENCES,
     ROW_COLLECTION,
-    STRUCTURAL_EDGES,
     SUMMARIZES,
     SUMMARY_COLLECTION,
 )
@@ -40,7 +39,8 @@ from retrieval.chunks import chunk_source
 from retrieval.models import SearchResult
 from retrieval.pagerank import WeightedGraph, personalised_pagerank
 from retrieval.ppr_paths import MassFlows, provenance
-from retrieval.query_names import name_spans, query_ngrams
+from retrieval.ppr_relations import link_steps, relation_steps
+from retrieval.query_names import content_words, name_spans, query_ngrams
 
 if TYPE_CHECKING:
     from retrieval.base import RetrievalContext
@@ -60,6 +60,8 @@ class PPRParams:
     summary_weight: float = 0.5
     exact_weight: float = 3.0
     relation_weight: float = 0.0
+    relation_words: float = 2.0
+    relation_fanout: int = 10
     specificity: float = 1.0
     entity_fanout: int = 50
     chunk_fanout: int = 64
@@ -101,6 +103,7 @@ class PPRRetriever(CompletionMixin):
             return []
         neighbourhood = Neighbourhood(self.graph, p)
         neighbourhood.named = set(entities)
+        neighbourhood.words = content_words(query)
         neighbourhood.rows.update(c for c in chunk_sim if c in rows)
         neighbourhood.expand(chunks=[c for c in seeds if c not in entities], entities=entities)
         # Entity seeds count by how specific they are: a hub named in the query says little.
@@ -240,6 +243,8 @@ class Neighbourhood:
     def __init__(self, graph: GraphReader, params: PPRParams) -> None:
         self.graph, self.params = graph, params
         self.weighted = WeightedGraph()
+        self.words: frozenset[str] = frozenset()  # the question's content words (stems)
+        self.relation_out: dict[str, float] = {}  # entity id -> summed weight of its relations
         self.chunks: set[str] = set()
         self.entities: dict[str, list[str]] = {}  # entity id -> the chunks that mention it
         self.names: dict[str, str] = {}  # entity id -> its name (for the results' evidence)
@@ -277,8 +282,8 @@ class Neighbourhood:
                 self._read(chunk_frontier, [])
             new_entities = self._entities_of(chunk_frontier)
             new_chunks = self._chunks_of(entity_frontier) + self._referenced(chunk_frontier)
-            self._relations(entity_frontier)
-            chunk_frontier, entity_frontier = new_chunks, self._load_entities(new_entities)
+            far = self._relations(entity_frontier)  # read now, stepped from at the next hop
+            chunk_frontier, entity_frontier = new_chunks, far + self._load_entities(new_entities)
         self._link()
 
     def _read(self, chunks: list[str], entities: list[str]) -> None:
@@ -358,17 +363,18 @@ class Neighbourhood:
                     room -= 1
         return new
 
-    def _relations(self, entities: list[str]) -> None:
-        """Entity–entity relationships of the frontier that stay inside the neighbourhood."""
-        if not entities or self.params.relation_weight <= 0:
-            return
-        limit = len(entities) * self.params.chunk_fanout
-        exclude = sorted(STRUCTURAL_EDGES)
-        w = self.params.relation_weight
-        for edge in self.graph.edges_of(entities, exclude=exclude, limit=limit):
-            a, b = edge.source, edge.target
-            if a in self.entities and b in self.entities:
-                self.weighted.link(a, b, w * self.specificity(b), w * self.specificity(a))
+    def _relations(self, entities: list[str]) -> list[str]:
+        """Entity–entity steps of the frontier (ppr_relations): the far ends of those whose
+        name the question uses are read, and steps between two read entities are linked."""
+        p = self.params
+        # Not from an entity in more than `relation_fanout` chunks (the read's cost), nor from
+        # one in one chunk unless named: no chunk sends it mass (see _link), it has none to pass.
+        ends = [e for e in entities if 1 < self.degree(e) <= p.relation_fanout or e in self.named]
+        weights, limit = (p.relation_weight, p.relation_words), len(ends) * p.chunk_fanout
+        steps, asked = relation_steps(self.graph, ends, self.words, weights, limit)
+        far = self._load_entities([x for x in asked if x not in self.entities])
+        link_steps(self.weighted, steps, self.entities, self.specificity, self.relation_out)
+        return far
 
     def _link(self) -> None:
         """Chunk–entity edges among the nodes read, weighted toward specific entities."""
@@ -386,5 +392,6 @@ class Neighbourhood:
             forward[eid] *= self.params.named_backflow
         g.link_many(ordered, [forward[eid] for _, eid in ordered], 1.0)
         for eid, chunks in self.entities.items():
-            # An entity's out-weight in the full graph: one per chunk that mentions it.
-            g.normalisers[g.node(eid)] = float(len(chunks))
+            # An entity's out-weight in the full graph: one per chunk that mentions it, and
+            # the relation steps read.
+            g.normalisers[g.node(eid)] = len(chunks) + self.relation_out.get(eid, 0.0)

@@ -63,3 +63,24 @@ def name_spans(query: str) -> list[str]:
             spans.append(_POSSESSIVE.sub("", query[run[0].start() : run[-1].end()]))
         run = []
     return list(dict.fromkeys(spans))
+
+
+_WORD = re.compile(r"[^\W\d_]+")  # a run of letters: relation names split at "_" and digits
+
+
+def stem(word: str) -> str:
+    """A crude English stem, enough to match a question's words to relation names
+    ("officers" ~ "officer", "licenses" ~ "licensed_from", "founder" ~ "founded")."""
+    word = word.lower()
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 4:
+        word = word[:-1]
+    for suffix in ("ing", "ed", "er", "e"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The stems of the words of `text` that are not stopwords (three letters or more)."""
+    words = _WORD.findall(text)
+    return frozenset(stem(w) for w in words if len(w) > 2 and w.lower() not in STOPWORDS)

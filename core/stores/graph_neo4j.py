@@ -280,11 +280,18 @@ class Neo4jGraphStore:
         return codec.edges(self._read(codec.value, query=q.EDGES_OF, **params))
 
     def relation_ends(
-        self, node_ids: Sequence[str], *, exclude: Sequence[str], limit: int = 1000
+        self,
+        node_ids: Sequence[str],
+        *,
+        exclude: Sequence[str],
+        containing: Sequence[str] | None = None,
+        limit: int = 1000,
     ) -> list[tuple[str, str, str]]:
-        """(source, name, target) of the edges `edges_of(node_ids, exclude=exclude)` finds, in
-        its order, without their properties and support (GRAPH_PPR's relation steps)."""
+        """(source, name, target) of the edges `edges_of(node_ids, exclude=exclude)` finds
+        (names holding one of `containing`, if given), in its order, without properties and
+        support (GRAPH_PPR's relation steps)."""
         params = {"ids": list(dict.fromkeys(node_ids)), "exclude": list(exclude), "limit": limit}
+        params["containing"] = None if containing is None else list(containing)
         ends = self._read(codec.value, query=q.RELATION_ENDS, **params)
         return [(s, n, t) for s, n, t in ends if s is not None and t is not None]
 

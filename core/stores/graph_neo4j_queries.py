@@ -95,8 +95,9 @@ WHERE ($names IS NULL OR r.name IN $names) AND NOT r.name IN $exclude
 WITH DISTINCT r LIMIT $limit RETURN collect({EDGE})"""
 # EDGES_OF's match and limit (no `names`), returning the ends and name only (relation_ends).
 RELATION_ENDS = """UNWIND $ids AS id MATCH (:Node {id: id})-[r:REL]-()
-WHERE NOT r.name IN $exclude WITH DISTINCT r LIMIT $limit
-RETURN collect([startNode(r).id, r.name, endNode(r).id])"""
+WHERE NOT r.name IN $exclude
+AND ($containing IS NULL OR any(w IN $containing WHERE toLower(r.name) CONTAINS w))
+WITH DISTINCT r LIMIT $limit RETURN collect([startNode(r).id, r.name, endNode(r).id])"""
 # EDGES_OF's match and limit, returning the ends only (edge_ends).
 EDGE_ENDS = """UNWIND $ids AS id MATCH (:Node {id: id})-[r:REL]-()
 WHERE r.name IN $names WITH DISTINCT r LIMIT $limit

@@ -299,17 +299,31 @@ class SQLiteGraphStore:
             return tx.to_edges(conn, rows)
 
     def relation_ends(
-        self, node_ids: Sequence[str], *, exclude: Sequence[str], limit: int = 1000
+        self,
+        node_ids: Sequence[str],
+        *,
+        exclude: Sequence[str],
+        containing: Sequence[str] | None = None,
+        limit: int = 1000,
     ) -> list[tuple[str, str, str]]:
-        """(source, name, target) of the edges `edges_of(node_ids, exclude=exclude)` finds, in
-        its order, without their properties and support (GRAPH_PPR's relation steps)."""
+        """(source, name, target) of the edges `edges_of(node_ids, exclude=exclude)` finds
+        (names holding one of `containing`, if given), outgoing first, without properties and
+        support (GRAPH_PPR's relation steps)."""
+        # Two index walks instead of edges_of's OR: the outgoing half is index-only (its
+        # primary key), ~40% less CPU than the OR plan on GRAPH_PPR's frontiers.
+        half = (
+            "SELECT source, name, target FROM edges WHERE {} IN (SELECT value FROM json_each(?1))"
+            " AND name NOT IN (SELECT value FROM json_each(?3)) AND (?4 IS NULL OR EXISTS"
+            " (SELECT 1 FROM json_each(?4) WHERE instr(lower(name), value) > 0))"
+        )
         query = (
-            f"SELECT id, source, name, target FROM edges WHERE ({q.TOUCHING})"
-            " AND name NOT IN (SELECT value FROM json_each(?3)) LIMIT ?2"
-        )  # `id` kept for edges_of's plan, as in edge_ends
+            f"{half.format('source')} UNION ALL {half.format('target')}"
+            " AND source NOT IN (SELECT value FROM json_each(?1)) LIMIT ?2"
+        )
+        parts = None if containing is None else tx.id_array(containing)
         with self._transaction() as conn:
-            rows = conn.execute(query, (tx.id_array(node_ids), limit, tx.id_array(exclude)))
-            return [(source, name, target) for _id, source, name, target in rows]
+            params = (tx.id_array(node_ids), limit, tx.id_array(exclude), parts)
+            return [(s, n, t) for s, n, t in conn.execute(query, params)]
 
     def edge_ends(
         self, node_ids: Sequence[str], *, names: Sequence[str], limit: int = 1000

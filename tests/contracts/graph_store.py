@@ -210,6 +210,16 @@ class GraphStoreContract:
             (carol.id, "founded", bob.id)
         ]
         assert graph_store.relation_ends(["no-such-id"], exclude=[]) == []
+        # Only names holding one of the lower-case parts ("Founded" holds "found").
+        graph_store.upsert_edges([make_edge(bob, carol, "Founded")])
+        ids = [alice.id, bob.id]
+        parts = ["offic", "found"]
+        assert sorted(graph_store.relation_ends(ids, exclude=[], containing=parts)) == sorted(
+            [(alice.id, "officer_of", bob.id), (bob.id, "Founded", carol.id),
+             (carol.id, "founded", bob.id)]
+        )  # fmt: skip
+        assert graph_store.relation_ends(ids, exclude=[], containing=["owner"]) == []
+        assert graph_store.relation_ends(ids, exclude=[], containing=[]) == []
 
     def test_node_chunks_name_each_nodes_chunks_in_the_order_asked(self, graph_store, dataset):
         odd = 'c"3\\'  # a quote and a backslash survive the store's encoding

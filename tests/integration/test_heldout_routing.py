@@ -79,18 +79,6 @@ def test_routed_search_finds_as_many_gold_documents_as_dense_search(runtime: Run
     assert routed >= dense, (routed, dense, gold)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15's bar is not reached yet: the routed default (GRAPH_PPR) puts every gold "
-    "document in the top 5 for 13 of 16 multi-hop questions (dense search: 11). Table rows now "
-    "link to the entities they name (Kenji Watanabe -> Orvik Optics' row completes) and a "
-    "passage's mass no longer flows back into the entities the query names. Misses: the second "
-    "hop through Brightwater Logistics (7 of the 23 chunks name it) to its COO, from Ana Lima's "
-    "bio (10th) and, three hops out, from Lucas Moreau (8th); from Corvana to the robot maker "
-    "licensing its software and on to its president (8th, 7th). Steps along relations whose "
-    "name the question uses (officer_of, president_of) reached 13-14 here, MuSiQue tune R@5 "
-    "0.830 against 0.827, at twice the latency: not kept (README, Retrieval quality)",
-)
 def test_routed_search_completes_seven_of_eight_multi_hop_questions(runtime: Runtime) -> None:
     ctx = runtime.retrieval()
     multi_hop = [q for q in QUESTIONS if q["class"] == "multi-hop"]
