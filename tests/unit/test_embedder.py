@@ -167,3 +167,31 @@ def test_missing_model_files_say_how_to_install(tmp_path: Path) -> None:
 def test_batch_size_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="batch_size"):
         LocalEmbedder(batch_size=0)
+
+
+def test_big_calls_batch_short_texts_tighter_with_vectors_within_1e_6() -> None:
+    """An ingestion-sized call (past the token budget) groups names of 3-14 tokens with 2
+    tokens of slack rather than 8, so they pad less; each group is encoded on its own, and the
+    vectors stay within 1e-6 of the looser grouping's."""
+    embedder = LocalEmbedder()  # the default batch size: groups as ingestion's
+    words = ["the", "river", "hall", "north", "king", "city", "park", "lake", "house", "road"]
+    names = [" ".join(words[(i + j) % 10] for j in range(1 + i % 12)) for i in range(240)]
+    texts = [*names, *(LONG_TEXT[: 400 + 40 * i] for i in range(30))]  # 80+ tokens each
+    encoded = [embedder._tokenizer.encode(t).ids for t in texts]
+    lengths = [len(ids) for ids in encoded]
+    assert sum(lengths) > embedder.batch_size * 64  # a big call
+
+    def by_groups(slack: int) -> tuple[np.ndarray, int]:
+        """The vectors, and the padding tokens of the names' groups."""
+        vectors, padding = np.empty((len(texts), embedder.dim), dtype=np.float32), 0
+        for rows in _length_batches(lengths, embedder.batch_size, slack=slack):
+            ids, mask = _pad([encoded[i] for i in rows])
+            vectors[rows] = _encode(embedder._bert, ids, mask)
+            padding += int(ids.size - mask.sum()) if max(rows) < len(names) else 0
+        return vectors, padding
+
+    tight, tight_padding = by_groups(2)
+    loose, loose_padding = by_groups(8)
+    np.testing.assert_array_equal(embedder.embed(texts), tight)
+    np.testing.assert_allclose(tight, loose, atol=1e-6)
+    assert tight_padding < loose_padding / 2
