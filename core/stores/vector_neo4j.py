@@ -312,7 +312,7 @@ class Neo4jVectorStore:
         sizes = ", ".join(f"size{at}" for at in range(len(probed)))
         statement = _QUERY_BATCH.format(probes=probes, sizes=sizes)
         with self._errors("batch search"):
-            [record] = self._run(statement, queries=rows, datasets=names)
+            [record] = self._run(statement, queries=Rows(rows), datasets=names)
             found = {i: (seen, hits) for i, seen, hits in record["found"]}
             for row_at, i in enumerate(live):
                 collection, _, limit, k = queries[i]
@@ -345,7 +345,8 @@ class Neo4jVectorStore:
                     return hits
                 k *= 2
         query = _EXACT_SCAN.format(coll=self._label(collection))
-        return [r["hit"] for r in self._run(query, vector=vector, datasets=datasets, limit=limit)]
+        rows = self._run(query, vector=Rows(vector), datasets=datasets, limit=limit)
+        return [r["hit"] for r in rows]
 
     def _query_index(
         self, collection: str, vector: list[float], datasets: list[str], k: int, limit: int
@@ -353,7 +354,7 @@ class Neo4jVectorStore:
         """The best `limit` of the `k` nearest in the datasets, and whether the index ran dry."""
         index = self._index(collection)
         [row] = self._run(
-            _QUERY_INDEX, index=index, k=k, vector=vector, datasets=datasets, limit=limit
+            _QUERY_INDEX, index=index, k=k, vector=Rows(vector), datasets=datasets, limit=limit
         )
         return row["hits"], row["seen"] < k
 
