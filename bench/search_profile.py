@@ -32,6 +32,7 @@ from threadpoolctl import threadpool_limits
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from core.models.graph import dataset_id  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from retrieval.evaluation import default_data_dir, load_bench, percentile  # noqa: E402
 from retrieval.models import SearchType  # noqa: E402
@@ -133,6 +134,10 @@ def main() -> None:
         home = work / "home"
         shutil.copytree(args.home, home)
     runtime = Runtime(Settings(home=home))
+    if not runtime.graph.get_nodes([dataset_id(args.dataset)]):  # else it times empty searches
+        runtime.close()
+        shutil.rmtree(work, ignore_errors=True)
+        sys.exit(f"no dataset {args.dataset!r} in {args.home} (an eval home's is 'eval-musique')")
     dumped: list[list] = []
     try:
         with threadpool_limits(limits=1, user_api="blas"):
