@@ -92,7 +92,7 @@ class ReconcileEntities:
             if same_entity(names[entity], other_name)
         }
         seen = names | {i: n for found in candidates.values() for i, n in found.items()}
-        pairs = self._without_ambiguous(dataset, pairs, names, candidates, seen)
+        pairs, looked_up = self._without_ambiguous(dataset, pairs, names, candidates, seen)
         if not pairs:
             return  # the usual case, decided without reading the graph
         # The graph has the last word: a candidate may have been merged away or deleted.
@@ -118,9 +118,8 @@ class ReconcileEntities:
         short = {
             i: seen[i] for link in links for i in link if i not in names and is_abbreviated(seen[i])
         }
-        if short:
-            found = self.keys.find(dataset, short).values()
-            seen |= {i: name for others in found for i, name in others.items()}
+        # Their lookups were made by _without_ambiguous (every stored abbreviation of a pair).
+        seen |= {i: name for s in short for i, name in looked_up[s].items()}
         for group in _groups(_unambiguous(links, seen)):
             members = [known[i] for i in sorted(group)]
             target = merge_entities(self.graph, self.vectors, self.embedder, dataset, members)
@@ -134,8 +133,9 @@ class ReconcileEntities:
         names: dict[str, str],
         candidates: dict[str, dict[str, str]],
         seen: dict[str, str],
-    ) -> set[tuple[str, str]]:
-        """The pairs without an abbreviated name that already fits several full names.
+    ) -> tuple[set[tuple[str, str]], dict[str, dict[str, str]]]:
+        """The pairs without an abbreviated name that already fits several full names, and
+        the lookups of the stored abbreviations (id -> the names filed where it seeks).
 
         `_unambiguous` would drop their links after the embeddings were paid for, and an
         abbreviation's candidates ("J.S.": every stored "J... S...") grow with the store: 300 new
@@ -154,7 +154,7 @@ class ReconcileEntities:
             for i in abbreviated
             if _ambiguous(i, seen[i], [candidates.get(i, {}), found.get(i, {})])
         }
-        return {(a, b) for a, b in pairs if a not in ambiguous and b not in ambiguous}
+        return {(a, b) for a, b in pairs if a not in ambiguous and b not in ambiguous}, found
 
     def _similarity(
         self, pairs: set[tuple[str, str]], known: dict[str, Node]
