@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 from core.models.graph import Node, alias_id, entity_id, normalise_name
 from core.models.vectors import VectorHit
 from core.models.vocabulary import (
-    ALIAS,
     ALIAS_OF,
     CHUNK_COLLECTION,
     ENTITY,
@@ -179,9 +178,10 @@ class PPRRetriever(CompletionMixin):
         spans = query_ngrams(query)
         ids = {entity_id(d, span): span for span in spans for d in datasets}
         aliases = {alias_id(d, span): span for span in spans for d in datasets}
-        nodes = self.graph.get_nodes([*ids, *aliases])
-        found = {node.id for node in nodes if node.type == ENTITY}
-        named = {node.id for node in nodes if node.type == ALIAS}
+        # Ids are made from the kind and the name: a stored one is an entity or an alias (the
+        # nodes are not read; a hub's provenance alone is hundreds of support pairs).
+        stored = self.graph.existing([*ids, *aliases])
+        found, named = stored & ids.keys(), stored & aliases.keys()
         if named:
             for edge in self.graph.edges_of(list(named), names=[ALIAS_OF], limit=len(named)):
                 if edge.source in named:

@@ -98,6 +98,11 @@ class Neo4jGraphStore:
         """`work(tx, **params)` in a read transaction, re-run by the driver on transient errors."""
         return self._call(lambda: self._transaction(False, work, params))
 
+    def _value(self, query: str, **params: Any) -> Any:
+        """The one value a one-statement read returns (`Neo4jConnection.read`: auto-committed,
+        re-run on transient errors); reads collect their rows into it (see codec.value)."""
+        return self._call(lambda: self._conn.read(query, params))[0][0]
+
     def _transaction(self, write: bool, work: Callable[..., T], params: dict[str, Any]) -> T:
         """One managed transaction in a short-lived session."""
         # Shared bookmarks: each call sees this store's earlier writes, even on a cluster.
@@ -126,7 +131,7 @@ class Neo4jGraphStore:
         if not had_times:  # nodes written before find_in_time existed get their time bins
             timed = f"n.{timeline.START} IS NOT NULL OR n.{timeline.END} IS NOT NULL"
             self._execute(f"MATCH (n:Node) WHERE {timed} {q.TIME_BIN}")
-        if not self._read(codec.value, query=q.SUPPORT_MOVED):
+        if not self._value(q.SUPPORT_MOVED):
             # Nodes written before _Support existed held their support in lists. A batch per
             # transaction, and the marker only at the end: a crash here resumes at next start.
             while self._write(writes.move_support, batch=self._batch_size):
@@ -201,14 +206,14 @@ class Neo4jGraphStore:
     def existing(self, ids: Sequence[str]) -> set[str]:
         """Which of these node ids are stored (without loading the nodes). Raises StoreError."""
         unique = list(dict.fromkeys(ids))
-        return set(self._read(codec.value, query=q.STORED, ids=unique)) if unique else set()
+        return set(self._value(q.STORED, ids=unique)) if unique else set()
 
     def get_nodes(self, ids: Sequence[str]) -> list[Node]:
         """Nodes with these ids, in the order asked (missing ids are skipped). Raises StoreError."""
         unique = list(dict.fromkeys(ids))
         if not unique:
             return []
-        found = {node.id: node for node in self._read(reads.load_nodes, ids=unique)}
+        found = {n.id: n for n in codec.nodes(self._value(reads.LOAD_NODES, ids=unique))}
         return [found[i] for i in unique if i in found]
 
     def find_nodes(
@@ -241,7 +246,7 @@ class Neo4jGraphStore:
             RETURN collect({q.NODE})"""
         params = {"dataset": dataset, "type": type, "name": name, "names": list(names or ()),
                   "offset": offset, "limit": limit}  # fmt: skip
-        return codec.nodes(self._read(codec.value, query=query, **params))
+        return codec.nodes(self._value(query, **params))
 
     def find_in_time(
         self,
@@ -277,7 +282,7 @@ class Neo4jGraphStore:
             "exclude": list(exclude),
             "limit": limit,
         }
-        return codec.edges(self._read(codec.value, query=q.EDGES_OF, **params))
+        return codec.edges(self._value(q.EDGES_OF, **params))
 
     def relation_ends(
         self,
@@ -292,7 +297,7 @@ class Neo4jGraphStore:
         support (GRAPH_PPR's relation steps)."""
         params = {"ids": list(dict.fromkeys(node_ids)), "exclude": list(exclude), "limit": limit}
         params["containing"] = None if containing is None else list(containing)
-        ends = self._read(codec.value, query=q.RELATION_ENDS, **params)
+        ends = self._value(q.RELATION_ENDS, **params)
         return [(s, n, t) for s, n, t in ends if s is not None and t is not None]
 
     def edge_ends(
@@ -301,7 +306,7 @@ class Neo4jGraphStore:
         """(source, target) of the edges `edges_of` finds, in its order, without their
         properties and support (GRAPH_PPR reads thousands per query)."""
         params = {"ids": list(dict.fromkeys(node_ids)), "names": list(names), "limit": limit}
-        ends = self._read(codec.value, query=q.EDGE_ENDS, **params)
+        ends = self._value(q.EDGE_ENDS, **params)
         return [(s, t) for s, t in ends if s is not None and t is not None]
 
     def node_chunks(self, ids: Sequence[str], *, type: str) -> dict[str, tuple[str, list[str]]]:
@@ -310,7 +315,7 @@ class Neo4jGraphStore:
         unique = list(dict.fromkeys(ids))
         if not unique:
             return {}
-        rows = self._read(codec.value, query=q.NODE_CHUNKS, ids=unique, type=type)
+        rows = self._value(q.NODE_CHUNKS, ids=unique, type=type)
         found = {i: (name or "", codec.chunks(pairs)) for i, name, pairs in rows if i is not None}
         return {i: found[i] for i in unique if i in found}
 
@@ -329,7 +334,7 @@ class Neo4jGraphStore:
         asked, entity_ids = list(dict.fromkeys(chunks)), list(dict.fromkeys(entities))
         params = {"ids": asked, "entities": entity_ids, "names": list(names), "limit": limit,
                   "skip": list(skip), "type": type}  # fmt: skip
-        raw, rows = self._read(codec.value, query=q.FRONTIER, **params)
+        raw, rows = self._value(q.FRONTIER, **params)
         ends = [(s, t) for s, t in raw if s is not None and t is not None]
         found = {
             i: (name or "", codec.chunk_ids(items)) for i, name, items in rows if i is not None

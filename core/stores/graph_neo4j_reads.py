@@ -1,5 +1,5 @@
-"""Read transaction functions of the Neo4j graph store (see graph_neo4j); the driver re-runs
-each one whole on a transient error."""
+"""Read transaction functions of the Neo4j graph store (see graph_neo4j), which the driver
+re-runs whole on a transient error; one-statement reads run auto-committed instead."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from core.stores import graph_neo4j_codec as codec
 from core.stores import graph_neo4j_queries as q
 from core.stores import timeline
 
+LOAD_NODES = f"UNWIND $ids AS id MATCH (n:Node {{id: id}}) RETURN collect({q.NODE})"
+
 
 def load_nodes(tx: ManagedTransaction, ids: list[str]) -> list[Node]:
     """Nodes with these ids, in any order."""
-    query = f"UNWIND $ids AS id MATCH (n:Node {{id: id}}) RETURN collect({q.NODE})"
-    return codec.nodes(codec.value(tx, query, ids=ids))
+    return codec.nodes(codec.value(tx, LOAD_NODES, ids=ids))
 
 
 def neighbourhood(tx: ManagedTransaction, seeds: list[str], hops: int, limit: int) -> Subgraph:

@@ -5,12 +5,13 @@ StoreError. The adapters keep only their queries.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from neo4j import Driver, GraphDatabase
+from neo4j import READ_ACCESS, Driver, GraphDatabase, Record
 from neo4j.exceptions import DriverError, Neo4jError
 
 from core.ports import StoreError
@@ -52,6 +53,9 @@ class Neo4jConnection:
         # No "label does not exist" warning per read before the first write of a label.
         driver_options.setdefault("notifications_min_severity", "OFF")
         self.driver: Driver = GraphDatabase.driver(uri, auth=auth, **driver_options)
+        # `read` retries as long as the driver's managed transactions do.
+        self._retry_s = float(driver_options.get("max_transaction_retry_time", 30.0))
+        self._first_delay = float(driver_options.get("initial_retry_delay", 1.0))
         self.closed = False
 
     @property
@@ -70,6 +74,29 @@ class Neo4jConnection:
             yield
         except (Neo4jError, DriverError) as err:
             raise StoreError(f"{self.where}:{doing} {err}") from err
+
+    def read(self, query: str, params: dict[str, Any]) -> list[Record]:
+        """The records of one read-only statement, auto-committed: no BEGIN and COMMIT
+        messages, which cost a short read (GRAPH_PPR's hops) about as much again of the
+        client's and the server's CPU as a managed transaction. The statement is re-run on the
+        errors the driver would retry one on (a restarted or busy server), with the same
+        doubling delays and total time; reading twice changes nothing. Driver errors are
+        raised as they come: callers wrap this in `errors()`."""
+        delay, deadline = self._first_delay, time.monotonic() + self._retry_s
+        bookmarks = self.driver.execute_query_bookmark_manager  # sees this process's writes
+        while True:
+            try:
+                with self.driver.session(
+                    database=self.database,
+                    default_access_mode=READ_ACCESS,
+                    bookmark_manager=bookmarks,
+                ) as session:
+                    return list(session.run(query, params))
+            except (Neo4jError, DriverError) as err:
+                if not err.is_retryable() or time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay)
+            delay *= 2
 
     def close(self) -> None:
         """Close the driver and its connections; later `errors()` blocks raise StoreError."""

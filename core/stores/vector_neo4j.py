@@ -154,6 +154,11 @@ class Neo4jVectorStore:
         records, _, _ = self._driver.execute_query(query, params, database_=self.database)
         return records
 
+    def _search(self, query: str, **params: Any) -> list[neo4j.Record]:
+        """Run one read-only query auto-committed (`Neo4jConnection.read`) and return its
+        records: searches skip a managed transaction's BEGIN and COMMIT."""
+        return self._conn.read(query, params)
+
     def _label(self, collection: str) -> str:
         return f"{self.namespace}Vec_{collection}"
 
@@ -312,7 +317,7 @@ class Neo4jVectorStore:
         sizes = ", ".join(f"size{at}" for at in range(len(probed)))
         statement = _QUERY_BATCH.format(probes=probes, sizes=sizes)
         with self._errors("batch search"):
-            [record] = self._run(statement, queries=Rows(rows), datasets=names)
+            [record] = self._search(statement, queries=Rows(rows), datasets=names)
             found = {i: (seen, hits) for i, seen, hits in record["found"]}
             for row_at, i in enumerate(live):
                 collection, _, limit, k = queries[i]
@@ -345,7 +350,7 @@ class Neo4jVectorStore:
                     return hits
                 k *= 2
         query = _EXACT_SCAN.format(coll=self._label(collection))
-        rows = self._run(query, vector=Rows(vector), datasets=datasets, limit=limit)
+        rows = self._search(query, vector=Rows(vector), datasets=datasets, limit=limit)
         return [r["hit"] for r in rows]
 
     def _query_index(
@@ -353,7 +358,7 @@ class Neo4jVectorStore:
     ) -> tuple[list[list[Any]], bool]:
         """The best `limit` of the `k` nearest in the datasets, and whether the index ran dry."""
         index = self._index(collection)
-        [row] = self._run(
+        [row] = self._search(
             _QUERY_INDEX, index=index, k=k, vector=Rows(vector), datasets=datasets, limit=limit
         )
         return row["hits"], row["seen"] < k
@@ -386,7 +391,7 @@ class Neo4jVectorStore:
         """Points in a collection, or in some of its datasets; a missing label counts 0."""
         where = "" if datasets is None else "WHERE n.dataset IN $datasets"
         query = f"MATCH (n:`{self._label(collection)}`) {where} RETURN count(n) AS size"
-        return self._run(query, datasets=datasets)[0]["size"]
+        return self._search(query, datasets=datasets)[0]["size"]
 
     def close(self) -> None:
         """Release the driver's connections; later calls raise StoreError. Safe to call twice."""
