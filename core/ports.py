@@ -13,7 +13,7 @@ from typing import Any, BinaryIO, Protocol, runtime_checkable
 import numpy as np
 
 from core.models.extraction import KnowledgeGraph
-from core.models.graph import Edge, Merged, Node, Removed, Subgraph
+from core.models.graph import Edge, Frontier, Merged, Node, RelationRead, Removed, Subgraph
 from core.models.lexical import CorpusStats, LexicalDoc, Posting
 from core.models.vectors import VectorHit, VectorPoint
 
@@ -108,10 +108,11 @@ class GraphReader(Protocol):
         type: str,
         limit: int = 1000,
         skip: Sequence[str] = (),
-    ) -> tuple[list[tuple[str, str]], dict[str, tuple[str, list[str]]]]:
-        """`edge_ends(chunks, names=names, limit=limit)`, and `node_chunks(..., type=type)` of
-        `entities` and of the ends those edges reach from `chunks` (`skip` left out), as one
-        read where the store can (GRAPH_PPR's hop). Raises StoreError."""
+        relations: RelationRead | None = None,
+    ) -> Frontier:
+        """`edge_ends(chunks, names=names, limit=limit)`, the `relations` asked, and
+        `node_chunks(..., type=type)` of `frontier_ids` (`skip` left out), as one read where the
+        store can (GRAPH_PPR's hop). Raises StoreError."""
         ...
 
     def neighbourhood(
@@ -379,14 +380,15 @@ def frontier_ids(
     entities: Sequence[str],
     ends: Sequence[tuple[str, str]],
     skip: Sequence[str] = (),
+    far: Sequence[str] = (),
 ) -> list[str]:
-    """The nodes `GraphReader.frontier` reads: `entities`, then each edge's end reached from
-    `chunks` (its target from its source, its source from its target), in order, once each,
-    `skip` left out."""
+    """The nodes `GraphReader.frontier` reads: `entities`, each edge's end reached from
+    `chunks` (its target from its source, its source from its target), then the `far` ends of
+    relations, in order, once each, `skip` left out."""
     asked, skipped = set(chunks), set(skip)
     reached = [t for s, t in ends if s in asked] if asked else []
     reached += [s for s, t in ends if t in asked] if asked else []
-    return [i for i in dict.fromkeys([*entities, *reached]) if i not in skipped]
+    return [i for i in dict.fromkeys([*entities, *reached, *far]) if i not in skipped]
 
 
 def batched(items: Sequence, size: int) -> Iterator[Sequence]:

@@ -38,7 +38,7 @@ from retrieval.chunks import chunk_source
 from retrieval.models import SearchResult
 from retrieval.pagerank import WeightedGraph, personalised_pagerank
 from retrieval.ppr_paths import MassFlows, provenance
-from retrieval.ppr_relations import link_steps, relation_steps
+from retrieval.ppr_relations import link_steps, relation_read, relation_steps
 from retrieval.query_names import content_words, name_spans, query_ngrams
 
 if TYPE_CHECKING:
@@ -251,11 +251,12 @@ class Neighbourhood:
         self._mentions: set[tuple[str, str]] = set()  # (chunk, entity) read from MENTIONS
         self.rows: set[str] = set()  # the passages that are table rows (REFERENCES are read)
         self.named: set[str] = set()  # the entities the query names (seeds)
-        # The current hop's reads (`_read`): its chunks, their MENTIONS, the entities reached.
-        self._read_chunks: list[str] = []
+        # The current hop's reads (`_read`): its chunks' MENTIONS, the entities reached.
         self._ends: list[tuple[str, str]] = []
         self._read_entities: dict[str, tuple[str, list[str]]] = {}
         self._asked: set[str] = set()  # the entities that read asked for (found or not)
+        self._relation_ends: list[tuple[str, str, str]] = []  # of the hop's `sources`
+        self._weights = (params.relation_weight, params.relation_words)
 
     def degree(self, entity: str) -> int:
         """How many chunks mention the entity (1 when unknown)."""
@@ -272,32 +273,33 @@ class Neighbourhood:
         """Read `hops` steps out from the seeds, stopping early at `max_nodes`."""
         chunk_frontier = list(dict.fromkeys(chunks))
         self.chunks.update(chunk_frontier)
-        named = list(dict.fromkeys(entities))
-        self._read(chunk_frontier if self.params.hops else [], named)
+        named, hops = list(dict.fromkeys(entities)), self.params.hops
+        self._read(chunk_frontier if hops else [], named, named if hops else [])
         entity_frontier = self._load_entities(named)
-        for hop in range(self.params.hops):
+        for hop in range(hops):
             if self.full() or not (chunk_frontier or entity_frontier):
                 break
             if hop:
-                self._read(chunk_frontier, [])
-            new_entities = self._entities_of(chunk_frontier)
+                self._read(chunk_frontier, [], self._relation_sources(entity_frontier))
+            new_entities = self._entities_of()
             new_chunks = self._chunks_of(entity_frontier) + self._referenced(chunk_frontier)
-            far = self._relations(entity_frontier)  # read now, stepped from at the next hop
+            far = self._relations()  # loaded now, stepped from at the next hop
             chunk_frontier, entity_frontier = new_chunks, far + self._load_entities(new_entities)
         self._link()
 
-    def _read(self, chunks: list[str], entities: list[str]) -> None:
-        """One hop's reads at once (`GraphReader.frontier`): the chunks' MENTIONS, and the
-        names and chunks of the entities and of every entity those reach, but the loaded."""
-        if not (chunks or entities):  # nothing to read (a hop from named entities only)
-            self._read_chunks, self._ends, self._read_entities, self._asked = [], [], {}, set()
-            return
-        limit, skip = len(chunks) * self.params.chunk_fanout, list(self.entities)
-        self._ends, self._read_entities = self.graph.frontier(
-            chunks, entities, names=[MENTIONS], type=ENTITY, limit=limit, skip=skip
-        )
-        self._read_chunks = chunks
-        self._asked = set(frontier_ids(chunks, entities, self._ends, skip))
+    def _read(self, chunks: list[str], entities: list[str], sources: list[str]) -> None:
+        """One hop's reads at once (`GraphReader.frontier`): the chunks' MENTIONS, the relations
+        of `sources`, names and chunks of the entities and those reached, but the loaded."""
+        skip, fanout = list(self.entities), self.params.chunk_fanout
+        relations = relation_read(sources, self.words, self._weights, len(sources) * fanout)
+        self._ends, self._read_entities, self._relation_ends = [], {}, []
+        if chunks or entities or relations:
+            self._ends, self._read_entities, self._relation_ends = self.graph.frontier(
+                chunks, entities, names=[MENTIONS], type=ENTITY, limit=len(chunks) * fanout,
+                skip=skip, relations=relations,
+            )  # fmt: skip
+        far = relations.far_ends(self._relation_ends) if relations else []
+        self._asked = set(frontier_ids(chunks, entities, self._ends, skip, far))
 
     def _load_entities(self, ids: list[str]) -> list[str]:
         """Record each new entity's chunks (its provenance lists them); returns the new ids."""
@@ -313,21 +315,15 @@ class Neighbourhood:
             self.names[eid], self.entities[eid] = read[eid]
         return found
 
-    def _entities_of(self, chunks: list[str]) -> list[str]:
-        """The entities the chunks mention (MENTIONS edges, at most `chunk_fanout` per chunk)."""
-        if not chunks:
-            return []
-        ends = self._ends if chunks == self._read_chunks else self._edge_ends(chunks)
+    def _entities_of(self) -> list[str]:
+        """The entities the hop's chunks mention (their MENTIONS, read with the hop: at most
+        `chunk_fanout` per chunk)."""
         found = []
-        for source, target in ends:
+        for source, target in self._ends:
             if source in self.chunks:
                 self._mentions.add((source, target))
                 found.append(target)
         return list(dict.fromkeys(found))
-
-    def _edge_ends(self, chunks: list[str]) -> list[tuple[str, str]]:
-        limit = len(chunks) * self.params.chunk_fanout
-        return self.graph.edge_ends(chunks, names=[MENTIONS], limit=limit)
 
     def _referenced(self, passages: list[str]) -> list[str]:
         """Table rows a frontier row references or is referenced by (a foreign key is a hop
@@ -363,15 +359,16 @@ class Neighbourhood:
                     room -= 1
         return new
 
-    def _relations(self, entities: list[str]) -> list[str]:
-        """Entity–entity steps of the frontier (ppr_relations): the far ends of those whose
-        name the question uses are read, and steps between two read entities are linked."""
-        p = self.params
-        # Not from an entity in more than `relation_fanout` chunks (the read's cost), nor from
-        # one in one chunk unless named: no chunk sends it mass (see _link), it has none to pass.
-        ends = [e for e in entities if 1 < self.degree(e) <= p.relation_fanout or e in self.named]
-        weights, limit = (p.relation_weight, p.relation_words), len(ends) * p.chunk_fanout
-        steps, asked = relation_steps(self.graph, ends, self.words, weights, limit)
+    def _relation_sources(self, entities: list[str]) -> list[str]:
+        """Whose relations are read: not an entity in over `relation_fanout` chunks (the cost),
+        nor one in one chunk unless named (no chunk sends it mass, see _link: none to pass)."""
+        fanout, named = self.params.relation_fanout, self.named
+        return [e for e in entities if 1 < self.degree(e) <= fanout or e in named]
+
+    def _relations(self) -> list[str]:
+        """The relation steps read with the hop (ppr_relations): the ends of those the question
+        names are loaded, and steps between two loaded entities are linked."""
+        steps, asked = relation_steps(self._relation_ends, self.words, self._weights)
         far = self._load_entities([x for x in asked if x not in self.entities])
         link_steps(self.weighted, steps, self.entities, self.specificity, self.relation_out)
         return far

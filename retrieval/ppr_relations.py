@@ -5,7 +5,7 @@ chief operating officer of ...") is a step the question asks for: the walk takes
 `relation_words` weight on top of `relation_weight` (what any relation weighs, 0 by default),
 and its far end is read even when no chunk of the neighbourhood led there yet. Each step is
 weighted, as a chunk's step into an entity is, by the specificity of the entity it leads to.
-Names and ends come in one read (`GraphReader.relation_ends`), no properties or support.
+Names and ends come with the hop's read (`GraphReader.frontier`), no properties or support.
 """
 
 from __future__ import annotations
@@ -13,30 +13,35 @@ from __future__ import annotations
 from collections.abc import Callable, Container
 from functools import lru_cache
 
+from core.models.graph import RelationRead
 from core.models.vocabulary import STRUCTURAL_EDGES
-from core.ports import GraphReader
 from retrieval.pagerank import WeightedGraph
 from retrieval.query_names import content_words
 
 Step = tuple[str, str, float]  # source, target, weight before specificity
 
 
-def relation_steps(
-    graph: GraphReader,
-    entities: list[str],
-    words: frozenset[str],
-    weights: tuple[float, float],
-    limit: int,
-) -> tuple[list[Step], list[str]]:
-    """The relation steps of `entities` at `weights` (any relation, and the more a relation
-    whose name the question's `words` use gets), and the ends of the latter, in order."""
+def relation_read(
+    entities: list[str], words: frozenset[str], weights: tuple[float, float], limit: int
+) -> RelationRead | None:
+    """What a hop reads of the relations of `entities` (`GraphReader.frontier`'s `relations`)
+    at `weights` (any relation, and the more a relation whose name the question's `words`
+    use gets): None when no step would be taken."""
     weight, word_weight = weights
     if not entities or (weight <= 0 and not (words and word_weight > 0)):
-        return [], []
+        return None
     # Without a weight for every relation only names holding a question word's stem matter.
     containing = sorted(words) if weight <= 0 else None
-    exclude = sorted(STRUCTURAL_EDGES)
-    ends = graph.relation_ends(entities, exclude=exclude, containing=containing, limit=limit)
+    far = sorted(words) if word_weight > 0 else []
+    return RelationRead(entities, sorted(STRUCTURAL_EDGES), containing, far, limit)
+
+
+def relation_steps(
+    ends: list[tuple[str, str, str]], words: frozenset[str], weights: tuple[float, float]
+) -> tuple[list[Step], list[str]]:
+    """The steps along the relations read (source, name, target) at `weights`, and the ends
+    of those whose name the question's `words` use, in order."""
+    weight, word_weight = weights
     steps: list[Step] = []
     asked: list[str] = []
     for source, name, target in ends:

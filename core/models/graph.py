@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 import unicodedata
 import uuid
+from collections.abc import Sequence
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -129,3 +130,28 @@ class Merged(Removed):
     """What a merge took away, and the support each merged-away node handed to its target."""
 
     support: dict[str, list[Support]] = Field(default_factory=dict)
+
+
+class RelationRead(NamedTuple):
+    """The relations `GraphReader.frontier` reads with a hop (GRAPH_PPR's relation steps):
+    `relation_ends(ids, exclude=exclude, containing=containing, limit=limit)`, and the names
+    and chunks of both ends of those whose name, lower-cased, holds one of `far`."""
+
+    ids: Sequence[str]
+    exclude: Sequence[str]
+    containing: Sequence[str] | None
+    far: Sequence[str]
+    limit: int
+
+    def far_ends(self, relations: Sequence[tuple[str, str, str]]) -> list[str]:
+        """Both ends of each relation whose name holds a `far` word, in order."""
+        named = [(s, t) for s, n, t in relations if any(w in n.lower() for w in self.far)]
+        return [end for pair in named for end in pair]
+
+
+class Frontier(NamedTuple):
+    """What `GraphReader.frontier` read: edge ends, node chunks by id, relation ends."""
+
+    ends: list[tuple[str, str]]
+    nodes: dict[str, tuple[str, list[str]]]
+    relations: list[tuple[str, str, str]] = []

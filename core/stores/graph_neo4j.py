@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from neo4j.exceptions import ClientError
 
-from core.models.graph import Edge, Merged, Node, Removed, Subgraph
+from core.models.graph import Edge, Frontier, Merged, Node, RelationRead, Removed, Subgraph
 from core.ports import StoreError, batched, frontier_ids
 from core.stores import graph_neo4j_codec as codec
 from core.stores import graph_neo4j_queries as q
@@ -328,19 +328,26 @@ class Neo4jGraphStore:
         type: str,
         limit: int = 1000,
         skip: Sequence[str] = (),
-    ) -> tuple[list[tuple[str, str]], dict[str, tuple[str, list[str]]]]:
-        """`edge_ends` of `chunks`, and `node_chunks` of `entities` and of the ends reached,
-        in one statement (a GRAPH_PPR hop: one round trip instead of two)."""
+        relations: RelationRead | None = None,
+    ) -> Frontier:
+        """`edge_ends` of `chunks`, `relation_ends` of the `relations` asked, and `node_chunks`
+        of what they reach, in one statement (a GRAPH_PPR hop: one round trip, not three)."""
         asked, entity_ids = list(dict.fromkeys(chunks)), list(dict.fromkeys(entities))
+        r = relations or RelationRead([], [], None, [], 0)
         params = {"ids": asked, "entities": entity_ids, "names": list(names), "limit": limit,
-                  "skip": list(skip), "type": type}  # fmt: skip
-        raw, rows = self._value(q.FRONTIER, **params)
+                  "skip": list(skip), "type": type, "relation_ids": list(dict.fromkeys(r.ids)),
+                  "exclude": list(r.exclude), "relation_limit": r.limit, "far": list(r.far),
+                  "containing": None if r.containing is None else list(r.containing)}  # fmt: skip
+        raw, rows, raw_relations = self._value(q.FRONTIER, **params)
         ends = [(s, t) for s, t in raw if s is not None and t is not None]
+        found_relations = [
+            (s, n, t) for s, n, t in raw_relations if s is not None and t is not None
+        ]
         found = {
             i: (name or "", codec.chunk_ids(items)) for i, name, items in rows if i is not None
         }
-        order = frontier_ids(asked, entity_ids, ends, skip)
-        return ends, {i: found[i] for i in order if i in found}
+        order = frontier_ids(asked, entity_ids, ends, skip, r.far_ends(found_relations))
+        return Frontier(ends, {i: found[i] for i in order if i in found}, found_relations)
 
     def neighbourhood(
         self, node_ids: Sequence[str], *, hops: int = 1, limit: int = 500

@@ -94,10 +94,11 @@ EDGES_OF = f"""UNWIND $ids AS id MATCH (:Node {{id: id}})-[r:REL]-()
 WHERE ($names IS NULL OR r.name IN $names) AND NOT r.name IN $exclude
 WITH DISTINCT r LIMIT $limit RETURN collect({EDGE})"""
 # EDGES_OF's match and limit (no `names`), returning the ends and name only (relation_ends).
-RELATION_ENDS = """UNWIND $ids AS id MATCH (:Node {id: id})-[r:REL]-()
+_RELATIONS = """UNWIND ${ids} AS id MATCH (:Node {{id: id}})-[r:REL]-()
 WHERE NOT r.name IN $exclude
 AND ($containing IS NULL OR any(w IN $containing WHERE toLower(r.name) CONTAINS w))
-WITH DISTINCT r LIMIT $limit RETURN collect([startNode(r).id, r.name, endNode(r).id])"""
+WITH DISTINCT r LIMIT ${limit} RETURN collect([startNode(r).id, r.name, endNode(r).id])"""
+RELATION_ENDS = _RELATIONS.format(ids="ids", limit="limit")
 # EDGES_OF's match and limit, returning the ends only (edge_ends).
 EDGE_ENDS = """UNWIND $ids AS id MATCH (:Node {id: id})-[r:REL]-()
 WHERE r.name IN $names WITH DISTINCT r LIMIT $limit
@@ -105,20 +106,24 @@ RETURN collect([startNode(r).id, endNode(r).id])"""
 # Name and support pairs of the nodes of one type, without their properties (node_chunks).
 NODE_CHUNKS = """UNWIND $ids AS id MATCH (n:Node {id: id}) WHERE n.type = $type
 RETURN collect([n.id, n.name, COLLECT { MATCH (n)<-[:SUPPORTS]-(p:_Support) RETURN p.pair }])"""
-# EDGE_ENDS of the chunks and NODE_CHUNKS of the entities and the ends reached, one read;
+# EDGE_ENDS of the chunks, RELATION_ENDS of the relation sources and NODE_CHUNKS of the
+# entities, the ends reached and the far ends of relations named by a `far` word, one read;
 # a plain support pair comes as its chunk id, split here (codec.chunk_ids), others as [pair].
-FRONTIER = """CALL () { UNWIND $ids AS id MATCH (:Node {id: id})-[r:REL]-()
+FRONTIER = f"""CALL () {{ UNWIND $ids AS id MATCH (:Node {{id: id}})-[r:REL]-()
     WHERE r.name IN $names WITH DISTINCT r LIMIT $limit
-    RETURN collect([startNode(r).id, endNode(r).id]) AS ends }
-WITH ends, $entities + [e IN ends WHERE e[0] IN $ids | e[1]]
-    + [e IN ends WHERE e[1] IN $ids | e[0]] AS reached
-CALL (reached) { UNWIND reached AS id WITH DISTINCT id WHERE NOT id IN $skip
-    MATCH (n:Node {id: id}) WHERE n.type = $type
-    RETURN collect([n.id, n.name, COLLECT { MATCH (n)<-[:SUPPORTS]-(p:_Support)
+    RETURN collect([startNode(r).id, endNode(r).id]) AS ends }}
+CALL () {{ {_RELATIONS.format(ids="relation_ids", limit="relation_limit")} AS relations }}
+WITH ends, relations, $entities + [e IN ends WHERE e[0] IN $ids | e[1]]
+    + [e IN ends WHERE e[1] IN $ids | e[0]]
+    + reduce(far = [], e IN relations | far + CASE WHEN
+        any(w IN $far WHERE toLower(e[1]) CONTAINS w) THEN [e[0], e[2]] ELSE [] END) AS reached
+CALL (reached) {{ UNWIND reached AS id WITH DISTINCT id WHERE NOT id IN $skip
+    MATCH (n:Node {{id: id}}) WHERE n.type = $type
+    RETURN collect([n.id, n.name, COLLECT {{ MATCH (n)<-[:SUPPORTS]-(p:_Support)
         WITH p.pair AS pair, split(p.pair, '"') AS parts
         RETURN CASE WHEN size(parts) = 5 AND NOT pair CONTAINS '\\\\' THEN parts[3]
-            ELSE [pair] END }]) AS nodes }
-RETURN [ends, nodes]"""
+            ELSE [pair] END }}]) AS nodes }}
+RETURN [ends, nodes, relations]"""
 
 # merge_nodes (graph_neo4j._merge).
 MEMBER_SUPPORT = """UNWIND $ids AS id MATCH (:Node {id: id})<-[:SUPPORTS]-(p:_Support)

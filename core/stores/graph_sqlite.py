@@ -29,7 +29,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from core.models.graph import Edge, Merged, Node, Removed, Subgraph
+from core.models.graph import Edge, Frontier, Merged, Node, RelationRead, Removed, Subgraph
 from core.ports import StoreError, frontier_ids
 from core.stores import graph_merge, timeline
 from core.stores import graph_sqlite_queries as q
@@ -309,21 +309,10 @@ class SQLiteGraphStore:
         """(source, name, target) of the edges `edges_of(node_ids, exclude=exclude)` finds
         (names holding one of `containing`, if given), outgoing first, without properties and
         support (GRAPH_PPR's relation steps)."""
-        # Two index walks instead of edges_of's OR: the outgoing half is index-only (its
-        # primary key), ~40% less CPU than the OR plan on GRAPH_PPR's frontiers.
-        half = (
-            "SELECT source, name, target FROM edges WHERE {} IN (SELECT value FROM json_each(?1))"
-            " AND name NOT IN (SELECT value FROM json_each(?3)) AND (?4 IS NULL OR EXISTS"
-            " (SELECT 1 FROM json_each(?4) WHERE instr(lower(name), value) > 0))"
-        )
-        query = (
-            f"{half.format('source')} UNION ALL {half.format('target')}"
-            " AND source NOT IN (SELECT value FROM json_each(?1)) LIMIT ?2"
-        )
         parts = None if containing is None else tx.id_array(containing)
         with self._transaction() as conn:
             params = (tx.id_array(node_ids), limit, tx.id_array(exclude), parts)
-            return [(s, n, t) for s, n, t in conn.execute(query, params)]
+            return [(s, n, t) for s, n, t in conn.execute(q.RELATION_ENDS, params)]
 
     def edge_ends(
         self, node_ids: Sequence[str], *, names: Sequence[str], limit: int = 1000
@@ -360,10 +349,17 @@ class SQLiteGraphStore:
         type: str,
         limit: int = 1000,
         skip: Sequence[str] = (),
-    ) -> tuple[list[tuple[str, str]], dict[str, tuple[str, list[str]]]]:
-        """`edge_ends` of `chunks`, and `node_chunks` of `entities` and of the ends reached."""
+        relations: RelationRead | None = None,
+    ) -> Frontier:
+        """`edge_ends` of `chunks`, the `relations`, and `node_chunks` of what they reach."""
         ends = self.edge_ends(chunks, names=names, limit=limit) if chunks else []
-        return ends, self.node_chunks(frontier_ids(chunks, entities, ends, skip), type=type)
+        r, found = relations, list[tuple[str, str, str]]()
+        if r:
+            found = self.relation_ends(
+                r.ids, exclude=r.exclude, containing=r.containing, limit=r.limit
+            )
+        ids = frontier_ids(chunks, entities, ends, skip, r.far_ends(found) if r else [])
+        return Frontier(ends, self.node_chunks(ids, type=type), found)
 
     def neighbourhood(
         self, node_ids: Sequence[str], *, hops: int = 1, limit: int = 500

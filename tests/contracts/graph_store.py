@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from core.models.graph import Edge, Merged, Node
+from core.models.graph import Edge, Merged, Node, RelationRead
 from core.ports import GraphStore, frontier_ids
 from core.temporal import days_from_civil
 from tests.factories import ids, make_edge, make_graph, make_node, support_pairs
@@ -252,22 +252,57 @@ class GraphStoreContract:
         )  # fmt: skip
         asked = [c1.id, c2.id]
         for limit, skip in ((100, []), (2, []), (100, [alice.id]), (3, [bob.id, carol.id])):
-            ends, nodes = graph_store.frontier(
+            ends, nodes, relations = graph_store.frontier(
                 asked, [carol.id, "no-such-id"], names=["MENTIONS"], type="Entity",
                 limit=limit, skip=skip,
             )  # fmt: skip
+            assert relations == []  # none asked
             assert ends == graph_store.edge_ends(asked, names=["MENTIONS"], limit=limit)
             reached = frontier_ids(asked, [carol.id, "no-such-id"], ends, skip)
             assert nodes == graph_store.node_chunks(reached, type="Entity")
             assert list(nodes) == [i for i in reached if i in nodes]  # in frontier_ids' order
-        ends, nodes = graph_store.frontier(asked, [carol.id], names=["MENTIONS"], type="Entity")
+        ends, nodes, _ = graph_store.frontier(asked, [carol.id], names=["MENTIONS"], type="Entity")
         assert len(ends) == 5 and set(nodes) == {carol.id, alice.id, bob.id}  # not Dan, a Place
         assert nodes[alice.id][0] == "Alice" and set(nodes[alice.id][1]) == {"c1", "c2", odd}
         assert graph_store.frontier([], [bob.id], names=["MENTIONS"], type="Entity") == (
             [],
             {bob.id: ("Bob", ["c2"])},
+            [],
         )
-        assert graph_store.frontier([], [], names=["MENTIONS"], type="Entity") == ([], {})
+        assert graph_store.frontier([], [], names=["MENTIONS"], type="Entity") == ([], {}, [])
+
+    def test_frontier_reads_relations_and_their_far_ends_with_the_hop(self, graph_store, dataset):
+        alice, bob = make_node(dataset, "Alice", chunk="c1"), make_node(dataset, "Bob", chunk="c2")
+        carol, dan = make_node(dataset, "Carol", chunk="c3"), make_node(dataset, "Dan", chunk="c4")
+        c1 = make_node(dataset, "c1", "Chunk")
+        graph_store.upsert_nodes([alice, bob, carol, dan, c1])
+        graph_store.upsert_edges(
+            [make_edge(alice, bob, "Officer_of"), make_edge(carol, alice, "founded"),
+             make_edge(alice, dan, "knows"), make_edge(c1, alice, "MENTIONS")]
+        )  # fmt: skip
+        exclude = ["MENTIONS"]
+        cases = [(["offic", "found"], ["offic"]), (None, []), (None, ["found"]), (["z"], ["z"])]
+        for containing, far in cases:
+            read = RelationRead([alice.id, "no-such-id"], exclude, containing, far, 10)
+            ends, nodes, relations = graph_store.frontier(
+                [c1.id], [], names=["MENTIONS"], type="Entity", relations=read
+            )
+            assert ends == [(c1.id, alice.id)]
+            expected = graph_store.relation_ends(
+                [alice.id, "no-such-id"], exclude=exclude, containing=containing
+            )
+            assert sorted(relations) == sorted(expected)
+            reached = frontier_ids([c1.id], [], ends, (), read.far_ends(relations))
+            assert nodes == graph_store.node_chunks(reached, type="Entity")
+        read = RelationRead([alice.id], exclude, ["offic", "found"], ["offic"], 10)
+        _, nodes, relations = graph_store.frontier([], [], names=[], type="Entity", relations=read)
+        assert sorted(relations) == sorted(
+            [(alice.id, "Officer_of", bob.id), (carol.id, "founded", alice.id)]
+        )
+        assert set(nodes) == {alice.id, bob.id}  # the ends of the relation named by a far word
+        read = RelationRead([alice.id], exclude, None, [], 2)
+        _, _, relations = graph_store.frontier([], [], names=[], type="Entity", relations=read)
+        assert len(relations) == 2  # at most `limit`
 
     def test_neighbourhood_follows_hops(self, graph_store, dataset):
         chain = [make_node(dataset, f"n{i}") for i in range(5)]
