@@ -12,7 +12,8 @@
 # Env: COGMILL_SERVICES_DIR (state: pids, logs, data; default $PWD/.services),
 #      COGMILL_TEST_REDIS_PORT (6390), COGMILL_TEST_NEO4J_PORT (7697: off the defaults so a
 #      developer's own servers are left alone), COGMILL_NEO4J_HEAP (1g),
-#      COGMILL_NEO4J_JAVA_OPTS (extra JVM flags), COGMILL_SERVICES_TIMEOUT (120 s).
+#      COGMILL_NEO4J_JAVA_OPTS (extra JVM flags), COGMILL_NEO4J_SETTINGS (space-separated
+#      Neo4j settings, key=value), COGMILL_SERVICES_TIMEOUT (120 s).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -115,13 +116,14 @@ start_neo4j() {
   bolt_up && die "port $NEO4J_PORT already answers but not our Neo4j; set COGMILL_TEST_NEO4J_PORT"
   build_neo4j
   : >"$log"  # here, not in the background child: the ready check must not see an old line
-  local extra_opts
+  local extra_opts settings=() setting
   read -r -a extra_opts <<<"${COGMILL_NEO4J_JAVA_OPTS:-}"
+  for setting in ${COGMILL_NEO4J_SETTINGS:-}; do settings+=(--set "$setting"); done
   # setsid: its own session, so a Ctrl-C aimed at the caller (make, pytest) does not reach it.
   # The data under $STATE/neo4j is kept between runs; Neo4j reopens (and if need be recovers) it.
   setsid "${COGMILL_NEO4J_JAVA:-java}" "${NEO4J_JVM_FLAGS[@]}" "${extra_opts[@]}" \
     -cp "$NEO4J_SRC/target/classes:$NEO4J_SRC/target/lib/*" dev.cogmill.Neo4jLauncher \
-    --port "$NEO4J_PORT" --data "$STATE/neo4j" </dev/null >>"$log" 2>&1 9>&- &
+    --port "$NEO4J_PORT" --data "$STATE/neo4j" "${settings[@]}" </dev/null >>"$log" 2>&1 9>&- &
   pid=$!
   echo "$pid" >"$STATE/neo4j.pid"
   wait_neo4j "$pid"
