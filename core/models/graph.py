@@ -154,4 +154,4 @@ class Frontier(NamedTuple):
 
     ends: list[tuple[str, str]]
     nodes: dict[str, tuple[str, list[str]]]
-    relations: list[tuple[str, str, str]] = []
+    relations: list[tuple[str, str, str]]
