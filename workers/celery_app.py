@@ -16,6 +16,7 @@ from kombu import Queue
 from core.settings import Settings
 from pipelines.base import INGEST, LLM
 from pipelines.definitions import STEPS
+from workers.memory_broker import TRANSPORT as MEMORY_TRANSPORT
 
 LLM_QUEUE, INGEST_QUEUE = LLM, INGEST
 PRIORITY_LEVELS = 10  # Redis: 0 is served first
@@ -38,6 +39,8 @@ def celery_config(settings: Settings) -> dict[str, object]:
     """Celery settings derived from cogmill settings."""
     return {
         "broker_url": settings.broker_url,
+        # memory://: kombu's in-process queues, served by priority like Redis's.
+        "broker_transport": MEMORY_TRANSPORT if settings.embedded_broker else None,
         "result_backend": settings.result_backend,
         "task_queues": [Queue(INGEST_QUEUE), Queue(LLM_QUEUE)],
         "task_default_queue": INGEST_QUEUE,
