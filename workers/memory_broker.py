@@ -29,9 +29,10 @@ class Channel(memory.Channel):
     _sequence = itertools.count()
 
     def _queue_for(self, queue: str) -> _Queue:
-        if queue not in self.queues:
-            self.queues[queue] = _Queue()
-        return self.queues[queue]
+        found = self.queues.get(queue)
+        if found is None:  # setdefault: two threads creating it keep one queue, no message lost
+            found = self.queues.setdefault(queue, _Queue())
+        return found
 
     def _new_queue(self, queue: str, **kwargs: Any) -> None:
         self._queue_for(queue)
