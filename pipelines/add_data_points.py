@@ -9,7 +9,7 @@ from core.models.documents import DERIVED
 from core.models.graph import Edge, Node
 from core.models.lexical import LexicalDoc
 from core.models.vectors import VectorPoint
-from core.models.vocabulary import CHUNK, DOCUMENT, ENTITY, STRUCTURAL_EDGES
+from core.models.vocabulary import ALIAS, CHUNK, DOCUMENT, ENTITY, STRUCTURAL_EDGES
 from core.ports import Embedder, GraphStore, LexicalIndex, VectorStore, batched
 from core.purge import purge_document
 from pipelines.base import INGEST, StepContext, StepQueue, StepServices
@@ -114,6 +114,7 @@ class AddDataPoints:
             vectors=vectors,
             errors=list(batch.errors),
             entity_names={n.id: n.name for n in built.nodes.values() if n.type == ENTITY},
+            alias_names={n.id: n.name for n in built.nodes.values() if n.type == ALIAS},
             nodes_written=len(built.nodes),
             edges_written=len(built.edges),
             graph_write_ms=graph_write_ms,

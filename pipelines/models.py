@@ -140,6 +140,8 @@ class WriteReport(BaseModel):
     errors: list[DocumentError] = Field(default_factory=list)
     # The Entity nodes this batch wrote, for reconcile_entities to compare with the store.
     entity_names: dict[str, str] = Field(default_factory=dict)  # id -> name
+    # The Alias nodes it wrote, for reconcile_entities to find entities named like them.
+    alias_names: dict[str, str] = Field(default_factory=dict)  # id -> name
     # The graph write itself, for the write rate inside the pipeline (bench/distributed.py).
     nodes_written: int = 0
     edges_written: int = 0

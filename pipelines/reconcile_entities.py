@@ -77,10 +77,54 @@ class ReconcileEntities:
     def run(self, report: WriteReport) -> WriteReport:
         if not self.enabled:
             return report
-        names = sorted(report.entity_names.items())
+        gone = self._merge_into_aliases(report.dataset, report.entity_names, report.alias_names)
+        names = sorted((i, n) for i, n in report.entity_names.items() if i not in gone)
         for part in batched(names, RECONCILE_BATCH):
             self._reconcile(report.dataset, dict(part))
         return report
+
+    def _merge_into_aliases(
+        self, dataset: str, entities: dict[str, str], aliases: dict[str, str]
+    ) -> set[str]:
+        """Merge each entity named like a stored alias into the alias's entity; returns the
+        ids merged away.
+
+        A batch maps a name through the aliases stored when it resolves (resolve_entities),
+        so an entity written before another batch made its name an alias ("D.C." written
+        alone, then "D.C." and "District of Columbia" side by side) would stay apart, and
+        the key index cannot join it when the name is ambiguous. Each batch looks both ways
+        after writing: at alias nodes named like its entities and at entities named like its
+        aliases. Whichever of two batches reconciles last sees both writes.
+        """
+        wanted = [alias_id(dataset, n) for n in entities.values()]
+        wanted += [entity_id(dataset, n) for n in aliases.values()]
+        found = self.graph.existing(wanted) if wanted else set()
+        pairs = {
+            alias_id(dataset, n): i for i, n in entities.items() if alias_id(dataset, n) in found
+        }
+        pairs |= {
+            a: entity_id(dataset, n) for a, n in aliases.items() if entity_id(dataset, n) in found
+        }
+        if not pairs:
+            return set()  # the usual case: one existence check
+        targets: dict[str, set[str]] = {}
+        for edge in self.graph.edges_of(sorted(pairs), names=[ALIAS_OF], limit=len(pairs) * 8):
+            if edge.target != pairs.get(edge.source):
+                targets.setdefault(edge.source, set()).add(edge.target)
+        wanted = sorted({*pairs.values(), *(t for ts in targets.values() for t in ts)})
+        known = {n.id: n for n in self.graph.get_nodes(wanted) if n.type == ENTITY}
+        types = self._types(sorted(known))
+        gone: set[str] = set()
+        for alias, named in sorted(pairs.items()):
+            ends = [known[t] for t in sorted(targets.get(alias, ())) if t in known]
+            if named not in known or not ends:
+                continue
+            into = next(e for e in ends if e.name == canonical_name(e.name for e in ends))
+            if types_compatible(types.get(named, set()), types.get(into.id, set())):
+                members = [known[named], into]
+                kept = merge_entities(self.graph, self.vectors, self.embedder, dataset, members)
+                gone |= {named, into.id} - {kept}
+        return gone
 
     def _reconcile(self, dataset: str, names: dict[str, str]) -> None:
         """Merge the named entities (id -> name) with the stored ones an alias rule accepts."""

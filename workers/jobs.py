@@ -143,8 +143,9 @@ class JobTracker:
 
     def finish_batch(self, job_id: str, batch: int, report: WriteReport) -> bool:
         """Record a batch's report; True when this call completed the job's last batch."""
-        # Without the entity names (for reconcile_entities only): every progress poll reads this.
-        stored = report.model_dump_json(exclude={"entity_names"})
+        # Without the entity and alias names (for reconcile_entities only): every progress
+        # poll reads this.
+        stored = report.model_dump_json(exclude={"entity_names", "alias_names"})
         self.state.put(_key(job_id, "report", str(batch)), stored)
         recorded = _key(job_id, "recorded", str(batch))
         # The event before the "done" set: whoever completes the set (and so writes `finished`)

@@ -16,8 +16,9 @@ from core.models.jobs import Job
 from core.models.vocabulary import ALIAS
 from core.stores.state_sqlite import SQLiteStateStore
 from pipelines.classify import check_supported
-from pipelines.models import Chunk, DocumentRef, ExtractedBatch
-from pipelines.reconcile_entities import merge_entities
+from pipelines.definitions import get_pipeline
+from pipelines.models import Chunk, DocumentRef, ExtractedBatch, WriteReport
+from pipelines.reconcile_entities import ReconcileEntities, merge_entities
 from pipelines.resolve_entities import aliases_of
 from pipelines.summarize_documents import SummarizeDocuments, document_summary_id
 from tests.backends import (  # noqa: F401 - the fixtures `backend`, `models`
@@ -42,6 +43,10 @@ DOCUMENTS = {
         f"Dutch traders sailed the river in the year {1609 + i} to trade furs."
         for i in range(8)
     ),
+    "e_club.txt": "The Northern Yacht Club races on Sundays.",
+    "f_city.txt": "New York City has five boroughs.",
+    "g_nyc.txt": "Tourists love NYC in the spring.",
+    "h_both.txt": "Tourists love NYC in the spring and New York City in the fall.",
 }
 
 
@@ -140,6 +145,50 @@ def test_a_merge_run_twice_ends_as_one_run(runtime: Runtime, tmp_path: Path, dat
     once = everything(runtime, dataset)
     merge_entities(*args, [nyc, city])  # as a redelivered task would, with stale records
     assert everything(runtime, dataset) == once
+    assert aliases_of(runtime.graph, city.id) == ["NYC"]
+
+
+def test_an_entity_whose_name_later_becomes_an_alias_joins_the_alias_entity(
+    runtime: Runtime, tmp_path: Path, dataset: str
+) -> None:
+    add_documents(runtime, dataset, tmp_path, ["e_club.txt", "f_city.txt"])
+    run(runtime, dataset)
+    add_documents(runtime, dataset, tmp_path, ["g_nyc.txt"])
+    run(runtime, dataset)
+    # "NYC" fits both stored names, so the key index leaves it apart.
+    assert {"NYC", "New York City", "Northern Yacht Club"} <= entities(runtime, dataset).keys()
+    add_documents(runtime, dataset, tmp_path, ["h_both.txt"])  # makes "NYC" an alias
+    run(runtime, dataset)
+    found = entities(runtime, dataset)
+    assert "NYC" not in found and "Northern Yacht Club" in found
+    city = found["New York City"]
+    assert aliases_of(runtime.graph, city.id) == ["NYC"]
+    documents = {d.name: d.id for d in runtime.graph.find_nodes(dataset, "Document")}
+    assert {s.document_id for s in city.support} == {
+        documents[n] for n in ("f_city.txt", "g_nyc.txt", "h_both.txt")
+    }
+    assert runtime.vectors.count("Entity_name", dataset=dataset) == len(found)
+
+
+def test_an_entity_written_beside_a_new_alias_of_its_name_joins_the_alias_entity(
+    runtime: Runtime, dataset: str
+) -> None:
+    # Two batches at once: one resolved "NYC" before the other stored the alias "NYC".
+    runtime.catalog.ensure_dataset(dataset)
+    support = [Support(document_id="d1", chunk_id="c1")]
+    city, nyc = (
+        Node(id=entity_id(dataset, n), type="Entity", dataset=dataset, name=n, support=support)
+        for n in ("New York City", "NYC")
+    )
+    alias = Node(id=alias_id(dataset, "NYC"), type=ALIAS, dataset=dataset, name="NYC",
+                 support=support)  # fmt: skip
+    runtime.graph.upsert_nodes([city, alias, nyc])
+    runtime.graph.upsert_edges(
+        [Edge(source=alias.id, target=city.id, name="ALIAS_OF", dataset=dataset, support=support)]
+    )
+    reconcile = get_pipeline("default").build_step(ReconcileEntities.name, runtime)
+    reconcile.run(WriteReport(dataset=dataset, entity_names={nyc.id: "NYC"}))
+    assert set(entities(runtime, dataset)) == {"New York City"}
     assert aliases_of(runtime.graph, city.id) == ["NYC"]
 
 
