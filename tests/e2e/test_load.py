@@ -21,7 +21,7 @@ def test_clients_on_every_route_while_a_job_runs(pool: str) -> None:
     config = LoadConfig(
         pool=pool,
         clients=4,
-        duration_s=25,
+        duration_s=15,
         warmup_s=8,
         deadline_s=300,
         documents=DOCUMENTS,

@@ -65,7 +65,7 @@ TEXTS = {
     for i in range(4)
 }
 SETTINGS: dict[str, Any] = {"batch_size": 2, "chunk_tokens": 40, "llm_batch_poll_seconds": 0.2}
-DELAY = 5.0  # seconds a batch stays in progress on the test server
+DELAY = 3.0  # seconds a batch stays in progress on the test server
 
 
 @pytest.fixture

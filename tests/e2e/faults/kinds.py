@@ -24,7 +24,7 @@ from tests.e2e.faults.injectors import ServerKiller, WorkerKiller
 from tests.e2e.faults.scenario import Context, Scenario, Tick
 from workers.orchestration import cognify
 
-LLM_TIMEOUT_S = "5"  # the client's timeout in the LLM scenarios: ~17x the stand-in's latency
+LLM_TIMEOUT_S = "2.5"  # the client's timeout in the LLM scenarios: ~8x the stand-in's latency
 HANG_S = 60.0  # a hanging request: far past the client's timeout
 # Per request where workers are killed: extraction and embedding steps then run long enough
 # for each kill to find a step running before the job ends.
