@@ -61,6 +61,16 @@ class Runtime:
             return embedder
 
     @cached_property
+    def query_embedder(self) -> Embedder:
+        """The embedder searches use: concurrent calls share model runs (embeddings/together)."""
+        from core.embeddings.local import LocalEmbedder  # as the factory: only when used
+        from core.embeddings.together import QueryEmbedder
+
+        with self._lock:
+            embedder = self.embedder
+            return QueryEmbedder(embedder) if isinstance(embedder, LocalEmbedder) else embedder
+
+    @cached_property
     def vectors(self) -> VectorStore:
         with self._lock:
             return factory.vector_store(self.settings, self.settings.embedding_dim)
@@ -112,7 +122,7 @@ class Runtime:
         return RetrievalContext(
             graph=self.graph,
             vectors=self.vectors,
-            embedder=self.embedder,
+            embedder=self.query_embedder,
             settings=self.settings,
             state=self.state,
             llm=self.llm,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -29,6 +29,8 @@ _REQUIRED_FILES = (
     "model.safetensors",
 )
 
+Padded = tuple[np.ndarray, np.ndarray]  # token ids and attention mask, (batch, width) each
+Encode = Callable[[list[Padded]], list[np.ndarray]]
 # Added to attention scores of padding keys; finite so that a row never becomes NaN.
 _MASKED = np.float32(-1e9)
 # Attention scores computed at once, in elements (4 MB): a whole batch of 256-token texts
@@ -106,8 +108,9 @@ class LocalEmbedder:
         self._bert = _load_bert(model_dir / "model.safetensors", config)
         self._tokenizer = _load_tokenizer(model_dir / "tokenizer.json", max_len)
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """L2-normalised float32 vectors, shape (len(texts), dim). Raises ValueError on []."""
+    def embed(self, texts: Sequence[str], *, run: Encode | None = None) -> np.ndarray:
+        """L2-normalised float32 vectors, shape (len(texts), dim). Raises ValueError on [].
+        `run` encodes a small call's padded batches in place of `encode` (QueryEmbedder)."""
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not a single str")
         if len(texts) == 0:
@@ -118,17 +121,21 @@ class LocalEmbedder:
         vectors = np.empty((len(texts), self.dim), dtype=np.float32)
         big = sum(lengths) > self.batch_size * 64  # ingestion's calls; queries stay as they were
         groups = _length_batches(lengths, self.batch_size, slack=2 if big else 8)
-        if len(groups) > 1 and not big:
-            # A few short texts (a query and the names in it): their batches share each layer's
-            # matmuls, so each weight matrix is read once per call rather than once per batch.
+        if not big:  # a few short texts (a query and the names in it)
             batches = [_pad([encodings[i].ids for i in rows]) for rows in groups]
-            for rows, pooled in zip(groups, _encode_together(self._bert, batches), strict=True):
+            for rows, pooled in zip(groups, (run or self.encode)(batches), strict=True):
                 vectors[rows] = pooled
             return vectors
         for rows in groups:
-            ids, mask = _pad([encodings[i].ids for i in rows])
-            vectors[rows] = _encode(self._bert, ids, mask)
+            vectors[rows] = _encode(self._bert, *_pad([encodings[i].ids for i in rows]))
         return vectors
+
+    def encode(self, batches: list[Padded]) -> list[np.ndarray]:
+        """Pooled vectors of padded batches; several share each layer's matmuls, so each weight
+        matrix is read once per call rather than once per batch (`_encode_together`)."""
+        if len(batches) == 1:
+            return [_encode(self._bert, *batches[0])]
+        return _encode_together(self._bert, batches)
 
 
 def _length_batches(lengths: Sequence[int], batch_size: int, slack: int = 8) -> list[np.ndarray]:
@@ -194,22 +201,16 @@ def _load_bert(path: Path, config: dict) -> _Bert:
         (q_w, q_b), (k_w, k_b), (v_w, v_b) = (
             linear(f"{p}.attention.self.{part}") for part in ("query", "key", "value")
         )
-        out_w, out_b = linear(f"{p}.attention.output.dense")
-        ffn_in_w, ffn_in_b = linear(f"{p}.intermediate.dense")
-        ffn_out_w, ffn_out_b = linear(f"{p}.output.dense")
         layers.append(
-            _Layer(
+            _Layer(  # in the field order of _Layer
                 # One matmul for query, key and value instead of three.
-                qkv_w=_frozen(np.concatenate([q_w * scale, k_w, v_w], axis=1)),
-                qkv_b=_frozen(np.concatenate([q_b * scale, k_b, v_b])),
-                out_w=out_w,
-                out_b=out_b,
-                attn_norm=norm(f"{p}.attention.output.LayerNorm"),
-                ffn_in_w=ffn_in_w,
-                ffn_in_b=ffn_in_b,
-                ffn_out_w=ffn_out_w,
-                ffn_out_b=ffn_out_b,
-                ffn_norm=norm(f"{p}.output.LayerNorm"),
+                _frozen(np.concatenate([q_w * scale, k_w, v_w], axis=1)),
+                _frozen(np.concatenate([q_b * scale, k_b, v_b])),
+                *linear(f"{p}.attention.output.dense"),
+                norm(f"{p}.attention.output.LayerNorm"),
+                *linear(f"{p}.intermediate.dense"),
+                *linear(f"{p}.output.dense"),
+                norm(f"{p}.output.LayerNorm"),
             )
         )
     token_type = w["embeddings.token_type_embeddings.weight"][0]
@@ -230,7 +231,7 @@ def _frozen(array: np.ndarray) -> np.ndarray:
     return out
 
 
-def _pad(sequences: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+def _pad(sequences: Sequence[Sequence[int]]) -> Padded:
     """Token ids right-padded with 0 to the longest sequence, and the matching 0/1 mask."""
     width = max(len(s) for s in sequences)
     ids = np.zeros((len(sequences), width), dtype=np.int64)
@@ -254,7 +255,7 @@ def _encode(bert: _Bert, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return _pooled(x.reshape(batch, width, -1), mask)
 
 
-def _encode_together(bert: _Bert, batches: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+def _encode_together(bert: _Bert, batches: list[Padded]) -> list[np.ndarray]:
     """`_encode` of each padded batch, with the row-wise work (matmuls, norms, GELU) done over
     the rows of all of them at once and attention batch by batch. The vectors are the same as
     batch by batch: BLAS computes each row of a product alike whatever the row count (two or

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 from core.embeddings.local import (
     INSTALL_HINT,
@@ -102,15 +103,17 @@ def test_a_query_and_its_names_share_matmuls_with_the_same_vectors(
     embedder: LocalEmbedder,
 ) -> None:
     """A few short texts of different lengths are length-batched apart but encoded together
-    (one pass over each weight matrix): each batch's vectors are exactly its own."""
+    (one pass over each weight matrix): each batch's vectors are exactly its own. On one BLAS
+    thread, as searches run (with two, BLAS splits a product by its row count: ~1e-7 apart)."""
     texts = ["Who founded the company that built the Zorvath Quintet hall?", "Zorvath", "Elira"]
     groups = _length_batches([len(embedder._tokenizer.encode(t).ids) for t in texts], 64)
     assert len(groups) == 2  # the query apart from the two names
     expected = np.empty((3, embedder.dim), dtype=np.float32)
-    for rows in groups:
-        ids, mask = _pad([embedder._tokenizer.encode(texts[i]).ids for i in rows])
-        expected[rows] = _encode(embedder._bert, ids, mask)
-    np.testing.assert_array_equal(embedder.embed(texts), expected)
+    with threadpool_limits(1):
+        for rows in groups:
+            ids, mask = _pad([embedder._tokenizer.encode(texts[i]).ids for i in rows])
+            expected[rows] = _encode(embedder._bert, ids, mask)
+        np.testing.assert_array_equal(embedder.embed(texts), expected)
 
 
 def test_paraphrases_are_closer_than_unrelated_texts(embedder: LocalEmbedder) -> None:
