@@ -78,6 +78,13 @@ def run(rt: Runtime, dataset: str, mode: str = "changed") -> Job:
     return succeeded(rt, cognify(rt, dataset, mode=mode), 180)
 
 
+def jobs_of(rt: Runtime, dataset: str, folder: Path, *jobs: list[str]) -> None:
+    """One job after another, each adding its documents first."""
+    for names in jobs:
+        add_documents(rt, dataset, folder, names)
+        run(rt, dataset)
+
+
 def entities(rt: Runtime, dataset: str) -> dict[str, Node]:
     return {n.name: n for n in rt.graph.find_nodes(dataset, "Entity", limit=10_000)}
 
@@ -96,10 +103,7 @@ def test_aliases_merge_namesakes_stay_apart_and_merges_survive_recognify_and_del
     runtime: Runtime, tmp_path: Path, dataset: str
 ) -> None:
     # Two jobs, so that "NYC" meets a stored "New York City" in one order or the other.
-    add_documents(runtime, dataset, tmp_path, ["a_maria.txt", "c_carlos.txt"])
-    run(runtime, dataset)
-    add_documents(runtime, dataset, tmp_path, ["b_nyc.txt"])
-    run(runtime, dataset)
+    jobs_of(runtime, dataset, tmp_path, ["a_maria.txt", "c_carlos.txt"], ["b_nyc.txt"])
     found = entities(runtime, dataset)
     assert {n for n in found if "Lopez" in n} == {"Maria Lopez", "Carlos Lopez"}
     assert "NYC" not in found and "New York City" in found
@@ -151,14 +155,10 @@ def test_a_merge_run_twice_ends_as_one_run(runtime: Runtime, tmp_path: Path, dat
 def test_an_entity_whose_name_later_becomes_an_alias_joins_the_alias_entity(
     runtime: Runtime, tmp_path: Path, dataset: str
 ) -> None:
-    add_documents(runtime, dataset, tmp_path, ["e_club.txt", "f_city.txt"])
-    run(runtime, dataset)
-    add_documents(runtime, dataset, tmp_path, ["g_nyc.txt"])
-    run(runtime, dataset)
+    jobs_of(runtime, dataset, tmp_path, ["e_club.txt", "f_city.txt"], ["g_nyc.txt"])
     # "NYC" fits both stored names, so the key index leaves it apart.
     assert {"NYC", "New York City", "Northern Yacht Club"} <= entities(runtime, dataset).keys()
-    add_documents(runtime, dataset, tmp_path, ["h_both.txt"])  # makes "NYC" an alias
-    run(runtime, dataset)
+    jobs_of(runtime, dataset, tmp_path, ["h_both.txt"])  # makes "NYC" an alias
     found = entities(runtime, dataset)
     assert "NYC" not in found and "Northern Yacht Club" in found
     city = found["New York City"]
