@@ -72,7 +72,11 @@ def reset_peak() -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, object]:
-    home = Path(tempfile.mkdtemp(prefix="cogmill-large-"))
+    with tempfile.TemporaryDirectory(prefix="cogmill-large-") as home:
+        return measure(args, Path(home))
+
+
+def measure(args: argparse.Namespace, home: Path) -> dict[str, object]:
     settings = Settings(home=home, max_file_bytes=max(200 * 1024 * 1024, int(args.mb * 2e6)))
     runtime = Runtime(settings)
     path = home / "large.txt"
