@@ -13,7 +13,16 @@ from typing import Any, BinaryIO, Protocol, runtime_checkable
 import numpy as np
 
 from core.models.extraction import KnowledgeGraph
-from core.models.graph import Edge, Frontier, Merged, Node, RelationRead, Removed, Subgraph
+from core.models.graph import (
+    Edge,
+    Frontier,
+    Merged,
+    Node,
+    NodeChunks,
+    RelationRead,
+    Removed,
+    Subgraph,
+)
 from core.models.lexical import CorpusStats, LexicalDoc, Posting
 from core.models.vectors import VectorHit, VectorPoint
 
@@ -94,9 +103,13 @@ class GraphReader(Protocol):
         order, without properties or support (one read). Raises StoreError."""
         ...
 
-    def node_chunks(self, ids: Sequence[str], *, type: str) -> dict[str, tuple[str, list[str]]]:
+    def node_chunks(
+        self, ids: Sequence[str], *, type: str, most: int | None = None
+    ) -> dict[str, NodeChunks]:
         """Name and supporting chunk ids (distinct, non-empty) of each stored node of `type`
-        among `ids`, in the order asked; one read, no properties. Raises StoreError."""
+        among `ids`, in the order asked; one read, no properties. A node with more than
+        `most` support records comes with their count and no ids (a hub's thousands are
+        most of a GRAPH_PPR read otherwise). Raises StoreError."""
         ...
 
     def frontier(
@@ -109,10 +122,11 @@ class GraphReader(Protocol):
         limit: int = 1000,
         skip: Sequence[str] = (),
         relations: RelationRead | None = None,
+        most: int | None = None,
     ) -> Frontier:
         """`edge_ends(chunks, names=names, limit=limit)`, the `relations` asked, and
-        `node_chunks(..., type=type)` of `frontier_ids` (`skip` left out), as one read where the
-        store can (GRAPH_PPR's hop). Raises StoreError."""
+        `node_chunks(..., type=type, most=most)` of `frontier_ids` (`skip` left out), as one
+        read where the store can (GRAPH_PPR's hop). Raises StoreError."""
         ...
 
     def neighbourhood(
@@ -373,22 +387,6 @@ def search_many(
     if many is not None:
         return many(collection, vectors, datasets=datasets, limit=limit)
     return [store.search(collection, v, datasets=datasets, limit=limit) for v in vectors]
-
-
-def frontier_ids(
-    chunks: Sequence[str],
-    entities: Sequence[str],
-    ends: Sequence[tuple[str, str]],
-    skip: Sequence[str] = (),
-    far: Sequence[str] = (),
-) -> list[str]:
-    """The nodes `GraphReader.frontier` reads: `entities`, each edge's end reached from
-    `chunks` (its target from its source, its source from its target), then the `far` ends of
-    relations, in order, once each, `skip` left out."""
-    asked, skipped = set(chunks), set(skip)
-    reached = [t for s, t in ends if s in asked] if asked else []
-    reached += [s for s, t in ends if t in asked] if asked else []
-    return [i for i in dict.fromkeys([*entities, *reached, *far]) if i not in skipped]
 
 
 def batched(items: Sequence, size: int) -> Iterator[Sequence]:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
-from core.models.graph import Node, alias_id, entity_id, normalise_name
+from core.models.graph import Node, NodeChunks, alias_id, entity_id, frontier_ids, normalise_name
 from core.models.vectors import VectorHit
 from core.models.vocabulary import (
     ALIAS_OF,
@@ -31,7 +31,7 @@ from core.models.vocabulary import (
     SUMMARIZES,
     SUMMARY_COLLECTION,
 )
-from core.ports import Embedder, GraphReader, VectorQuery, VectorStore, frontier_ids
+from core.ports import Embedder, GraphReader, VectorQuery, VectorStore
 from core.settings import Settings
 from retrieval.answer import CompletionMixin
 from retrieval.chunks import chunk_source
@@ -247,20 +247,21 @@ class Neighbourhood:
         self.relation_out: dict[str, float] = {}  # entity id -> summed weight of its relations
         self.chunks: set[str] = set()
         self.entities: dict[str, list[str]] = {}  # entity id -> the chunks that mention it
+        self.degrees: dict[str, int] = {}  # entity id -> how many (a hub's chunks: unread)
         self.names: dict[str, str] = {}  # entity id -> its name (for the results' evidence)
         self._mentions: set[tuple[str, str]] = set()  # (chunk, entity) read from MENTIONS
         self.rows: set[str] = set()  # the passages that are table rows (REFERENCES are read)
         self.named: set[str] = set()  # the entities the query names (seeds)
         # The current hop's reads (`_read`): its chunks' MENTIONS, the entities reached.
         self._ends: list[tuple[str, str]] = []
-        self._read_entities: dict[str, tuple[str, list[str]]] = {}
+        self._read_entities: dict[str, NodeChunks] = {}
         self._asked: set[str] = set()  # the entities that read asked for (found or not)
         self._relation_ends: list[tuple[str, str, str]] = []  # of the hop's `sources`
         self._weights = (params.relation_weight, params.relation_words)
 
     def degree(self, entity: str) -> int:
         """How many chunks mention the entity (1 when unknown)."""
-        return max(len(self.entities.get(entity, ())), 1)
+        return max(self.degrees.get(entity, 0), 1)
 
     def specificity(self, entity: str) -> float:
         """1 / (chunks mentioning the entity) ** specificity: rare names weigh more."""
@@ -296,23 +297,26 @@ class Neighbourhood:
         if chunks or entities or relations:
             self._ends, self._read_entities, self._relation_ends = self.graph.frontier(
                 chunks, entities, names=[MENTIONS], type=ENTITY, limit=len(chunks) * fanout,
-                skip=skip, relations=relations,
+                skip=skip, relations=relations, most=self.params.entity_fanout,
             )  # fmt: skip
         far = relations.far_ends(self._relation_ends) if relations else []
         self._asked = set(frontier_ids(chunks, entities, self._ends, skip, far))
 
     def _load_entities(self, ids: list[str]) -> list[str]:
-        """Record each new entity's chunks (its provenance lists them); returns the new ids."""
+        """Record each new entity's chunks (its provenance lists them; a hub's are not read:
+        `_chunks_of` stops at hubs, and `_link` has their edges to the chunks read from
+        MENTIONS); returns the new ids."""
         room = self.params.max_nodes - len(self.chunks) - len(self.entities)
         todo = [i for i in ids if i not in self.entities][: max(room, 0)]
         # Names and chunks only: whole nodes (properties, support records) cost ~3x the CPU.
         # Read with the hop's edges already (`_read`); anything else would be read now.
         unread = [i for i in todo if i not in self._asked]
-        fresh = self.graph.node_chunks(unread, type=ENTITY) if unread else {}
+        most = self.params.entity_fanout
+        fresh = self.graph.node_chunks(unread, type=ENTITY, most=most) if unread else {}
         read = self._read_entities | fresh
         found = [i for i in todo if i in read]
         for eid in found:
-            self.names[eid], self.entities[eid] = read[eid]
+            self.names[eid], self.entities[eid], self.degrees[eid] = read[eid]
         return found
 
     def _entities_of(self) -> list[str]:
@@ -388,7 +392,7 @@ class Neighbourhood:
         for eid in self.named & forward.keys():  # it restarts there anyway: the rest moves on
             forward[eid] *= self.params.named_backflow
         g.link_many(ordered, [forward[eid] for _, eid in ordered], 1.0)
-        for eid, chunks in self.entities.items():
+        for eid, degree in self.degrees.items():
             # An entity's out-weight in the full graph: one per chunk that mentions it, and
             # the relation steps read.
-            g.normalisers[g.node(eid)] = len(chunks) + self.relation_out.get(eid, 0.0)
+            g.normalisers[g.node(eid)] = degree + self.relation_out.get(eid, 0.0)

@@ -149,9 +149,35 @@ class RelationRead(NamedTuple):
         return [end for pair in named for end in pair]
 
 
+class NodeChunks(NamedTuple):
+    """A node's name and the chunks supporting it (`GraphReader.node_chunks`), and how many:
+    `len(chunks)`, or, for a node past the read's `most` (a hub, its chunks left unread),
+    the number of its support records."""
+
+    name: str
+    chunks: list[str]
+    chunk_count: int
+
+
 class Frontier(NamedTuple):
     """What `GraphReader.frontier` read: edge ends, node chunks by id, relation ends."""
 
     ends: list[tuple[str, str]]
-    nodes: dict[str, tuple[str, list[str]]]
+    nodes: dict[str, NodeChunks]
     relations: list[tuple[str, str, str]]
+
+
+def frontier_ids(
+    chunks: Sequence[str],
+    entities: Sequence[str],
+    ends: Sequence[tuple[str, str]],
+    skip: Sequence[str] = (),
+    far: Sequence[str] = (),
+) -> list[str]:
+    """The nodes `GraphReader.frontier` reads: `entities`, each edge's end reached from
+    `chunks` (its target from its source, its source from its target), then the `far` ends of
+    relations, in order, once each, `skip` left out."""
+    asked, skipped = set(chunks), set(skip)
+    reached = [t for s, t in ends if s in asked] if asked else []
+    reached += [s for s, t in ends if t in asked] if asked else []
+    return [i for i in dict.fromkeys([*entities, *reached, *far]) if i not in skipped]

@@ -35,8 +35,18 @@ from typing import Any, TypeVar
 
 from neo4j.exceptions import ClientError
 
-from core.models.graph import Edge, Frontier, Merged, Node, RelationRead, Removed, Subgraph
-from core.ports import StoreError, batched, frontier_ids
+from core.models.graph import (
+    Edge,
+    Frontier,
+    Merged,
+    Node,
+    NodeChunks,
+    RelationRead,
+    Removed,
+    Subgraph,
+    frontier_ids,
+)
+from core.ports import StoreError, batched
 from core.stores import graph_neo4j_codec as codec
 from core.stores import graph_neo4j_queries as q
 from core.stores import graph_neo4j_reads as reads
@@ -309,14 +319,17 @@ class Neo4jGraphStore:
         ends = self._value(q.EDGE_ENDS, **params)
         return [(s, t) for s, t in ends if s is not None and t is not None]
 
-    def node_chunks(self, ids: Sequence[str], *, type: str) -> dict[str, tuple[str, list[str]]]:
+    def node_chunks(
+        self, ids: Sequence[str], *, type: str, most: int | None = None
+    ) -> dict[str, NodeChunks]:
         """Name and supporting chunk ids of each stored node of `type` among `ids`, in the
-        order asked; no properties (GRAPH_PPR's entity provenance)."""
+        order asked, a hub's (past `most`) count only; no properties (GRAPH_PPR's reads)."""
         unique = list(dict.fromkeys(ids))
         if not unique:
             return {}
-        rows = self._value(q.NODE_CHUNKS, ids=unique, type=type)
-        found = {i: (name or "", codec.chunks(pairs)) for i, name, pairs in rows if i is not None}
+        found = codec.node_chunks(
+            self._value(q.NODE_CHUNKS, ids=unique, type=type, most=most), most
+        )
         return {i: found[i] for i in unique if i in found}
 
     def frontier(
@@ -329,6 +342,7 @@ class Neo4jGraphStore:
         limit: int = 1000,
         skip: Sequence[str] = (),
         relations: RelationRead | None = None,
+        most: int | None = None,
     ) -> Frontier:
         """`edge_ends` of `chunks`, `relation_ends` of the `relations` asked, and `node_chunks`
         of what they reach, in one statement (a GRAPH_PPR hop: one round trip, not three)."""
@@ -337,15 +351,14 @@ class Neo4jGraphStore:
         params = {"ids": asked, "entities": entity_ids, "names": list(names), "limit": limit,
                   "skip": list(skip), "type": type, "relation_ids": list(dict.fromkeys(r.ids)),
                   "exclude": list(r.exclude), "relation_limit": r.limit, "far": list(r.far),
-                  "containing": None if r.containing is None else list(r.containing)}  # fmt: skip
+                  "containing": None if r.containing is None else list(r.containing),
+                  "most": most}  # fmt: skip
         raw, rows, raw_relations = self._value(q.FRONTIER, **params)
         ends = [(s, t) for s, t in raw if s is not None and t is not None]
         found_relations = [
             (s, n, t) for s, n, t in raw_relations if s is not None and t is not None
         ]
-        found = {
-            i: (name or "", codec.chunk_ids(items)) for i, name, items in rows if i is not None
-        }
+        found = codec.node_chunks(rows, most)
         order = frontier_ids(asked, entity_ids, ends, skip, r.far_ends(found_relations))
         return Frontier(ends, {i: found[i] for i in order if i in found}, found_relations)
 

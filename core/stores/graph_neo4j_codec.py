@@ -10,7 +10,7 @@ from typing import Any
 
 from neo4j import ManagedTransaction
 
-from core.models.graph import Edge, Node, Support
+from core.models.graph import Edge, Node, NodeChunks, Support
 
 _RESERVED = frozenset({"id", "type", "dataset", "name"})
 _LABEL = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
@@ -97,25 +97,26 @@ def support(stored: dict[str, Any]) -> list[Support]:
     return [Support(document_id=doc, chunk_id=chunk) for doc, chunk in pairs]
 
 
-def chunks(pairs: Iterable[str]) -> list[str]:
-    """The distinct non-empty chunk ids of stored support pairs, in their order."""
-    return list(dict.fromkeys(chunk for chunk in map(_chunk_of, pairs) if chunk))
+def node_chunks(rows: Iterable[list[Any]], most: int | None) -> dict[str, NodeChunks]:
+    """`q.NODE_CHUNKS` rows `[id, name, supports, items]` by id; past `most` a hub: the
+    count of its support records, its chunks unread."""
+    found = {}
+    for node_id, name, supports, items in rows:
+        if node_id is None:  # deleted while the read ran
+            continue
+        if most is not None and supports > most:
+            found[node_id] = NodeChunks(name or "", [], supports)
+        else:
+            ids = chunk_ids(items)
+            found[node_id] = NodeChunks(name or "", ids, len(ids))
+    return found
 
 
 def chunk_ids(items: Iterable[str | list[str]]) -> list[str]:
-    """`chunks` of pairs the query split already: a chunk id, or `[pair]` when the pair
-    needs JSON decoding (an id with a quote or an escape)."""
-    found = (item if isinstance(item, str) else _chunk_of(item[0]) for item in items)
+    """The distinct non-empty chunk ids of support pairs the query split at their quotes (a
+    chunk id each; `[pair]`, JSON-decoded here, when an id holds a quote or an escape)."""
+    found = (item if isinstance(item, str) else str(json.loads(item[0])[1]) for item in items)
     return list(dict.fromkeys(chunk for chunk in found if chunk))
-
-
-def _chunk_of(pair: str) -> str:
-    """The chunk id of a stored pair `["document","chunk"]`: split at its quotes when neither
-    id holds a quote or an escape (GRAPH_PPR reads thousands; json.loads took ~1 us each)."""
-    parts = pair.split('"')
-    if len(parts) == 5 and "\\" not in pair:
-        return parts[3]
-    return str(json.loads(pair)[1])
 
 
 def nodes(maps: Iterable[dict[str, Any]]) -> list[Node]:

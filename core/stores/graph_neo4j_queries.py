@@ -103,12 +103,18 @@ RELATION_ENDS = _RELATIONS.format(ids="ids", limit="limit")
 EDGE_ENDS = """UNWIND $ids AS id MATCH (:Node {id: id})-[r:REL]-()
 WHERE r.name IN $names WITH DISTINCT r LIMIT $limit
 RETURN collect([startNode(r).id, endNode(r).id])"""
-# Name and support pairs of the nodes of one type, without their properties (node_chunks).
-NODE_CHUNKS = """UNWIND $ids AS id MATCH (n:Node {id: id}) WHERE n.type = $type
-RETURN collect([n.id, n.name, COLLECT { MATCH (n)<-[:SUPPORTS]-(p:_Support) RETURN p.pair }])"""
+# Name, support count and support chunks of a node `n` (node_chunks); past $most the count
+# alone (from the node's degree, not its support). A plain support pair comes as its chunk
+# id, split here (codec.chunk_ids), others as [pair].
+_NODE_CHUNKS = """WITH n, COUNT { (n)<-[:SUPPORTS]-() } AS supports
+RETURN collect([n.id, n.name, supports, CASE WHEN supports > $most THEN [] ELSE
+    COLLECT { MATCH (n)<-[:SUPPORTS]-(p:_Support) WITH p.pair AS pair, split(p.pair, '"') AS parts
+        RETURN CASE WHEN size(parts) = 5 AND NOT pair CONTAINS '\\\\' THEN parts[3]
+            ELSE [pair] END } END])"""
+NODE_CHUNKS = f"""UNWIND $ids AS id MATCH (n:Node {{id: id}}) WHERE n.type = $type
+{_NODE_CHUNKS}"""
 # EDGE_ENDS of the chunks, RELATION_ENDS of the relation sources and NODE_CHUNKS of the
-# entities, the ends reached and the far ends of relations named by a `far` word, one read;
-# a plain support pair comes as its chunk id, split here (codec.chunk_ids), others as [pair].
+# entities, the ends reached and the far ends of relations named by a `far` word, one read.
 FRONTIER = f"""CALL () {{ UNWIND $ids AS id MATCH (:Node {{id: id}})-[r:REL]-()
     WHERE r.name IN $names WITH DISTINCT r LIMIT $limit
     RETURN collect([startNode(r).id, endNode(r).id]) AS ends }}
@@ -118,11 +124,7 @@ WITH ends, relations, $entities + [e IN ends WHERE e[0] IN $ids | e[1]]
     + reduce(far = [], e IN relations | far + CASE WHEN
         any(w IN $far WHERE toLower(e[1]) CONTAINS w) THEN [e[0], e[2]] ELSE [] END) AS reached
 CALL (reached) {{ UNWIND reached AS id WITH DISTINCT id WHERE NOT id IN $skip
-    MATCH (n:Node {{id: id}}) WHERE n.type = $type
-    RETURN collect([n.id, n.name, COLLECT {{ MATCH (n)<-[:SUPPORTS]-(p:_Support)
-        WITH p.pair AS pair, split(p.pair, '"') AS parts
-        RETURN CASE WHEN size(parts) = 5 AND NOT pair CONTAINS '\\\\' THEN parts[3]
-            ELSE [pair] END }}]) AS nodes }}
+    MATCH (n:Node {{id: id}}) WHERE n.type = $type {_NODE_CHUNKS} AS nodes }}
 RETURN [ends, nodes, relations]"""
 
 # merge_nodes (graph_neo4j._merge).

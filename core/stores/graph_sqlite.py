@@ -29,8 +29,18 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from core.models.graph import Edge, Frontier, Merged, Node, RelationRead, Removed, Subgraph
-from core.ports import StoreError, frontier_ids
+from core.models.graph import (
+    Edge,
+    Frontier,
+    Merged,
+    Node,
+    NodeChunks,
+    RelationRead,
+    Removed,
+    Subgraph,
+    frontier_ids,
+)
+from core.ports import StoreError
 from core.stores import graph_merge, timeline
 from core.stores import graph_sqlite_queries as q
 from core.stores import graph_sqlite_tx as tx
@@ -319,26 +329,18 @@ class SQLiteGraphStore:
     ) -> list[tuple[str, str]]:
         """(source, target) of the edges `edges_of` finds, in its order, without their
         properties and support (GRAPH_PPR reads thousands per query)."""
-        # `id` is selected only to keep edges_of's plan (a non-covering index walk): the
-        # order, and so which edges a hit limit keeps, stays the same.
-        query = (
-            f"SELECT id, source, target FROM edges WHERE ({q.TOUCHING})"
-            " AND name IN (SELECT value FROM json_each(?3)) LIMIT ?2"
-        )
         with self._transaction() as conn:
-            rows = conn.execute(query, (tx.id_array(node_ids), limit, tx.id_array(names)))
+            params = (tx.id_array(node_ids), limit, tx.id_array(names))
+            rows = conn.execute(q.EDGE_ENDS, params)
             return [(source, target) for _id, source, target in rows]
 
-    def node_chunks(self, ids: Sequence[str], *, type: str) -> dict[str, tuple[str, list[str]]]:
+    def node_chunks(
+        self, ids: Sequence[str], *, type: str, most: int | None = None
+    ) -> dict[str, NodeChunks]:
         """Name and supporting chunk ids of each stored node of `type` among `ids`, in the
-        order asked; no properties (GRAPH_PPR's entity provenance)."""
-        unique = list(dict.fromkeys(ids))
+        order asked, a hub's (past `most`) count only; no properties (GRAPH_PPR's reads)."""
         with self._transaction() as conn:
-            names = dict(conn.execute(q.NAMES_OF_TYPE, (tx.id_array(unique), type)))
-            chunks: dict[str, list[str]] = {i: [] for i in names}
-            for item_id, chunk_id in conn.execute(q.SUPPORT_CHUNKS, (tx.id_array(names),)):
-                chunks[item_id].append(chunk_id)
-        return {i: (names[i], list(dict.fromkeys(chunks[i]))) for i in unique if i in names}
+            return tx.node_chunks(conn, list(dict.fromkeys(ids)), type, most)
 
     def frontier(
         self,
@@ -350,6 +352,7 @@ class SQLiteGraphStore:
         limit: int = 1000,
         skip: Sequence[str] = (),
         relations: RelationRead | None = None,
+        most: int | None = None,
     ) -> Frontier:
         """`edge_ends` of `chunks`, the `relations`, and `node_chunks` of what they reach."""
         ends = self.edge_ends(chunks, names=names, limit=limit) if chunks else []
@@ -359,7 +362,7 @@ class SQLiteGraphStore:
                 r.ids, exclude=r.exclude, containing=r.containing, limit=r.limit
             )
         ids = frontier_ids(chunks, entities, ends, skip, r.far_ends(found) if r else [])
-        return Frontier(ends, self.node_chunks(ids, type=type), found)
+        return Frontier(ends, self.node_chunks(ids, type=type, most=most), found)
 
     def neighbourhood(
         self, node_ids: Sequence[str], *, hops: int = 1, limit: int = 500

@@ -88,11 +88,16 @@ NEIGHBOURS = f"""SELECT DISTINCT nb FROM (
     SELECT target AS nb FROM edges WHERE source IN {SET1}
     UNION ALL SELECT source FROM edges WHERE target IN {SET1}
 ) WHERE nb NOT IN {SET2} LIMIT ?3"""
-# node_chunks: names of the nodes of one type, then their support's chunks in the order
-# support_of reads them (the primary key's: item, document, chunk).
+# edge_ends: `id` is selected only to keep edges_of's plan (a non-covering index walk): the
+# order, and so which edges a hit limit keeps, stays the same.
+EDGE_ENDS = f"""SELECT id, source, target FROM edges WHERE ({TOUCHING})
+AND name IN (SELECT value FROM json_each(?3)) LIMIT ?2"""
+# node_chunks: names of the nodes of one type, then their support records' chunks (empty for
+# a whole document's) in the order support_of reads them (the primary key's: item, document,
+# chunk).
 NAMES_OF_TYPE = f"SELECT id, name FROM nodes WHERE id IN {SET1} AND type = ?2"
 SUPPORT_CHUNKS = f"""SELECT item_id, chunk_id FROM support WHERE item_id IN {SET1}
-AND chunk_id <> '' ORDER BY item_id, document_id, chunk_id"""
+ORDER BY item_id, document_id, chunk_id"""
 # relation_ends: two index walks instead of edges_of's OR (the outgoing half is index-only, its
 # primary key), ~40% less CPU than the OR plan on GRAPH_PPR's frontiers.
 _RELATION_HALF = f"""SELECT source, name, target FROM edges WHERE {{}} IN {SET1}

@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from core.models.graph import Edge, Node, Removed, Support
+from core.models.graph import Edge, Node, NodeChunks, Removed, Support
 from core.stores import graph_merge
 from core.stores import graph_sqlite_queries as q
 
@@ -150,3 +150,22 @@ def remove(conn: sqlite3.Connection, node_ids: list[str], edge_ids: list[str]) -
     for items in (nodes, edges):
         conn.execute(f"DELETE FROM support WHERE item_id IN {q.SET1}", (items,))
     return Removed(node_ids=sorted(set(node_ids)), edge_ids=sorted(edge_set))
+
+
+def node_chunks(
+    conn: sqlite3.Connection, ids: list[str], type: str, most: int | None
+) -> dict[str, NodeChunks]:
+    """`SQLiteGraphStore.node_chunks`: a node with more than `most` support records counts
+    them (empty chunk ids too, as Neo4j counts its support relationships), unlisted."""
+    names = dict(conn.execute(q.NAMES_OF_TYPE, (id_array(ids), type)))
+    records: dict[str, list[str]] = {i: [] for i in names}
+    for item_id, chunk_id in conn.execute(q.SUPPORT_CHUNKS, (id_array(names),)):
+        records[item_id].append(chunk_id)
+    found = {}
+    for i in (i for i in ids if i in names):
+        if most is not None and len(records[i]) > most:
+            found[i] = NodeChunks(names[i], [], len(records[i]))
+        else:
+            distinct = list(dict.fromkeys(c for c in records[i] if c))
+            found[i] = NodeChunks(names[i], distinct, len(distinct))
+    return found

@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from core.models.graph import Edge, Merged, Node, RelationRead
-from core.ports import GraphStore, frontier_ids
+from core.models.graph import Edge, Merged, Node, RelationRead, frontier_ids
+from core.ports import GraphStore
 from core.temporal import days_from_civil
 from tests.factories import ids, make_edge, make_graph, make_node, support_pairs
 
@@ -231,12 +231,33 @@ class GraphStoreContract:
         graph_store.upsert_nodes([alice, bob, paris])
         found = graph_store.node_chunks([bob.id, "no-such-id", paris.id, alice.id], type="Entity")
         assert list(found) == [bob.id, alice.id]
-        assert found[bob.id] == ("Bob", ["c9"])
-        name, chunks = found[alice.id]
+        assert found[bob.id] == ("Bob", ["c9"], 1)
+        name, chunks, count = found[alice.id]
         assert name == "Alice" and sorted(chunks) == sorted(["c1", "c2", odd])  # distinct
+        assert count == 3
         [stored] = graph_store.get_nodes([alice.id])
         assert chunks == list(dict.fromkeys(s.chunk_id for s in stored.support))
         assert graph_store.node_chunks([], type="Entity") == {}
+
+    def test_node_chunks_past_most_count_a_hubs_support_without_reading_it(
+        self, graph_store, dataset
+    ):
+        hub = make_node(dataset, "Hub", chunk="c1", also=[("d2", "c2"), ("d3", "c3")])
+        leaf = make_node(dataset, "Leaf", chunk="c9")
+        c1 = make_node(dataset, "c1", "Chunk")
+        graph_store.upsert_nodes([hub, leaf, c1])
+        graph_store.upsert_edges([make_edge(c1, hub, "MENTIONS")])
+        ids = [leaf.id, hub.id]
+        assert graph_store.node_chunks(ids, type="Entity", most=2) == {
+            leaf.id: ("Leaf", ["c9"], 1),
+            hub.id: ("Hub", [], 3),  # 3 support records, more than 2: counted, not listed
+        }
+        listed = graph_store.node_chunks(ids, type="Entity", most=3)
+        assert listed == graph_store.node_chunks(ids, type="Entity")  # at most: all listed
+        assert sorted(listed[hub.id].chunks) == ["c1", "c2", "c3"]
+        _, nodes, _ = graph_store.frontier([c1.id], [leaf.id], names=["MENTIONS"], type="Entity",
+                                           most=2)  # fmt: skip
+        assert nodes == graph_store.node_chunks([leaf.id, hub.id], type="Entity", most=2)
 
     def test_frontier_reads_edge_ends_and_the_node_chunks_they_reach(self, graph_store, dataset):
         odd = 'c"3\\'  # a quote and a backslash survive the store's encoding
@@ -266,7 +287,7 @@ class GraphStoreContract:
         assert nodes[alice.id][0] == "Alice" and set(nodes[alice.id][1]) == {"c1", "c2", odd}
         assert graph_store.frontier([], [bob.id], names=["MENTIONS"], type="Entity") == (
             [],
-            {bob.id: ("Bob", ["c2"])},
+            {bob.id: ("Bob", ["c2"], 1)},
             [],
         )
         assert graph_store.frontier([], [], names=["MENTIONS"], type="Entity") == ([], {}, [])
