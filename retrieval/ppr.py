@@ -247,7 +247,7 @@ class Neighbourhood:
         self.relation_out: dict[str, float] = {}  # entity id -> summed weight of its relations
         self.chunks: set[str] = set()
         self.entities: dict[str, list[str]] = {}  # entity id -> the chunks that mention it
-        self.degrees: dict[str, int] = {}  # entity id -> how many (a hub's chunks: unread)
+        self.degrees: dict[str, int] = {}  # entity id -> how many ([] in `entities` for a hub)
         self.names: dict[str, str] = {}  # entity id -> its name (for the results' evidence)
         self._mentions: set[tuple[str, str]] = set()  # (chunk, entity) read from MENTIONS
         self.rows: set[str] = set()  # the passages that are table rows (REFERENCES are read)

@@ -239,7 +239,7 @@ class GraphStoreContract:
         assert chunks == list(dict.fromkeys(s.chunk_id for s in stored.support))
         assert graph_store.node_chunks([], type="Entity") == {}
 
-    def test_node_chunks_past_most_count_a_hubs_support_without_reading_it(
+    def test_node_chunks_past_most_count_a_hubs_support_instead_of_listing_it(
         self, graph_store, dataset
     ):
         hub = make_node(dataset, "Hub", chunk="c1", also=[("d2", "c2"), ("d3", "c3")])
