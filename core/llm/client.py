@@ -23,7 +23,7 @@ import openai
 import openai.resources  # noqa: F401  (the SDK imports this lazily, ~1 s inside the first call)
 from pydantic import BaseModel, ValidationError
 
-from core.llm import deferral, outage
+from core.llm import aio, deferral, outage
 from core.llm import usage as accounting
 from core.llm.cache import LLMCache, cache_key
 from core.llm.usage import LLMStats
@@ -237,6 +237,7 @@ class LLMClient:
                     api_key=self._api_key,
                     timeout=self.timeout,
                     max_retries=0,  # retries happen here, under the limiter
+                    http_client=aio.http_client(self.timeout),
                 )
                 self._sdks[loop] = sdk
             return sdk
