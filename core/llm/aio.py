@@ -58,18 +58,18 @@ def _background_loop() -> asyncio.AbstractEventLoop:
 def http_client(timeout: float) -> httpx.AsyncClient | None:
     """The HTTP client for an SDK client made on the running loop, or None for the SDK's own.
 
-    On the process's LLM loop: the SDK's aiohttp-based client. With 16 calls in flight, httpx's
-    connection pool checks every connection for every request, and a call cost the calling
-    process 3.4 CPU-ms against 1.6 over aiohttp (1,000 extraction calls to tests/llm_server.py).
-    The SDK's own client elsewhere (a caller's loop, whose end nobody announces, would leave an
-    aiohttp session unclosed) and when the environment names a proxy, which only httpx honours.
+    On the process's LLM loop: the SDK's aiohttp-based client, closed at exit. With 16 calls in
+    flight, httpx's connection pool checks every connection for every request, and a call cost
+    the calling process 3.4 CPU-ms against 1.6 over aiohttp (1,000 extraction calls to
+    tests/llm_server.py). Its httpx-based client when the environment names a proxy, which only
+    httpx honours. None on a caller's own loop, whose end nobody announces.
     """
     with _lock:
         if _loop is None or asyncio.get_running_loop() is not _loop:
             return None
-        if set(urllib.request.getproxies()) - {"no"}:
-            return None
-        client = openai.DefaultAioHttpClient(timeout=timeout)
+        proxied = set(urllib.request.getproxies()) - {"no"}
+        make = openai.DefaultAsyncHttpxClient if proxied else openai.DefaultAioHttpClient
+        client = make(timeout=timeout)
         _clients.append(client)
         return client
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -184,6 +187,40 @@ def test_calls_run_concurrently(llm_server: LLMTestServer) -> None:
     assert graphs == [expected(t) for t in TEXTS[:32]]
     # The server held 16 calls at once, never more: the concurrency, counted where it lands.
     assert llm_server.stats()["peak_in_flight"] == 16
+
+
+# Extracts a text from sync code (the process's LLM loop), says which HTTP client the SDK got,
+# and exits: every session closed, nothing printed about unclosed ones.
+TRANSPORT_SCRIPT = """
+import sys
+from core.llm.client import LLMClient
+from core.llm.extractor import LLMExtractor
+extractor = LLMExtractor(LLMClient(sys.argv[1], "test-model"))
+assert extractor.extract(["Ada Lovelace met Charles Babbage in London."])[0].entities
+print(*(type(sdk._client).__name__ for sdk in extractor.client._sdks.values()))
+"""
+
+
+@pytest.mark.parametrize(
+    ("proxy", "client"),
+    [(None, "_DefaultAioHttpClient"), ("http://127.0.0.1:9", "_DefaultAsyncHttpxClient")],
+)
+def test_sync_calls_go_over_aiohttp_unless_a_proxy_is_set(
+    llm_server: LLMTestServer, proxy: str | None, client: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    if proxy:  # the proxy would refuse the call: only no_proxy lets it reach the server
+        env.update(HTTPS_PROXY=proxy, HTTP_PROXY=proxy, NO_PROXY="127.0.0.1")
+    run = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", TRANSPORT_SCRIPT, llm_server.base_url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == [client]
+    assert "nclosed" not in run.stderr, run.stderr  # "Unclosed client session" / "connector"
 
 
 def test_threads_share_one_in_flight_cap_per_process(llm_server: LLMTestServer) -> None:
