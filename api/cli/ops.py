@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 from pathlib import Path
 from typing import Annotated
 
@@ -36,6 +37,8 @@ def worker(
         from workers.runtime import share_cores_between_threads
 
         share_cores_between_threads(concurrency)
+    # httpx logs every request at INFO: a line per LLM call, and 2% of a worker's CPU.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     configure(settings).worker_main(
         ["worker", "-Q", queues, "-c", str(concurrency), "-P", pool, "-E", "--loglevel", "INFO"]
     )

@@ -112,6 +112,10 @@ def test_two_workers_ingest_a_corpus_into_neo4j(runtime, workers, dataset, tmp_p
     stored = {n.name for n in runtime.graph.find_nodes(dataset, "Entity", limit=10_000)}
     assert names and names <= stored
     assert runtime.vectors.count("DocumentChunk_text", dataset=dataset) == job.counts["chunks"]
+    # The workers called the LLM (a worker's INFO log says so per task), without a log line
+    # per HTTP request.
+    logs = "".join(log.read_text() for log in tmp_path.glob("worker-*.log"))
+    assert "cogmill.extract_graph" in logs and "HTTP Request" not in logs
 
 
 def test_only_changed_documents_are_processed_again(
