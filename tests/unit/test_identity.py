@@ -12,6 +12,7 @@ from core.models.graph import (
     edge_id,
     entity_id,
     normalise_name,
+    stable_id,
 )
 
 pytestmark = pytest.mark.unit
@@ -21,6 +22,17 @@ def test_ids_are_uuid5_and_stable() -> None:
     first = document_id("ds", "ab" * 32)
     assert uuid.UUID(first).version == 5
     assert first == document_id("ds", "ab" * 32)
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [(), ("",), ("entity", "ds", "Marie Curie"), ("chunk", "ds", "Zürich ü 北京 🙂", "x" * 5000)]
+    + [("edge", f"n{i}", "works for", str(i * 7919)) for i in range(200)],
+)
+def test_stable_id_is_uuid5_of_the_joined_parts(parts: tuple[str, ...]) -> None:
+    # Ids are stored: the hand-spelled uuid5 must give exactly what uuid.uuid5 gave.
+    namespace = uuid.UUID("6f1c2a43-5d0e-4c1b-9a8e-2b7c3d4e5f60")
+    assert stable_id(*parts) == str(uuid.uuid5(namespace, "\x1f".join(parts)))
 
 
 def test_document_ids_are_scoped_to_dataset_and_content() -> None:
