@@ -10,6 +10,7 @@ Tests install their own.
 
 from __future__ import annotations
 
+import logging
 import threading
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -32,6 +33,8 @@ from retrieval.base import RetrievalContext
 
 if TYPE_CHECKING:
     from core.llm.client import LLMClient
+
+log = logging.getLogger("cogmill.runtime")
 
 
 class Runtime:
@@ -140,6 +143,16 @@ class Runtime:
             self.lexical,
             self.entity_keys,
         )
+
+    def open(self) -> None:
+        """Open what ingestion steps use before the first step: a worker would otherwise import
+        the drivers and connect (about a CPU-second) inside its first batch. What fails to open
+        (a store still starting) is logged and opened at first use."""
+        for name in ("state", "graph", "vectors", "lexical", "embedder", "extractor"):
+            try:
+                getattr(self, name)
+            except Exception as err:  # noqa: BLE001 - first use raises it again, with context
+                log.warning("not opened ahead of use: %s (%s)", name, err)
 
     def close(self) -> None:
         for name in ("graph", "vectors", "state", "lexical", "cypher"):

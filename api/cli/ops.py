@@ -37,6 +37,10 @@ def worker(
         from workers.runtime import share_cores_between_threads
 
         share_cores_between_threads(concurrency)
+    if pool != "prefork":  # prefork children open their own (workers/sweeper.py)
+        from workers.runtime import current_runtime
+
+        current_runtime().open()
     # httpx logs every request at INFO: a line per LLM call, and 2% of a worker's CPU.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     configure(settings).worker_main(
