@@ -180,6 +180,15 @@ class StateStoreContract:
             "k:b": {"w", "z"},
         }
 
+    def test_add_members_takes_thousands_of_members_and_keys_at_once(
+        self, state_store: StateStore
+    ) -> None:
+        many = [f"m{i}" for i in range(10_000)]  # more than Lua unpacks into one SADD
+        keys = {f"s:{i}": [f"x{i}", "shared"] if i % 2 else [] for i in range(1_500)}
+        found = state_store.add_members({"s:big": many, **keys})
+        assert found["s:big"] == set(many) and state_store.count_members("s:big") == 10_000
+        assert all(found[k] == ({f"x{k[2:]}", "shared"} if v else set()) for k, v in keys.items())
+
     def test_of_two_concurrent_add_members_the_later_sees_both(
         self, state_store: StateStore
     ) -> None:
