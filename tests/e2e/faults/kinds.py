@@ -56,8 +56,10 @@ def worker_kills(count: int, **options: object) -> Scenario:
     return Scenario(
         f"SIGKILL worker x{count}",
         workers,
-        # A slow LLM and embedder: steps run long enough for kills to find them running.
-        llm_faults=dict(SLOW_MODELS),
+        # A slow LLM and embedder: steps run long enough for kills to find them running. Four
+        # kills take turns over four kinds of worker: at 2 s a call one CI run's job ended
+        # (37 s) after three, the kind wanted first having run no step while it was looked for.
+        llm_faults={**SLOW_MODELS, "latency_ms": 3000.0},
         chaos=kill_workers(count, **options),  # type: ignore[arg-type]
     )
 
