@@ -27,6 +27,7 @@ from core.ports import (
     StateStore,
     VectorStore,
 )
+from core.priority import Priority
 from core.settings import Settings
 from core.stores import factory
 from retrieval.base import RetrievalContext
@@ -47,6 +48,11 @@ class Runtime:
         self._lock = threading.RLock()
 
     @cached_property
+    def priority(self) -> Priority:
+        """Searches before jobs in this process: a job's model work waits while one runs."""
+        return Priority()
+
+    @cached_property
     def graph(self) -> GraphStore:
         with self._lock:
             return factory.graph_store(self.settings)
@@ -54,7 +60,7 @@ class Runtime:
     @cached_property
     def embedder(self) -> Embedder:
         with self._lock:
-            embedder = factory.embedder(self.settings)
+            embedder = factory.embedder(self.settings, self.priority.wait_turn)
             if embedder.dim != self.settings.embedding_dim:
                 raise ValueError(
                     f"the embedder {embedder.model_name} makes {embedder.dim}-d vectors but "
@@ -112,7 +118,7 @@ class Runtime:
     def extractor(self) -> Extractor:
         client = self.llm  # one client per process: its in-flight cap covers every LLM step
         with self._lock:
-            return factory.extractor(self.settings, client)
+            return factory.extractor(self.settings, client, self.priority.wait_turn)
 
     @cached_property
     def llm(self) -> LLMClient | None:

@@ -148,10 +148,11 @@ def recall(
     """Results from the session's lane and/or the graph's (see retrieval/memory.py), each
     tagged with its source. Raises ValueError for a bad request."""
     names = [checked(name, caller) for name in datasets]
-    response = recall_memory(
-        rt.retrieval(), query, session=session, datasets=names, scope=scope, top_k=top_k,
-        search_type=search_type, threshold=threshold, sessions=sessions(rt, caller),
-    )  # fmt: skip
+    with rt.priority.urgent():  # as search's
+        response = recall_memory(
+            rt.retrieval(), query, session=session, datasets=names, scope=scope, top_k=top_k,
+            search_type=search_type, threshold=threshold, sessions=sessions(rt, caller),
+        )  # fmt: skip
     return shown.recall(caller, response)
 
 

@@ -47,7 +47,8 @@ def search(
     ctx, names = rt.retrieval(), [checked(name, caller) for name in datasets]
     started = time.perf_counter()
     store = sessions(rt, caller) if session is not None else None
-    response = run_search(ctx, query, names, search_type, top_k, response_model, session, store)
+    with rt.priority.urgent():  # a job running in this process waits (core/priority.py)
+        response = run_search(ctx, query, names, search_type, top_k, response_model, session, store)
     observe_search(rt, response.search_type.value, time.perf_counter() - started)
     qa_id = ctx.extras.get(QA_ID_KEY) if session is not None else None
     return Searched(shown.search(caller, response), qa_id)

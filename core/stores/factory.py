@@ -15,6 +15,7 @@ from core.ports import (
     StateStore,
     VectorStore,
 )
+from core.priority import Pause, no_pause
 from core.settings import Settings
 
 if TYPE_CHECKING:
@@ -119,7 +120,9 @@ def blob_store(settings: Settings) -> BlobStore:
     return FileBlobStore(settings.home / "blobs")
 
 
-def embedder(settings: Settings) -> Embedder:
+def embedder(settings: Settings, pause: Pause = no_pause) -> Embedder:
+    """The embeddings API's client when one is configured, else the local model, which calls
+    `pause` between the half-layers of ingestion's batches (`core/priority.py`)."""
     if settings.embedding_base_url:
         from core.embeddings.openai_embedder import OpenAIEmbedder
 
@@ -132,7 +135,7 @@ def embedder(settings: Settings) -> Embedder:
         )
     from core.embeddings.local import LocalEmbedder
 
-    return LocalEmbedder(batch_size=settings.embed_batch_size)
+    return LocalEmbedder(batch_size=settings.embed_batch_size, pause=pause)
 
 
 def llm_client(settings: Settings, state: StateStore) -> LLMClient | None:
@@ -154,12 +157,13 @@ def llm_client(settings: Settings, state: StateStore) -> LLMClient | None:
     )
 
 
-def extractor(settings: Settings, client: LLMClient | None) -> Extractor:
-    """The LLM extractor on `client` (see `llm_client`), the offline one without a client."""
+def extractor(settings: Settings, client: LLMClient | None, pause: Pause = no_pause) -> Extractor:
+    """The LLM extractor on `client` (see `llm_client`), the offline one without a client
+    (which calls `pause` before each spaCy component of a batch)."""
     if client is None:
         from core.llm.offline import OfflineExtractor
 
-        return OfflineExtractor(model=settings.spacy_model)
+        return OfflineExtractor(model=settings.spacy_model, pause=pause)
     from core.llm.extractor import LLMExtractor
 
     return LLMExtractor(client, concurrency=settings.llm_concurrency)

@@ -61,3 +61,34 @@ def test_serve_runs_its_jobs_below_its_searches(nice: int, tmp_path: Path) -> No
     assert searched.status_code == 200 and searched.json()["results"], searched.text
     assert seen and set(seen.values()) == {nice}, seen  # every task thread, from its first task
     assert threading.get_native_id() not in seen and _priority() == 0  # nothing else lowered
+
+
+def test_serve_jobs_wait_at_safe_points_while_searches_run(tmp_path: Path) -> None:
+    """The local models (spaCy extraction, the embedder) ask `Priority.wait_turn` before each
+    batch; every search is urgent while it runs (core/priority.py). With searches running back to
+    back during a job, the job's threads waited, and the job still finished."""
+    rt = Runtime(Settings(home=tmp_path / "home", batch_size=2))  # no LLM: the local models
+    documents = [
+        {
+            "name": f"e{i}.txt",
+            "text": f"Person{i} Jones moved Firm{i} Group to Town{i} in 18{i % 10}5.",
+        }
+        for i in range(24)
+    ]
+    with TestClient(create_app(rt)) as client:
+        for dataset, docs in (("warm", DOCUMENTS), ("d", documents)):
+            added = client.post(f"/api/v1/datasets/{dataset}/data", json={"documents": docs})
+            assert added.status_code == 200, added.text
+        warm = client.post("/api/v1/datasets/warm/cognify").json()["job_id"]
+        assert http_finished(client, warm)["status"] == "succeeded"
+        before = rt.priority.waits
+        job_id = client.post("/api/v1/datasets/d/cognify").json()["job_id"]
+        body = {"query": "Who founded Company3 Labs?", "datasets": ["warm"]}
+        searched = 0
+        while client.get(f"/api/v1/jobs/{job_id}").json()["status"] in ("queued", "running"):
+            answer = client.post("/api/v1/search", json=body)
+            assert answer.status_code == 200 and answer.json()["results"], answer.text
+            searched += 1
+        job = http_finished(client, job_id)
+    assert job["status"] == "succeeded" and job["counts"]["documents"] == len(documents), job
+    assert searched >= 3 and rt.priority.waits > before, (searched, rt.priority.waits)

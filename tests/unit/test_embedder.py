@@ -106,7 +106,9 @@ def test_a_query_and_its_names_share_matmuls_with_the_same_vectors(
     (one pass over each weight matrix): each batch's vectors are exactly its own. On one BLAS
     thread, as searches run (with two, BLAS splits a product by its row count: ~1e-7 apart)."""
     texts = ["Who founded the company that built the Zorvath Quintet hall?", "Zorvath", "Elira"]
-    groups = _length_batches([len(embedder._tokenizer.encode(t).ids) for t in texts], 64)
+    groups = _length_batches(
+        [len(embedder._tokenizer.encode(t).ids) for t in texts], embedder.batch_size * 64
+    )
     assert len(groups) == 2  # the query apart from the two names
     expected = np.empty((3, embedder.dim), dtype=np.float32)
     with threadpool_limits(1):
@@ -172,29 +174,50 @@ def test_batch_size_below_one_is_refused() -> None:
         LocalEmbedder(batch_size=0)
 
 
-def test_big_calls_batch_short_texts_tighter_with_vectors_within_1e_6() -> None:
-    """An ingestion-sized call (past the token budget) groups names of 3-14 tokens with 2
-    tokens of slack rather than 8, so they pad less; each group is encoded on its own, and the
-    vectors stay within 1e-6 of the looser grouping's."""
-    embedder = LocalEmbedder()  # the default batch size: groups as ingestion's
+def _big_call() -> list[str]:
+    """Texts for an ingestion-sized call: 240 names of 3-14 tokens and 30 texts of 80+."""
     words = ["the", "river", "hall", "north", "king", "city", "park", "lake", "house", "road"]
     names = [" ".join(words[(i + j) % 10] for j in range(1 + i % 12)) for i in range(240)]
-    texts = [*names, *(LONG_TEXT[: 400 + 40 * i] for i in range(30))]  # 80+ tokens each
+    return [*names, *(LONG_TEXT[: 400 + 40 * i] for i in range(30))]  # 80+ tokens each
+
+
+def test_big_calls_batch_short_texts_tighter_with_vectors_within_1e_6() -> None:
+    """An ingestion-sized call (past the token budget) groups texts within a quarter of the
+    budget and with 2 tokens of slack rather than 8, so names pad less; each group is encoded
+    on its own, and the vectors stay within 1e-6 of a small call's grouping."""
+    embedder = LocalEmbedder()  # the default batch size: groups as ingestion's
+    texts = _big_call()
     encoded = [embedder._tokenizer.encode(t).ids for t in texts]
     lengths = [len(ids) for ids in encoded]
     assert sum(lengths) > embedder.batch_size * 64  # a big call
 
-    def by_groups(slack: int) -> tuple[np.ndarray, int]:
+    def by_groups(budget: int, slack: int) -> tuple[np.ndarray, int]:
         """The vectors, and the padding tokens of the names' groups."""
         vectors, padding = np.empty((len(texts), embedder.dim), dtype=np.float32), 0
-        for rows in _length_batches(lengths, embedder.batch_size, slack=slack):
+        for rows in _length_batches(lengths, budget, slack=slack):
             ids, mask = _pad([encoded[i] for i in rows])
             vectors[rows] = _encode(embedder._bert, ids, mask)
-            padding += int(ids.size - mask.sum()) if max(rows) < len(names) else 0
+            padding += int(ids.size - mask.sum()) if max(rows) < 240 else 0
         return vectors, padding
 
-    tight, tight_padding = by_groups(2)
-    loose, loose_padding = by_groups(8)
+    tight, tight_padding = by_groups(embedder.batch_size * 16, 2)
+    loose, loose_padding = by_groups(embedder.batch_size * 64, 8)
     np.testing.assert_array_equal(embedder.embed(texts), tight)
     np.testing.assert_allclose(tight, loose, atol=1e-6)
     assert tight_padding < loose_padding / 2
+
+
+def test_big_calls_pause_before_each_half_layer_and_searches_never() -> None:
+    """Ingestion's calls call `pause` before each half of each layer of each batch (where a
+    job waits for searches, core/priority.py), with the same vectors; a query's call never."""
+    paused: list[int] = []
+    embedder = LocalEmbedder(pause=lambda: paused.append(1))
+    texts = _big_call()
+    lengths = [len(embedder._tokenizer.encode(t).ids) for t in texts]
+    vectors = embedder.embed(texts)
+    batches = len(_length_batches(lengths, embedder.batch_size * 16, slack=2))
+    assert len(paused) == batches * 2 * len(embedder._bert.layers) and batches >= 8
+    np.testing.assert_array_equal(vectors, LocalEmbedder().embed(texts))
+    paused.clear()
+    embedder.embed(["Who founded the company that built the hall?", "Zorvath"])
+    assert not paused

@@ -24,6 +24,8 @@ PASSAGES = [
     "The mayor of Paris, Anne Hidalgo, opened the Louvre exhibition with Angela Merkel.",
 ]
 
+PASSED_FUNCTION_COMPONENT: list[str] = []  # the texts a test's function component saw
+
 
 @pytest.fixture(scope="module")
 def extractor() -> OfflineExtractor:
@@ -161,6 +163,26 @@ def test_outputs_match_inputs_in_order_and_count(extractor: OfflineExtractor) ->
 def test_batches_do_not_change_results(extractor: OfflineExtractor) -> None:
     small = OfflineExtractor(batch_size=2)
     assert small.extract(PASSAGES) == extractor.extract(PASSAGES)
+
+
+def test_a_pause_before_each_component_of_each_batch_changes_nothing(
+    extractor: OfflineExtractor,
+) -> None:
+    """The components run one by one over a batch, as nlp.pipe runs them, with `pause` before
+    each (where a job waits for searches, core/priority.py); a plain function component too."""
+    from spacy.language import Language
+
+    passed = PASSED_FUNCTION_COMPONENT
+    passed.clear()
+    if "cogmill_test_passes" not in Language.factories:
+        Language.component("cogmill_test_passes", func=lambda doc: passed.append(doc.text) or doc)
+    paused: list[int] = []
+    fresh = OfflineExtractor(batch_size=2, pause=lambda: paused.append(1))
+    nlp, _ = fresh._load()
+    nlp.add_pipe("cogmill_test_passes")
+    assert fresh.extract(PASSAGES) == extractor.extract(PASSAGES)
+    assert passed == PASSAGES
+    assert len(paused) == 3 * len(nlp.pipeline)  # 3 batches of at most 2
 
 
 def test_summary_is_short_and_starts_with_the_first_sentence(
