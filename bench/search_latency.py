@@ -255,8 +255,15 @@ def build(server: Server, dataset: str, count: int) -> None:
 
 
 def job_status(server: Server, job_id: str) -> str:
-    answer = httpx.get(f"{server.url}/api/v1/jobs/{job_id}", timeout=60)
-    return str(answer.json().get("status", answer.status_code))
+    return job_state(server, job_id)[0]
+
+
+def job_state(server: Server, job_id: str) -> tuple[str, int, int]:
+    """The job's status, batches done and tokens embedded so far."""
+    answer = httpx.get(f"{server.url}/api/v1/jobs/{job_id}", timeout=60).json()
+    embedded = (answer.get("embeddings") or {}).get("prompt_tokens", 0)
+    batches = (answer.get("counts") or {}).get("batches_done", 0)
+    return str(answer.get("status", "?")), batches, embedded
 
 
 def with_cognify(server: Server, args: argparse.Namespace, run: Callable[[], Phase]) -> Phase:
@@ -264,10 +271,15 @@ def with_cognify(server: Server, args: argparse.Namespace, run: Callable[[], Pha
     load_dataset = f"latency_load_{uuid.uuid4().hex[:6]}"
     job_id = start_cognify(server, load_dataset, args.load_docs, uuid.uuid4().hex[:8])
     time.sleep(args.load_lead_s)  # let the job get into its steps
-    before = job_status(server, job_id)
+    before, batches, embedded = job_state(server, job_id)
+    started = time.monotonic()
     phase = run()
-    after = job_status(server, job_id)
-    phase.note = f"; cognify job {before} at start, {after} at end"
+    after, batches_after, embedded_after = job_state(server, job_id)
+    rate = (embedded_after - embedded) / (time.monotonic() - started)
+    phase.note = (
+        f"; cognify job {before} at start, {after} at end, meanwhile "
+        f"{batches_after - batches} batches done and {rate:,.0f} tokens embedded/s"
+    )
     if after in ("queued", "running"):
         httpx.post(f"{server.url}/api/v1/jobs/{job_id}/cancel", timeout=60)
         deadline = time.monotonic() + 300
@@ -297,6 +309,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=100)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--think-ms", type=float, default=0.0, help="mean pause per client")
+    parser.add_argument("--repeat", type=int, default=1, help="the questions N times (phases 2-3)")
     parser.add_argument("--load-docs", type=int, default=400, help="passages the cognify adds")
     parser.add_argument("--load-lead-s", type=float, default=5.0)
     parser.add_argument("--phases", default="single,concurrent,cognify")
@@ -333,12 +346,13 @@ def main() -> None:
         )
         if "concurrent" in wanted:
             phases.append(Phase(clients))
-            run_phase(server, phases[-1], jobs, args.dataset, args.clients, think_s, args.neo4j_pid)
+            many = jobs * args.repeat
+            run_phase(server, phases[-1], many, args.dataset, args.clients, think_s, args.neo4j_pid)
         if "cognify" in wanted:
 
             def loaded() -> Phase:
                 phase = Phase(f"{clients} + cognify")
-                run_phase(server, phase, jobs, args.dataset, args.clients, think_s)
+                run_phase(server, phase, jobs * args.repeat, args.dataset, args.clients, think_s)
                 return phase
 
             phases.append(with_cognify(server, args, loaded))
