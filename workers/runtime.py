@@ -46,11 +46,9 @@ class Runtime:
         self.settings = settings
         settings.home.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-
-    @cached_property
-    def priority(self) -> Priority:
-        """Searches before jobs in this process: a job's model work waits while one runs."""
-        return Priority()
+        # Searches before jobs in this process: a job's model work waits while one runs. Made
+        # here, not on first use, so that racing first uses cannot make two.
+        self.priority = Priority()
 
     @cached_property
     def graph(self) -> GraphStore:
