@@ -35,6 +35,7 @@ from tests.distributed import write_corpus
 from tests.e2e.faults.harness import Stack
 from tests.e2e.faults.injectors import RECOVERY_TARGET_S
 from tests.e2e.faults.kinds import (
+    SLOW_MODELS,
     FullDisk,
     delete_with_kill,
     disk_full,
@@ -43,7 +44,6 @@ from tests.e2e.faults.kinds import (
     llm_hang,
     recognify_with_kills,
     server_kills,
-    worker_kills,
 )
 from tests.e2e.faults.scenario import Outcome, Scenario, cleanup, run
 from tests.e2e.faults.servers import OwnNeo4j, OwnRedis
@@ -116,7 +116,7 @@ def main() -> int:
         print(reference.report(), flush=True)
         own_redis.start()
         plan: list[tuple[str, Callable[[], tuple[Scenario, Stack]], int]] = [
-            ("worker", lambda: (worker_kills(args.worker_kills), shared), args.worker_kills),
+            ("worker", lambda: (mixed_kills(args.worker_kills), shared), args.worker_kills),
             ("child", lambda: (child_kills(3), shared), 3),
             ("llm", lambda: (llm_faults(0.2), shared), 0),
             ("llm", lambda: (llm_faults(0.2, scheduled=True), shared), 0),
@@ -169,9 +169,16 @@ def main() -> int:
     return 1 if failed else 0
 
 
+def mixed_kills(count: int) -> Scenario:
+    """Busy workers of both pools, one of each per queue, SIGKILLed whatever they run."""
+    workers = [(pool, queue, 2) for pool in ("threads", "prefork") for queue in ("llm", "ingest")]
+    chaos = kill_workers(count)
+    return Scenario(f"SIGKILL worker x{count}", workers, llm_faults=dict(SLOW_MODELS), chaos=chaos)
+
+
 def child_kills(count: int) -> Scenario:
     """Prefork pool children SIGKILLed (an OOM kill of one child), the worker left running."""
-    chaos = kill_workers(count, pools=("prefork",), child_only=True)
+    chaos = kill_workers(count, targets=(lambda w: w.pool == "prefork",), child_only=True)
     workers = [("prefork", "ingest,llm", 2), ("threads", "ingest,llm", 2)]
     return Scenario(f"SIGKILL prefork pool child x{count}", workers, chaos=chaos)
 

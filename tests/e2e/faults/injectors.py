@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from core.models.jobs import Claim, Job, JobStatus
@@ -107,8 +107,10 @@ class Recovery:
 class WorkerKiller:
     """SIGKILLs busy workers at random moments, `count` times, replacing each at once.
 
-    `choose` filters the candidate workers (a pool, a queue); `child_only` kills the prefork
-    pool child that runs the step instead of the whole worker.
+    The i-th kill takes a worker that `targets[i % len(targets)]` accepts (a pool, a queue), and
+    waits for one to run a step for as long as the job runs: the job's end is the only bound,
+    so a kind whose steps come late is not given up for whatever runs first. `child_only`
+    kills the prefork pool child that runs the step instead of the whole worker.
     """
 
     def __init__(
@@ -118,13 +120,11 @@ class WorkerKiller:
         count: int,
         rng: random.Random,
         gap: tuple[float, float] = (1.0, 6.0),
-        choose: Callable[[Worker], bool] = lambda w: True,
+        targets: Sequence[Callable[[Worker], bool]] = (lambda w: True,),
         child_only: bool = False,
-        patience: float = 10.0,
     ) -> None:
         self.workers, self.tracker, self.count, self.rng = workers, tracker, count, rng
-        self.patience = patience
-        self.gap, self.choose, self.child_only = gap, choose, child_only
+        self.gap, self.targets, self.child_only = gap, targets, child_only
         self.recovery = Recovery(tracker)
         self.misses = 0
         self.next_at = time.monotonic() + rng.uniform(0.0, gap[0])  # the first: early
@@ -137,24 +137,14 @@ class WorkerKiller:
         self.recovery.poll(job)
         if job is None or len(self.kills) >= self.count or time.monotonic() < self.next_at:
             return
+        wanted = self.targets[len(self.kills) % len(self.targets)]
         candidates = []
         for batch, claim in running_claims(self.tracker, job).items():
             worker = self.workers.owner(claim_pid(claim))
-            if worker is not None and self.choose(worker):
+            if worker is not None and wanted(worker):
                 candidates.append((batch, claim, worker))
         if not candidates:
             return
-        # Spread the kills over the kinds of worker (pool, queues) in turn; a kind whose steps
-        # are rare (the llm queue's, late in a job) is waited for `patience` seconds at most.
-        kinds = sorted(  # the llm queue's first: its steps run early in a job
-            {_kind(w) for w in self.workers.workers if self.choose(w)},
-            key=lambda kind: (not kind.endswith("llm"), kind),
-        )
-        wanted = kinds[len(self.kills) % len(kinds)]
-        if time.monotonic() - self.next_at < self.patience:
-            candidates = [c for c in candidates if _kind(c[2]) == wanted]
-            if not candidates:
-                return
         batch, claim, worker = self.rng.choice(candidates)
         pid = claim_pid(claim) if self.child_only else None
         self.workers.kill(worker, pid)

@@ -31,36 +31,34 @@ HANG_S = 60.0  # a hanging request: far past the client's timeout
 SLOW_MODELS = {"latency_ms": 2000.0, "embedding_latency_ms": 500.0}
 
 
+def serves(queue: str) -> Callable[[Worker], bool]:
+    return lambda worker: queue in worker.queues.split(",")
+
+
 def kill_workers(
     count: int,
     *,
-    pools: tuple[str, ...] = ("threads", "prefork"),
-    queues: tuple[str, ...] = ("ingest", "llm"),
+    targets: tuple[Callable[[Worker], bool], ...] = (lambda worker: True,),
     child_only: bool = False,
     gap: tuple[float, float] = (0.3, 2.0),
 ) -> Callable[[Context], Tick]:
-    """SIGKILL `count` busy workers of these pools serving any of these queues."""
+    """SIGKILL `count` busy workers, the i-th one that `targets[i % len(targets)]` accepts."""
 
     def chaos(ctx: Context) -> Tick:
-        def choose(worker: Worker) -> bool:
-            return worker.pool in pools and any(q in worker.queues.split(",") for q in queues)
-
-        return WorkerKiller(ctx.workers, ctx.tracker, count, ctx.rng, gap, choose, child_only)
+        return WorkerKiller(ctx.workers, ctx.tracker, count, ctx.rng, gap, targets, child_only)
 
     return chaos
 
 
-def worker_kills(count: int, **options: object) -> Scenario:
-    """Thread and prefork workers, one of each per queue, killed while they run a step."""
-    workers = [(pool, queue, 2) for pool in ("threads", "prefork") for queue in ("llm", "ingest")]
+def worker_kills(pool: str) -> Scenario:
+    """Two workers of one pool, one per queue: the llm queue's killed while it extracts, then
+    the ingest queue's while it writes. Both kills are sure to find their step running: the
+    extractions run first, and the killed batch's writes run after it is taken up again."""
     return Scenario(
-        f"SIGKILL worker x{count}",
-        workers,
-        # A slow LLM and embedder: steps run long enough for kills to find them running. Four
-        # kills take turns over four kinds of worker: at 2 s a call one CI run's job ended
-        # (37 s) after three, the kind wanted first having run no step while it was looked for.
-        llm_faults={**SLOW_MODELS, "latency_ms": 3000.0},
-        chaos=kill_workers(count, **options),  # type: ignore[arg-type]
+        f"SIGKILL {pool} workers, llm then ingest",
+        [(pool, "llm", 2), (pool, "ingest", 2)],
+        llm_faults=dict(SLOW_MODELS),
+        chaos=kill_workers(2, targets=(serves("llm"), serves("ingest"))),
     )
 
 
