@@ -16,8 +16,10 @@ in. Phases, each over the bench's questions (MuSiQue's 100 by default), per sear
 Each prints p50/p95/max, errors, requests/s, requests/s per core (of the machine's
 `os.cpu_count()`), the server's CPU-ms per request (from /proc) and the load average; with
 `--neo4j-pid PID` (the Neo4j java process the stores use) Neo4j's CPU-ms per request too.
-`--dump FILE` writes each question's top-10 chunk ids per type; `--compare FILE` counts the
-questions whose top 10 differ from an earlier dump (a ranking check across code changes).
+`--wait-warm-up` starts once `/ready` no longer says "warming" (`cogmill serve` warming a Neo4j
+server; COGMILL_SERVE_WARM_UP=0 turns that off). `--dump FILE` writes each question's top-10
+chunk ids per type; `--compare FILE` counts the questions whose top 10 differ from an earlier
+dump (a ranking check across code changes).
 """
 
 from __future__ import annotations
@@ -137,6 +139,15 @@ class Server:
                 pass
             time.sleep(0.5)
         raise SystemExit(f"cogmill serve did not answer /health in {STARTUP_S:.0f} s")
+
+    def wait_warm(self) -> float:
+        """Seconds until /ready no longer says the server is warming up (COGMILL_SERVE_WARM_UP)."""
+        started = time.monotonic()
+        while time.monotonic() - started < STARTUP_S:
+            if httpx.get(f"{self.url}/ready", timeout=30).json().get("warm_up") != "warming":
+                return time.monotonic() - started
+            time.sleep(0.5)
+        raise SystemExit(f"cogmill serve was still warming up after {STARTUP_S:.0f} s")
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -317,6 +328,9 @@ def main() -> None:
     parser.add_argument("--dump", type=Path)
     parser.add_argument("--compare", type=Path)
     parser.add_argument("--neo4j-pid", type=int, help="report this process's CPU per request")
+    parser.add_argument(
+        "--wait-warm-up", action="store_true", help="measure once /ready says the server is warm"
+    )
     args = parser.parse_args()
 
     questions = [q.text for q in load_bench("musique", default_data_dir()).questions]
@@ -331,6 +345,8 @@ def main() -> None:
     server = Server(home, work / "serve.log")
     try:
         server.wait_ready()
+        if args.wait_warm_up:
+            print(f"the server's warm-up took {server.wait_warm():.1f} s after /health answered")
         if args.build:
             build(server, args.dataset, args.build)
         warm = Phase("warm-up")

@@ -389,7 +389,9 @@ class Health(ApiModel):
 
 
 class Readiness(ApiModel):
-    """Whether each store answered ("ok" or "unavailable")."""
+    """Whether each store answered ("ok" or "unavailable"), and the server's warm-up ("off",
+    "warming" while its first searches against a Neo4j just started run, "warm")."""
 
     ready: bool
     stores: dict[str, str]
+    warm_up: Literal["off", "warming", "warm"] = "off"

@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     # `cogmill serve` on the embedded broker runs jobs in its own worker threads; at this
     # niceness (Linux, per thread) they yield the cores to searches (0: same as the searches).
     serve_ingest_nice: int = Field(default=10, ge=0, le=19)
+    # `cogmill serve` on Neo4j runs this many searches' retrievals at its start and after each
+    # restart of the Neo4j server, so users' first searches meet it warm (0: none).
+    serve_warm_up: int = Field(default=200, ge=0, le=10_000)
     batch_size: int = Field(default=32, ge=1, le=10_000, description="Documents per batch")
     artifact_ttl_seconds: int = 86_400
     # A message not acknowledged within this time is redelivered by Redis: keep it above the

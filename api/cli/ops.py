@@ -80,7 +80,7 @@ def serve(
         )
 
     # One process: the embedded stores and the memory:// broker cannot be shared by several.
-    uvicorn.run(create_app(), host=host, port=port, workers=1)
+    uvicorn.run(create_app(warm_up=True), host=host, port=port, workers=1)
 
 
 @app.command()

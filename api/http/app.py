@@ -137,7 +137,8 @@ def _bug(request: Request, exc: Exception) -> JSONResponse:
 
 
 @asynccontextmanager
-async def _lifespan(app: FastAPI, runtime: Runtime | None) -> AsyncIterator[None]:
+async def _lifespan(app: FastAPI, runtime: Runtime | None, warm_up: bool) -> AsyncIterator[None]:
+    from api.services.warmup import Warmer
     from workers.celery_app import configure
     from workers.embedded import EmbeddedWorker
     from workers.runtime import share_cores_between_threads, use_runtime
@@ -160,8 +161,13 @@ async def _lifespan(app: FastAPI, runtime: Runtime | None) -> AsyncIterator[None
         else:
             configure(rt.settings)
         app.state.runtime = rt
+        if warm_up and rt.settings.neo4j_uri and rt.settings.serve_warm_up:
+            app.state.warmer = Warmer(rt, rt.settings.serve_warm_up)
+            app.state.warmer.start()
         yield
     finally:
+        if getattr(app.state, "warmer", None) is not None:
+            await run_in_threadpool(app.state.warmer.stop)
         if worker is not None:
             await run_in_threadpool(worker.stop)
         rt.close()
@@ -218,14 +224,16 @@ def _version() -> str:
         return "0.0.0"
 
 
-def create_app(runtime: Runtime | None = None) -> FastAPI:
-    """The API app; with no runtime, one is built from Settings() at startup."""
+def create_app(runtime: Runtime | None = None, *, warm_up: bool = False) -> FastAPI:
+    """The API app; with no runtime, one is built from Settings() at startup. `warm_up`: a
+    Neo4j graph server is warmed at startup and after each of its restarts (`cogmill serve`;
+    api/services/warmup.py)."""
     app = FastAPI(
         title="cogmill",
         version=_version(),
         description="Knowledge-graph memory for LLM applications: add documents, cognify "
         "them into a graph and vectors (async jobs), and search with provenance.",
-        lifespan=lambda app: _lifespan(app, runtime),
+        lifespan=lambda app: _lifespan(app, runtime, warm_up),
         # The request guards (api/http/guards.py) may answer any route with these.
         responses=error_responses(400, 403, 413, 415, 500),
     )

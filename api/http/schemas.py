@@ -251,10 +251,13 @@ class Health(BaseModel):
 
 class Readiness(BaseModel):
     """Whether each store answered; `stores` maps a store to "ok" or "unavailable" (the
-    server log has why)."""
+    server log has why). `warm_up`: "warming" while `cogmill serve` runs its first searches
+    against a Neo4j just started (answers are right, only slower), "warm" after, "off" where
+    nothing is warmed (embedded stores, COGMILL_SERVE_WARM_UP=0)."""
 
     ready: bool
     stores: dict[str, str]
+    warm_up: Literal["off", "warming", "warm"] = "off"
 
 
 # -- session memory: remember, recall, improve, forget ------------------------------------------

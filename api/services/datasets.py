@@ -88,12 +88,13 @@ def unregister(rt: Runtime, name: str) -> None:
     rt.state.delete(REGISTRY + name)
 
 
-def names(rt: Runtime, caller: Caller = LOCAL) -> list[str]:
-    """The stored names of the caller's datasets that exist, sorted: the registered ones and
-    those of known jobs (datasets added before `add` registered them but cognified since)."""
+def names(rt: Runtime, caller: Caller | None = LOCAL) -> list[str]:
+    """The stored names of the caller's datasets (None: every tenant's) that exist, sorted:
+    the registered ones and those of known jobs (datasets added before `add` registered them
+    but cognified since)."""
     known = {key.removeprefix(REGISTRY) for key in rt.state.keys(REGISTRY)}
     known |= {job.dataset for job in JobTracker(rt.state).all()}
-    known = {n for n in known if caller.owns(n)}
+    known = {n for n in known if caller is None or caller.owns(n)}
     found = {node.id for node in rt.graph.get_nodes([dataset_id(n) for n in sorted(known)])}
     return sorted(n for n in known if dataset_id(n) in found)
 

@@ -148,6 +148,11 @@ class Neo4jGraphStore:
                 pass
             self._execute("MERGE (:_Schema {support: 'nodes'})")
 
+    def server_started(self) -> int:
+        """When the server's JVM started (ms since the epoch): another value than before means
+        a restarted server, its plans and compiled code gone. Raises StoreError."""
+        return self._value(q.SERVER_STARTED)
+
     def close(self) -> None:
         """Close the driver and its connections; later calls raise StoreError."""
         self._conn.close()

@@ -34,6 +34,8 @@ LINK_SUPPORT = """UNWIND $links AS link MERGE (p:_Support {key: link.key})
 ON CREATE SET p.dataset = link.dataset, p.doc = link.doc, p.pair = link.pair
 WITH p, link MATCH (n:Node {id: link.node}) MERGE (p)-[:SUPPORTS]->(n)"""
 SUPPORT_MOVED = "MATCH (s:_Schema {support: 'nodes'}) RETURN count(s) > 0"
+SERVER_STARTED = """CALL dbms.queryJmx('java.lang:type=Runtime') YIELD attributes
+RETURN attributes.StartTime.value"""
 OLD_SUPPORT = """MATCH (n:Node) WHERE n._support IS NOT NULL WITH n LIMIT $batch
 RETURN collect([n.id, n.dataset, n._support])"""
 # A node map as `_node` reads it: the properties plus the support pairs.

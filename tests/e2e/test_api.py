@@ -205,6 +205,7 @@ def test_health_and_ready(client: TestClient, runtime: Runtime, tmp_path: Any) -
     assert client.get("/health").json() == {"status": "ok"}
     ready = client.get("/ready")
     assert ready.status_code == 200 and ready.json()["ready"] is True
+    assert ready.json()["warm_up"] == "off"  # nothing to warm: no Neo4j (and no `serve`)
     broken = Runtime(Settings(home=tmp_path, neo4j_uri="bolt://127.0.0.1:1"))
     broken.__dict__["embedder"] = runtime.embedder  # share the loaded model
     client.app.state.runtime = broken  # type: ignore[attr-defined]

@@ -57,3 +57,39 @@ def test_an_urgent_block_that_raises_still_ends() -> None:
 def test_a_negative_bound_is_refused() -> None:
     with pytest.raises(ValueError, match="most_wait_s"):
         Priority(most_wait_s=-1)
+
+
+def test_quiet_means_no_urgent_block_for_a_while() -> None:
+    priority = Priority()
+    started = time.monotonic()
+    assert priority.wait_quiet(0.2, timeout=5.0)  # nothing urgent ever ran: quiet at once
+    assert time.monotonic() - started < 0.1
+    with priority.urgent():
+        pass
+    started = time.monotonic()
+    assert priority.wait_quiet(0.3, timeout=5.0)  # one ended just now: quiet 0.3 s later
+    assert 0.25 <= time.monotonic() - started < 2.0
+
+
+def test_quiet_waits_out_a_stream_of_urgent_blocks_and_gives_up_at_the_timeout() -> None:
+    priority = Priority(most_wait_s=0.01)
+    stop = threading.Event()
+
+    def searches() -> None:  # back to back, 5 ms gaps: never quiet for 0.1 s
+        while not stop.is_set():
+            with priority.urgent():
+                time.sleep(0.02)
+            time.sleep(0.005)
+
+    stream = threading.Thread(target=searches)
+    stream.start()
+    try:
+        started = time.monotonic()
+        assert not priority.wait_quiet(0.1, timeout=0.6)
+        assert 0.55 <= time.monotonic() - started < 2.0  # the stream held it to the timeout
+    finally:
+        stop.set()
+        stream.join()
+    started = time.monotonic()
+    assert priority.wait_quiet(0.1, timeout=5.0)  # the stream ended: quiet 0.1 s later
+    assert time.monotonic() - started < 1.0

@@ -49,7 +49,8 @@ async def ready(request: Request, response: Response) -> Readiness:
     ok = all(status == "ok" for status in stores.values())
     if not ok:
         response.status_code = 503
-    return Readiness(ready=ok, stores=stores)
+    warmer = getattr(state, "warmer", None)
+    return Readiness(ready=ok, stores=stores, warm_up=warmer.state if warmer else "off")
 
 
 def _check_stores(runtime: Runtime) -> dict[str, str]:

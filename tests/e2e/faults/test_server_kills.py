@@ -1,20 +1,28 @@
 """Redis (append-only, fsync every second, as compose runs it) and Neo4j SIGKILLed while steps
 run, and restarted on their data: the job ends as the undisturbed run did. The servers are the
-harness's own, on free ports; the shared test services are never touched."""
+harness's own, on free ports; the shared test services are never touched. Also: `cogmill
+serve` warms a Neo4j restarted under it."""
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
+from api.http.app import create_app
+from api.services.demo import SAMPLE_CORPUS
+from api.services.warmup import Warmer, questions, server_started
+from tests.backends import NEO4J, Backend, ingest
 from tests.e2e.faults.conftest import check
 from tests.e2e.faults.harness import RunResult, Stack
 from tests.e2e.faults.kinds import server_kills
 from tests.e2e.faults.scenario import run
 from tests.e2e.faults.servers import OwnNeo4j, OwnRedis
+from workers.runtime import Runtime
 
 pytestmark = [pytest.mark.e2e, pytest.mark.services]
 
@@ -65,3 +73,51 @@ def test_neo4j_killed_mid_step_loses_nothing(
     scenario = server_kills("neo4j", own_neo4j, 1)
     outcome = run(scenario, stack, corpus, dataset, fault_dir / "neo4j-kill", reference)
     check(outcome, kills=1)
+
+
+def test_serve_warms_neo4j_at_start_and_after_a_restart(
+    own_neo4j: OwnNeo4j, own_redis: OwnRedis, tmp_path: Path
+) -> None:
+    """`cogmill serve`'s app runs its warm-up searches on the stored names once /ready is
+    up, and again (only) when the Neo4j server it uses has started anew."""
+    backend = Backend(NEO4J, tmp_path, neo4j=own_neo4j.uri, redis=own_redis.url)
+    dataset = backend.dataset("warm")
+    with backend.runtime() as rt:
+        ingest(rt, dataset, sorted(SAMPLE_CORPUS.glob("*.txt")))
+        named = len(questions(rt, 1000))
+        assert named >= 4, f"the sample corpus named {named} pairs of entities"
+        with TestClient(create_app(Runtime(backend.settings()), warm_up=True)) as client:
+            warmer = client.app.state.warmer  # type: ignore[attr-defined]
+            states = {client.get("/ready").json()["warm_up"]}
+            deadline = time.monotonic() + 120
+            while warmer.rounds == 0 and time.monotonic() < deadline:
+                states.add(client.get("/ready").json()["warm_up"])
+                time.sleep(0.05)
+            ready = client.get("/ready").json()
+            assert ready["ready"] and ready["warm_up"] == "warm", ready
+            assert "warming" in states, states
+            assert warmer.last.queries == min(named, rt.settings.serve_warm_up), warmer.last
+            assert warmer.last.datasets == 1, warmer.last
+
+        # Checked every half second: the same server is not warmed again, a restarted one is.
+        warmer = Warmer(rt, 3, check_s=0.5)
+        warmer.start()
+        try:
+            _wait(lambda: warmer.rounds == 1, 60)
+            first = server_started(rt)
+            time.sleep(2.0)
+            assert warmer.rounds == 1 and server_started(rt) == first
+            own_neo4j.stop()
+            own_neo4j.start()
+            _wait(lambda: warmer.rounds == 2, 120)
+            assert server_started(rt) != first
+            assert warmer.last is not None and warmer.last.queries == 3, warmer.last
+        finally:
+            warmer.stop()
+
+
+def _wait(done: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"not done within {timeout:.0f}s"
+        time.sleep(0.1)
