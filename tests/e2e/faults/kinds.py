@@ -52,8 +52,9 @@ def kill_workers(
 
 def worker_kills(pool: str) -> Scenario:
     """Two workers of one pool, one per queue: the llm queue's killed while it extracts, then
-    the ingest queue's while it writes. Both kills are sure to find their step running: the
-    extractions run first, and the killed batch's writes run after it is taken up again."""
+    the ingest queue's while it writes. Each kill waits for its step with no bound but the
+    job's end, and the step comes: extractions run first (seconds each, on the slow models),
+    and the killed batch's writes run after it is taken up again."""
     return Scenario(
         f"SIGKILL {pool} workers, llm then ingest",
         [(pool, "llm", 2), (pool, "ingest", 2)],
