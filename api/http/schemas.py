@@ -253,7 +253,8 @@ class Readiness(BaseModel):
     """Whether each store answered; `stores` maps a store to "ok" or "unavailable" (the
     server log has why). `warm_up`: "warming" while `cogmill serve` runs its first searches
     against a Neo4j just started (answers are right, only slower), "warm" after, "off" where
-    nothing is warmed (embedded stores, COGMILL_SERVE_WARM_UP=0)."""
+    nothing is warmed (embedded stores, COGMILL_SERVE_WARM_UP=0, or the warm-up failed: the
+    server log says why)."""
 
     ready: bool
     stores: dict[str, str]

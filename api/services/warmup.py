@@ -97,8 +97,9 @@ def server_started(rt: Runtime) -> int | None:
 class Warmer:
     """`warm_up` on a thread of its own: at start, then each time the graph server's start
     time (checked every `check_s`) differs from the one last warmed. `state` is "warming"
-    while a warm-up runs or has not yet succeeded, else "warm"; a failed one is tried again at
-    the next check.
+    while a warm-up runs or waits for the server, "warm" after; a store error is tried again
+    at the next check, any other error is logged and leaves the state "off" until the server
+    starts anew.
     """
 
     def __init__(
@@ -124,6 +125,7 @@ class Warmer:
     def _run(self) -> None:
         warmed_for: int | None = None
         while not self._stop.is_set():
+            started = None
             try:
                 started = server_started(self.rt)
                 if started is not None and started != warmed_for:
@@ -135,8 +137,9 @@ class Warmer:
                         "warm_up_done queries=%d datasets=%d seconds=%.1f",
                         self.last.queries, self.last.datasets, self.last.seconds,
                     )  # fmt: skip
-            # A server going down mid-way (StoreError) or a bug: logged, the API goes on.
-            except Exception as err:  # noqa: BLE001
-                log.warning("warm_up_failed: %s (tried again in %.0f s)", err, self.check_s,
-                            exc_info=not isinstance(err, StoreError))  # fmt: skip
+            except StoreError as err:  # the server went away: tried again at the next check
+                log.warning("warm_up_failed: %s (tried again in %.0f s)", err, self.check_s)
+            except Exception:  # noqa: BLE001 - a bug: logged; not tried again on this server
+                log.exception("warm_up_failed")
+                warmed_for, self.state = started, "off"
             self._stop.wait(self.check_s)
