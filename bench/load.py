@@ -52,7 +52,11 @@ from tests.llm_server import LLMTestServer  # noqa: E402
 SEARCH_TYPES = [
     "CHUNKS", "CHUNKS_LEXICAL", "SUMMARIES", "GRAPH_COMPLETION", "GRAPH_PPR", "TEMPORAL", None
 ]  # fmt: skip
-ROUTES = [f"search:{t or 'routed'}" for t in SEARCH_TYPES] + ["remember", "recall", "job", "events"]
+# The job's routes first: each client's first call reads the job started with them, so some
+# polls see it running. Later turns can miss every running job: a turn is about as long as a
+# job of the short CI run (a routed search and a recall take seconds each), so the clients'
+# polls and the jobs' gaps can keep step for the whole run, as in one CI failure.
+ROUTES = ["job", "events", *(f"search:{t or 'routed'}" for t in SEARCH_TYPES), "remember", "recall"]
 PEOPLE = ["Ada Lovelace", "Charles Babbage", "Grace Hopper", "Alan Turing", "John von Neumann"]
 CITIES = ["London", "Paris", "Philadelphia", "Princeton", "Manchester"]
 QUESTIONS = [

@@ -29,6 +29,7 @@ from workers.runtime import Runtime
 log = logging.getLogger("cogmill.api")
 
 CHECK_S = 30.0  # how often the server's start time is read
+STOP_WAIT_S = 5.0  # a stopping API waits this long for the thread (a question takes ~0.1 s)
 MAX_DATASETS = 4  # the plans and the JVM's code are shared by all; the page cache is not
 TYPES = (SearchType.GRAPH_PPR, SearchType.CHUNKS)
 TOP_K = 10
@@ -119,8 +120,10 @@ class Warmer:
         self._thread.start()
 
     def stop(self) -> None:
+        """Ask the thread to stop and wait a little: a read of a server that went away can
+        retry for the driver's 30 s, and the daemon thread must not hold the API's shutdown."""
         self._stop.set()
-        self._thread.join(timeout=30)
+        self._thread.join(timeout=STOP_WAIT_S)
 
     def _run(self) -> None:
         warmed_for: int | None = None

@@ -32,6 +32,7 @@ BROKER_DB = 12  # this module's own Redis database (see test_usage_distributed.p
 DOCUMENTS = 6  # three batches of two documents, three chunks each (extractions + summaries)
 SETTINGS = {"chunk_tokens": "24", "llm_batch_poll_seconds": "0.5"}
 DELAY = 15.0  # seconds a batch stays in progress: the kill happens inside that window
+AFTER_KILL_DELAY = 2.0  # then: the batches already made are due, the summaries' wait 2 s
 
 
 @pytest.fixture
@@ -97,6 +98,7 @@ def test_workers_killed_while_batches_pend_lose_nothing(
             assert JobTracker(rt.state).get(job.id).status is JobStatus.RUNNING
             for worker in pool.live():  # every worker dies while the batches wait
                 pool.kill(worker)
+            server.batches.configure(delay_seconds=AFTER_KILL_DELAY)
             pool.start()
             done = finished(rt, job, 240, interval=0.25)
             assert done.status is JobStatus.SUCCEEDED and not done.errors, done

@@ -119,9 +119,9 @@ class WorkerKiller:
         tracker: JobTracker,
         count: int,
         rng: random.Random,
-        gap: tuple[float, float] = (1.0, 6.0),
-        targets: Sequence[Callable[[Worker], bool]] = (lambda w: True,),
-        child_only: bool = False,
+        gap: tuple[float, float],
+        targets: Sequence[Callable[[Worker], bool]],
+        child_only: bool,
     ) -> None:
         self.workers, self.tracker, self.count, self.rng = workers, tracker, count, rng
         self.gap, self.targets, self.child_only = gap, targets, child_only
