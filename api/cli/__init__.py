@@ -5,32 +5,77 @@ cancel, watch · ops: worker, serve, demo, eval · memory: remember, recall, imp
 access: tenants create|list, keys create|list|revoke · mcp: the MCP server over stdio ·
 webhooks: add|list|remove (and `jobs webhooks ID`, a job's deliveries).
 Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback.
+
+The command groups are imported when `app` is first asked for, not with this package: they
+import the Celery app, which reads the settings, and `main` checks those first so that a bad
+COGMILL_* value is one line too.
 """
 
 from __future__ import annotations
 
+import functools
+import re
+import sys
+
 import typer
 
-from api.cli import access, ingest, jobs, mcp, memory, ops, search, webhooks
 
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    help="cogmill: knowledge-graph memory for LLM applications.",
-)
-app.add_typer(ingest.app)
-app.add_typer(search.app)
-app.add_typer(jobs.app, name="jobs")
-app.add_typer(ops.app)
-app.add_typer(memory.app)
-app.add_typer(access.tenants_app, name="tenants")
-app.add_typer(access.keys_app, name="keys")
-app.add_typer(webhooks.app, name="webhooks")
-jobs.app.command("webhooks")(webhooks.job_deliveries)
-app.add_typer(mcp.app)
+@functools.cache
+def _app() -> typer.Typer:
+    from api.cli import access, ingest, jobs, mcp, memory, ops, search, webhooks
+
+    app = typer.Typer(
+        add_completion=False,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        help="cogmill: knowledge-graph memory for LLM applications.",
+    )
+    app.add_typer(ingest.app)
+    app.add_typer(search.app)
+    app.add_typer(jobs.app, name="jobs")
+    app.add_typer(ops.app)
+    app.add_typer(memory.app)
+    app.add_typer(access.tenants_app, name="tenants")
+    app.add_typer(access.keys_app, name="keys")
+    app.add_typer(webhooks.app, name="webhooks")
+    jobs.app.command("webhooks")(webhooks.job_deliveries)
+    app.add_typer(mcp.app)
+    return app
+
+
+def __getattr__(name: str) -> typer.Typer:
+    if name == "app":  # `from api.cli import app`
+        return _app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def settings_errors() -> list[str]:
+    """One line per COGMILL_* setting (environment or .env) that does not validate."""
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    from core.settings import Settings
+
+    try:
+        Settings()
+    except SettingsError as error:  # a list or mapping setting that is not JSON
+        field = re.search(r'field "(\w+)"', str(error))
+        name = f"COGMILL_{field[1].upper()}" if field else str(error)
+        return [f"{name} is not JSON ({error.__cause__}); such settings are, e.g. [15, 60]"]
+    except ValidationError as error:
+        return [
+            f"COGMILL_{'_'.join(map(str, e['loc'])).upper()}={e.get('input')!r}: {e['msg']}"
+            for e in error.errors()
+        ]
+    return []
 
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    if problems := settings_errors():
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        print("error: fix or unset those settings (in the environment or .env; README, "
+              "Configuration)", file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
+    _app()()

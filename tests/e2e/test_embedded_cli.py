@@ -147,6 +147,25 @@ def test_console_script_exit_codes(home: Path) -> None:
         [*exe, "search", "x", "--dataset", "a b"], capture_output=True, text=True, env=env
     )
     assert bad.returncode == 2 and bad.stderr.startswith("error: invalid dataset name")
+    # Settings out of bounds, unparsable or not JSON: a line each and what to do, exit 2.
+    cases = [
+        (
+            {"COGMILL_SERVE_WARM_UP": "10001", "COGMILL_WORKER_THREADS": "many"},
+            ["COGMILL_WORKER_THREADS='many': Input should be a valid integer",
+             "COGMILL_SERVE_WARM_UP='10001': Input should be less than or equal to 10000"],
+        ),
+        (
+            {"COGMILL_LLM_OUTAGE_PAUSES_SECONDS": "[15, 60"},
+            ["COGMILL_LLM_OUTAGE_PAUSES_SECONDS is not JSON"],
+        ),
+    ]  # fmt: skip
+    for settings, expected in cases:
+        env_bad = {**env, **settings}
+        bad = subprocess.run([*exe, "serve"], capture_output=True, text=True, env=env_bad)
+        lines = bad.stderr.splitlines()
+        assert bad.returncode == 2 and len(lines) == len(expected) + 1, bad.stderr
+        for line, text in zip(lines, [*expected, "fix or unset those settings"], strict=True):
+            assert line.startswith("error: ") and text in line, lines
 
 
 def test_delete_a_document_removes_what_only_it_supported(cli, cognified) -> None:  # noqa: ANN001
