@@ -343,6 +343,7 @@ def main() -> None:
         home = work / "home"
         shutil.copytree(args.home, home)
     server = Server(home, work / "serve.log")
+    phases: list[Phase] = []
     try:
         server.wait_ready()
         if args.wait_warm_up:
@@ -351,7 +352,7 @@ def main() -> None:
             build(server, args.dataset, args.build)
         warm = Phase("warm-up")
         run_phase(server, warm, jobs[: 4 * len(kinds)], args.dataset, 1)
-        phases, tops = [], {}
+        tops = {}
         wanted = args.phases.split(",")
         if "single" in wanted:
             phases.append(Phase("single client"))
@@ -380,6 +381,10 @@ def main() -> None:
             print(compare(tops, args.compare))
     finally:
         server.stop()
+        if any(phase.errors for phase in phases):  # keep the server's side of them
+            kept = Path(tempfile.gettempdir()) / f"search-latency-{os.getpid()}.log"
+            shutil.copy(work / "serve.log", kept)
+            print(f"the server's log: {kept}")
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -212,6 +212,10 @@ class Settings(BaseSettings):
     api_max_streams: int = Field(default=64, ge=1)
     api_stream_max_seconds: float = Field(default=3600.0, gt=0)
     api_stream_heartbeat_seconds: float = Field(default=15.0, gt=0, le=300)
+    # Seconds `cogmill serve` keeps an idle HTTP connection open for the client's next
+    # request. Longer than clients keep idle connections (httpx 5 s, aiohttp 15 s, a load
+    # balancer's 60 s), or a request sent as the server closes one is reset.
+    api_keep_alive_seconds: int = Field(default=65, ge=1, le=3600)
 
     # Webhooks (workers/webhooks.py): allow URLs resolving to loopback/private/link-local
     # addresses (off: refused at registration and at each delivery); per-attempt timeout;

@@ -72,7 +72,8 @@ def serve(
 
     from api.http.app import create_app
 
-    if not _loopback(host) and Settings().auth != "required":
+    settings = Settings()
+    if not _loopback(host) and settings.auth != "required":
         fail(
             f"refusing to serve on {host}, reachable from other machines, without API keys: "
             "set COGMILL_AUTH=required (and `cogmill keys create`), or serve on 127.0.0.1",
@@ -80,7 +81,13 @@ def serve(
         )
 
     # One process: the embedded stores and the memory:// broker cannot be shared by several.
-    uvicorn.run(create_app(warm_up=True), host=host, port=port, workers=1)
+    uvicorn.run(
+        create_app(warm_up=True),
+        host=host,
+        port=port,
+        workers=1,
+        timeout_keep_alive=settings.api_keep_alive_seconds,
+    )
 
 
 @app.command()

@@ -13,6 +13,7 @@ Retry-After when every event stream slot of a key is taken; `wait` then polls in
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import os
 import socket
@@ -311,3 +312,19 @@ def test_stream_cap_is_a_429_a_delete_beside_a_job_a_409_and_wait_polls(served: 
                 stream.close()
     finally:
         served.llm.configure(latency_ms=LLM_LATENCY_MS)
+
+
+def test_an_idle_connection_outlives_the_clients_keep_alive(served: Served) -> None:
+    """`cogmill serve` keeps an idle connection open longer than httpx keeps one for reuse
+    (5 s; uvicorn's own default is also 5 s): had the server closed it first, a request sent
+    just as it closed would be reset (seen under load: 1 request in ~100 paused ~5 s)."""
+    conn = http.client.HTTPConnection(served.url.removeprefix("http://"), timeout=10)
+    try:
+        conn.request("GET", "/health")
+        assert conn.getresponse().read() == b'{"status":"ok"}'
+        sock = conn.sock
+        time.sleep(httpx.Limits().keepalive_expiry + 1)  # httpx would open a new one by now
+        conn.request("GET", "/health")  # on the same socket: RemoteDisconnected had it closed
+        assert conn.getresponse().read() == b'{"status":"ok"}' and conn.sock is sock
+    finally:
+        conn.close()
