@@ -71,6 +71,7 @@ def serve(
     import uvicorn
 
     from api.http.app import create_app
+    from api.http.connections import connection_cap, guarded_protocol
 
     settings = Settings()
     if not _loopback(host) and settings.auth != "required":
@@ -87,6 +88,11 @@ def serve(
         port=port,
         workers=1,
         timeout_keep_alive=settings.api_keep_alive_seconds,
+        http=guarded_protocol(
+            connection_cap(settings.api_max_connections),
+            settings.api_max_connections_per_client,
+            settings.api_head_timeout_seconds,
+        ),
     )
 
 

@@ -1,0 +1,152 @@
+"""The connections a real `cogmill serve` holds are bounded (api/http/connections.py): a
+silent or trickling request head is answered 408 and closed, connections over the caps (per
+client address, in all) are answered 503 at once, and the cap stays under the process' file
+descriptor limit, so silent sockets cannot stop the server (they did: ~1,000 of them made
+/health time out and flooded the log with failed accepts)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from api.http.connections import DESCRIPTORS_KEPT, TOO_MANY
+from tests.e2e.faults.servers import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAD_TIMEOUT_S = 1.0
+PER_CLIENT = 6
+DESCRIPTORS = DESCRIPTORS_KEPT + 30  # the server's hard limit: it may hold 30 connections
+START_DEADLINE_S = 120
+TOO_MANY_BODY = json.loads(TOO_MANY.partition(b"\r\n\r\n")[2])
+GET = b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n"
+TRICKLE_S = 0.1  # between the bytes of a trickling head
+
+
+@dataclass
+class Served:
+    port: int
+    log: Path
+
+    def connect(self, source: str = "127.0.0.1") -> socket.socket:
+        """A connection from `source` (any 127.x.y.z address reaches the loopback server)."""
+        return socket.create_connection(
+            ("127.0.0.1", self.port), timeout=10, source_address=(source, 0)
+        )
+
+    def health(self, source: str) -> int:
+        transport = httpx.HTTPTransport(local_address=source)
+        with httpx.Client(transport=transport, timeout=10) as client:
+            return client.get(f"http://127.0.0.1:{self.port}/health").status_code
+
+
+def limit_descriptors() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (DESCRIPTORS, DESCRIPTORS))
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    home = tmp_path_factory.mktemp("connections-home")
+    env = os.environ | {
+        "COGMILL_HOME": str(home),
+        "COGMILL_API_HEAD_TIMEOUT_SECONDS": str(HEAD_TIMEOUT_S),
+        "COGMILL_API_MAX_CONNECTIONS_PER_CLIENT": str(PER_CLIENT),
+    }  # api_max_connections stays 1,000: more than the descriptor limit allows
+    port = free_port()
+    log = home / "serve.log"
+    command = [sys.executable, "-m", "api.cli", "serve", "--port", str(port)]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, env=env, cwd=ROOT, stdout=out, stderr=out, preexec_fn=limit_descriptors
+        )
+    try:
+        deadline = time.monotonic() + START_DEADLINE_S
+        while True:
+            assert process.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "cogmill serve did not answer in time"
+            with suppress(httpx.TransportError):
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200:
+                    break
+            time.sleep(0.2)
+        yield Served(port, log)
+    finally:
+        process.terminate()
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+def answer(conn: socket.socket) -> tuple[int, dict[str, object], float]:
+    """The status and JSON body of the one answer on `conn` (read until the server closes
+    it), and the seconds that took."""
+    started, data = time.monotonic(), b""
+    while chunk := conn.recv(4096):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body), time.monotonic() - started
+
+
+def test_a_silent_or_trickling_head_is_answered_408_and_closed(served: Served) -> None:
+    with served.connect() as silent, served.connect() as trickling, served.connect() as kept:
+        kept.sendall(GET)  # a whole request, answered; then its next head trickles
+        data = b""
+        while not data.endswith(b'{"status":"ok"}'):
+            data += kept.recv(4096)
+        started = time.monotonic()
+        for byte in b"GET /health HTTP/1.1\r\n"[: round(0.9 * HEAD_TIMEOUT_S / TRICKLE_S)]:
+            trickling.send(bytes([byte]))
+            kept.send(bytes([byte]))
+            time.sleep(TRICKLE_S)  # each byte in time; the head as a whole not
+        answers = [answer(conn) for conn in (silent, trickling, kept)]
+        took = time.monotonic() - started
+    for status, body, _ in answers:
+        assert (status, body["error"]["code"]) == (408, "request_timeout"), body  # type: ignore[index]
+    # Timed from the head's start, not from its last byte (that would take 1.9 timeouts).
+    assert took < 1.6 * HEAD_TIMEOUT_S
+    assert served.health("127.0.0.1") == 200
+
+
+def test_connections_over_a_clients_cap_are_refused_at_once(served: Served) -> None:
+    with ExitStack() as open_:
+        for _ in range(PER_CLIENT):
+            open_.enter_context(served.connect("127.0.0.2"))
+        with served.connect("127.0.0.2") as over:
+            status, body, took = answer(over)
+        assert (status, body) == (503, TOO_MANY_BODY)
+        assert took < HEAD_TIMEOUT_S  # refused, not left to time out
+        assert served.health("127.0.0.3") == 200  # another address is served meanwhile
+    assert served.health("127.0.0.2") == 200  # closed: the address is served again
+
+
+def test_the_cap_in_all_stays_under_the_descriptor_limit(served: Served) -> None:
+    cap = DESCRIPTORS - DESCRIPTORS_KEPT
+    assert f"api_max_connections lowered from 1000 to {cap}" in served.log.read_text()
+    with ExitStack() as open_:
+        held = [
+            open_.enter_context(served.connect(f"127.0.1.{i}"))
+            for i in range(2 * cap // PER_CLIENT)
+            for _ in range(PER_CLIENT)
+        ]  # twice the cap: the second half is refused, and the server keeps running
+        time.sleep(0.2)
+        codes = [answer(conn)[0] for conn in held[cap + 5 :]]
+        assert codes == [503] * len(codes)
+        with served.connect("127.0.2.1") as late:  # all taken: refused, not hung
+            assert answer(late)[:2] == (503, TOO_MANY_BODY)
+        time.sleep(HEAD_TIMEOUT_S + 0.5)  # the silent ones are timed out
+    assert served.health("127.0.2.1") == 200
+    log = served.log.read_text()
+    assert "Too many open files" not in log
+    assert log.count("api_connections_refused") == 1  # once a minute, not once a refusal
