@@ -217,10 +217,12 @@ class Settings(BaseSettings):
     # balancer's 60 s), or a request sent as the server closes one is reset.
     api_keep_alive_seconds: int = Field(default=65, ge=1, le=3600)
     # Connections `cogmill serve` holds (api/http/connections.py): a request's head must
-    # arrive within head_timeout_seconds (408 and closed otherwise); at most max_connections
+    # arrive within head_timeout_seconds (408 and closed otherwise), and its body may pause
+    # for at most body_idle_seconds (closed otherwise); at most max_connections
     # open in all and max_connections_per_client from one address (0: no such cap; a proxy in
     # front is one address), 503 over them.
     api_head_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    api_body_idle_seconds: float = Field(default=30.0, gt=0, le=600)
     api_max_connections: int = Field(default=1000, ge=1)
     api_max_connections_per_client: int = Field(default=256, ge=0)
 

@@ -92,6 +92,7 @@ def serve(
             connection_cap(settings.api_max_connections),
             settings.api_max_connections_per_client,
             settings.api_head_timeout_seconds,
+            settings.api_body_idle_seconds,
         ),
     )
 

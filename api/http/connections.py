@@ -7,7 +7,9 @@ failed accept (320 sockets against a limit of 300: 225 MB of log in 45 s).
 `guarded_protocol` gives uvicorn's HTTP protocol:
 - a head deadline: a request line and headers must arrive within `head_timeout_s` of the
   connection opening (or of the first byte after a kept-open connection went idle), or the
-  connection is answered 408 and closed;
+  connection is answered 408 and closed (one that sent nothing is closed without an answer);
+- a body deadline: a request whose body stops arriving for `body_idle_s` (while the app is
+  ready for more) is closed;
 - caps on open connections, in all and per client address (0: no cap per client): a
   connection over either is answered 503 `too_many_connections` and closed at once, so the
   process never runs out of descriptors and the connections already open are served.
@@ -22,6 +24,7 @@ import logging
 import resource
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -75,7 +78,7 @@ def connection_cap(wanted: int) -> int:
 
 
 def guarded_protocol(
-    max_connections: int, per_client: int, head_timeout_s: float
+    max_connections: int, per_client: int, head_timeout_s: float, body_idle_s: float
 ) -> type[H11Protocol]:
     """uvicorn's h11 protocol with the bounds above; one class per server (it counts the
     server's connections by client address)."""
@@ -94,7 +97,8 @@ def guarded_protocol(
 
     class GuardedH11Protocol(H11Protocol):
         _address = ""
-        _head_timer: asyncio.TimerHandle | None = None
+        _timer: asyncio.TimerHandle | None = None  # the head's deadline, or the body's idle
+        _head_begun = False
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -106,7 +110,7 @@ def guarded_protocol(
                 transport.write(TOO_MANY)
                 transport.close()
                 return
-            self._arm()
+            self._arm(head_timeout_s, self._head_late)
 
         def connection_lost(self, exc: Exception | None) -> None:
             by_client[self._address] -= 1
@@ -118,24 +122,38 @@ def guarded_protocol(
         def data_received(self, data: bytes) -> None:
             if self.transport.is_closing():
                 return
-            if self._head_timer is None and self.conn.their_state is h11.IDLE:
-                self._arm()  # a request begins on a connection that was idle
+            if self._timer is None and self.conn.their_state is h11.IDLE:
+                self._arm(head_timeout_s, self._head_late)  # a request on an idle connection
+            self._head_begun = True
             super().data_received(data)
-            if self.conn.their_state is not h11.IDLE:
-                self._disarm()  # its head is in
+            if self.conn.their_state is h11.SEND_BODY:
+                self._arm(body_idle_s, self._body_late)  # each chunk restarts it
+            elif self.conn.their_state is not h11.IDLE:
+                self._disarm()  # the whole request is in
 
-        def _arm(self) -> None:
-            self._head_timer = self.loop.call_later(head_timeout_s, self._head_late)
+        def _arm(self, seconds: float, then: Callable[[], None]) -> None:
+            self._disarm()
+            self._timer = self.loop.call_later(seconds, then)
 
         def _disarm(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
 
         def _head_late(self) -> None:
-            self._head_timer = None
+            self._timer = None
             if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                self.transport.write(HEAD_TOO_SLOW)
+                if self._head_begun:  # a connection that never sent a byte is just closed
+                    self.transport.write(HEAD_TOO_SLOW)
+                self.transport.close()
+
+        def _body_late(self) -> None:
+            self._timer = None
+            if self.conn.their_state is not h11.SEND_BODY or self.transport.is_closing():
+                return
+            if self.flow.read_paused:  # the app has not taken what came: not the client's delay
+                self._arm(body_idle_s, self._body_late)
+            else:  # the app may be answering already: no answer of ours, the app sees it leave
                 self.transport.close()
 
     return GuardedH11Protocol

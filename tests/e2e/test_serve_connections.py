@@ -1,5 +1,6 @@
 """The connections a real `cogmill serve` holds are bounded (api/http/connections.py): a
-silent or trickling request head is answered 408 and closed, connections over the caps (per
+trickling request head is answered 408 and closed (a silent connection just closed), a body
+that stops coming is cut off, connections over the caps (per
 client address, in all) are answered 503 at once, and the cap stays under the process' file
 descriptor limit, so silent sockets cannot stop the server (they did: ~1,000 of them made
 /health time out and flooded the log with failed accepts)."""
@@ -26,6 +27,7 @@ from tests.e2e.faults.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAD_TIMEOUT_S = 1.0
+BODY_IDLE_S = 1.0
 PER_CLIENT = 6
 DESCRIPTORS = DESCRIPTORS_KEPT + 30  # the server's hard limit: it may hold 30 connections
 START_DEADLINE_S = 120
@@ -61,6 +63,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     env = os.environ | {
         "COGMILL_HOME": str(home),
         "COGMILL_API_HEAD_TIMEOUT_SECONDS": str(HEAD_TIMEOUT_S),
+        "COGMILL_API_BODY_IDLE_SECONDS": str(BODY_IDLE_S),
         "COGMILL_API_MAX_CONNECTIONS_PER_CLIENT": str(PER_CLIENT),
     }  # api_max_connections stays 1,000: more than the descriptor limit allows
     port = free_port()
@@ -110,13 +113,45 @@ def test_a_silent_or_trickling_head_is_answered_408_and_closed(served: Served) -
             trickling.send(bytes([byte]))
             kept.send(bytes([byte]))
             time.sleep(TRICKLE_S)  # each byte in time; the head as a whole not
-        answers = [answer(conn) for conn in (silent, trickling, kept)]
+        answers = [answer(conn) for conn in (trickling, kept)]
         took = time.monotonic() - started
+        assert silent.recv(4096) == b""  # it sent nothing: closed without an answer
     for status, body, _ in answers:
         assert (status, body["error"]["code"]) == (408, "request_timeout"), body  # type: ignore[index]
     # Timed from the head's start, not from its last byte (that would take 1.9 timeouts).
     assert took < 1.6 * HEAD_TIMEOUT_S
     assert served.health("127.0.0.1") == 200
+
+
+def test_a_body_that_stops_coming_is_cut_off_and_one_that_pauses_is_served(
+    served: Served,
+) -> None:
+    home = served.log.parent
+    part = b"--b\r\ncontent-disposition: form-data; name=files; filename=a.txt\r\n\r\n"
+    upload = (
+        b"POST /api/v1/datasets/cutoff/data HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+        b"content-type: multipart/form-data; boundary=b\r\ncontent-length: 100000\r\n\r\n"
+    )
+    body = json.dumps({"query": "who founded the city", "datasets": ["none"]}).encode()
+    search = (
+        b"POST /api/v1/search HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+        b"content-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body)
+    )
+    third = len(body) // 3 + 1
+    with served.connect() as stalled, served.connect() as pausing:
+        stalled.sendall(upload + part + b"the first words of a file that never ends")
+        pausing.sendall(search + body[:10])
+        for i in range(10, len(body), third):
+            time.sleep(0.7 * BODY_IDLE_S)  # each pause shorter than the bound, all of them not
+            if i == 10:
+                assert list(home.glob(".upload-*"))  # the upload is being received
+            pausing.sendall(body[i : i + third])
+        assert stalled.recv(4096) == b""  # 2.1 bounds after its last byte: long closed
+        assert pausing.recv(4096).startswith(b"HTTP/1.1 ")  # answered, whatever the answer
+    time.sleep(0.5)  # the upload's temp folder is removed on a request thread
+    assert not list(home.glob(".upload-*"))
+    with httpx.Client(base_url=f"http://127.0.0.1:{served.port}", timeout=10) as client:
+        assert "cutoff" not in client.get("/api/v1/datasets").text
 
 
 def test_connections_over_a_clients_cap_are_refused_at_once(served: Served) -> None:
