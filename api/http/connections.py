@@ -151,7 +151,8 @@ def guarded_protocol(
             self._timer = None
             if self.conn.their_state is not h11.SEND_BODY or self.transport.is_closing():
                 return
-            if self.flow.read_paused:  # the app has not taken what came: not the client's delay
+            waiting = self.flow.read_paused or (self.cycle and self.cycle.waiting_for_100_continue)
+            if waiting:  # for the app to take what came, or to ask for the body: not the client
                 self._arm(body_idle_s, self._body_late)
             else:  # the app may be answering already: no answer of ours, the app sees it leave
                 self.transport.close()
