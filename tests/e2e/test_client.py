@@ -15,13 +15,8 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +42,7 @@ from cogmill_client import (
 from core.settings import Settings
 from core.tenants import Role, Tenants
 from tests.backends import llm_settings
+from tests.e2e.serve_support import cogmill_serve
 from tests.llm_server import LLMTestServer
 from workers.runtime import Runtime
 
@@ -64,7 +60,6 @@ LLM_LATENCY_MS = 700
 # A stream's lifetime: clients resume with Last-Event-ID. The async test's job outlasts it;
 # the stream cap test's checks take well under it.
 STREAM_SECONDS = 5
-START_DEADLINE_S = 180  # the server loads its app and worker threads: slow on a loaded machine
 
 
 @dataclass
@@ -75,12 +70,6 @@ class Served:
 
     def client(self, key: str = "writer") -> Client:
         return Client(self.url, api_key=self.keys[key], timeout=120)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def make_keys(home: Path) -> dict[str, str]:
@@ -106,33 +95,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     home = tmp_path_factory.mktemp("client-home")
     with LLMTestServer(latency_ms=LLM_LATENCY_MS, embedding_latency_ms=0) as llm:
         keys = make_keys(home)
-        settings = {**llm_settings(llm), "home": home, "auth": "required", "batch_size": 1,
+        settings = {**llm_settings(llm), "auth": "required", "batch_size": 1,
                     "max_file_bytes": MAX_FILE_BYTES,
                     "api_max_streams_per_key": STREAMS_PER_KEY,
                     "api_stream_max_seconds": STREAM_SECONDS}  # fmt: skip
-        env = os.environ | {f"COGMILL_{k.upper()}": str(v) for k, v in settings.items()}
-        port = free_port()
-        command = [sys.executable, "-m", "api.cli", "serve", "--port", str(port)]
-        with (home / "serve.log").open("wb") as log:
-            process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=log, stderr=log)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + START_DEADLINE_S
-            while True:
-                assert process.poll() is None, (home / "serve.log").read_text()[-3000:]
-                assert time.monotonic() < deadline, "cogmill serve did not answer in time"
-                with suppress(httpx.TransportError):
-                    if httpx.get(f"{url}/health", timeout=10).status_code == 200:
-                        break
-                time.sleep(0.2)
+        with cogmill_serve(home, settings) as url:
             yield Served(url, keys, llm)
-        finally:
-            process.terminate()
-            try:
-                process.wait(60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
 
 
 def assert_moves_up(seen: list[Progress], job_id: str) -> None:

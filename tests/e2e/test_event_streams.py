@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,19 +21,17 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.load import free_port
 from core.settings import Settings
 from core.tenants import Role, Tenants
+from tests.e2e.serve_support import cogmill_serve
 from tests.llm_server import LLMTestServer
 from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 STREAMS = 100
 HEALTH_BOUND_S = 1.0  # issue 14: /health under 1 s with 100 streams open
 HEALTH_SAMPLES = 8
-START_DEADLINE_S = 180.0  # generous deadlines: the machine is shared
 OPEN_DEADLINE_S = 180.0
 FINISH_DEADLINE_S = 600.0
 UNFINISHED = ("queued", "running")
@@ -70,32 +65,10 @@ def serving(home: Path, llm: LLMTestServer, keys: int, **settings: Any) -> Itera
     """`cogmill serve` on an embedded runtime in `home` (batches of one document, the test LLM
     server as LLM and embedder, `settings` as COGMILL_* variables), with `keys` keys."""
     made = _keys(home, keys)
-    port = free_port()
-    variables = {"home": home, "batch_size": 1, "llm_base_url": llm.base_url, "llm_model": "test",
+    variables = {"batch_size": 1, "llm_base_url": llm.base_url, "llm_model": "test",
                  "embedding_base_url": llm.base_url, "embedding_dim": 64, **settings}  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.update({f"COGMILL_{name.upper()}": str(value) for name, value in variables.items()})
-    command = [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    base_url = f"http://127.0.0.1:{port}"
-    with (home / "serve.log").open("w") as log:
-        server = subprocess.Popen(command, env=env, cwd=ROOT, stdout=log, stderr=log)
-    try:
-        deadline = time.monotonic() + START_DEADLINE_S
-        while True:
-            assert server.poll() is None, (home / "serve.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "cogmill serve did not answer /health in time"
-            with suppress(httpx.TransportError):
-                if httpx.get(f"{base_url}/health", timeout=10).status_code == 200:
-                    break
-            time.sleep(0.2)
+    with cogmill_serve(home, variables) as base_url:
         yield Served(base_url, made)
-    finally:
-        server.terminate()
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(10)
 
 
 def start_job(client: httpx.Client, documents: int) -> str:

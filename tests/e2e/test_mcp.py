@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -37,6 +36,7 @@ from api.services.demo import SAMPLE_CORPUS
 from core.settings import Settings
 from core.tenants import Role, Tenants
 from tests.backends import llm_settings
+from tests.e2e.serve_support import cogmill_serve
 from tests.llm_server import LLMTestServer
 from workers.runtime import Runtime
 
@@ -198,12 +198,6 @@ def test_errors_come_back_as_tool_errors_and_the_server_goes_on(
 # -- streamable HTTP: /mcp of a real `cogmill serve`, keys and tenants ------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served(
     tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer
@@ -220,32 +214,8 @@ def served(
         "globex": tenants.create_key("globex", Role.WRITER)[0],
     }
     runtime.close()
-    port = free_port()
-    env = os.environ | environment(home, llm)
-    log = (home / "serve.log").open("wb")
-    proc = subprocess.Popen([COGMILL, "serve", "--port", str(port)], env=env, stdout=log,
-                            stderr=subprocess.STDOUT)  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, (home / "serve.log").read_text()
-            try:
-                if httpx2.get(f"{base}/health").status_code == 200:
-                    break
-            except httpx2.TransportError:
-                pass
-            assert time.monotonic() < deadline, "cogmill serve did not start"
-            time.sleep(0.2)
+    with cogmill_serve(home, llm_settings(llm)) as base:
         yield f"{base}/mcp", keys
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def keyed(url: str, key: str) -> Client:
