@@ -7,6 +7,7 @@ valid PDF with a Helvetica text layer) and pypdf (encryption), e-mails by the st
 from __future__ import annotations
 
 import io
+import random
 import zipfile
 from email.message import EmailMessage
 
@@ -92,17 +93,32 @@ def pdf_bytes(pages: list[list[str]] | None = None, *, text: bool = True) -> byt
     `text=False` draws only a line on each page: a PDF without a text layer.
     """
     pages = PDF_PAGES if pages is None else pages
+    if not text:
+        return _pdf_document([["1 w 72 72 m 500 700 l S"] for _ in pages])
+    placed = "BT /F1 12 Tf 72 {y} Td {text} Tj ET"  # paragraphs 80 points apart
+    return _pdf_document(
+        [[placed.format(y=720 - 80 * i, text=_pdf_string(p)) for i, p in enumerate(page)]
+         for page in pages]
+    )  # fmt: skip
+
+
+def scattered_words_pdf(count: int, seed: int = 1) -> bytes:
+    """A one-page PDF of `count` small words w0, w1, ... at random places (a crowded page)."""
+    draw = random.Random(seed)
+    ops = [
+        f"BT /F1 6 Tf {draw.uniform(0, 600):.1f} {draw.uniform(0, 780):.1f} Td (w{i}) Tj ET"
+        for i in range(count)
+    ]
+    return _pdf_document([ops])
+
+
+def _pdf_document(pages: list[list[str]]) -> bytes:
+    """A minimal valid PDF whose pages hold these content-stream operators (font /F1 is
+    Helvetica)."""
     objects = ["<< /Type /Catalog /Pages 2 0 R >>", ""]
     objects.append("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")  # object 3
     kids = []
-    for paragraphs in pages:
-        if text:
-            ops = [
-                f"BT /F1 12 Tf 72 {720 - 80 * i} Td {_pdf_string(p)} Tj ET"
-                for i, p in enumerate(paragraphs)
-            ]
-        else:
-            ops = ["1 w 72 72 m 500 700 l S"]
+    for ops in pages:
         content = "\n".join(ops).encode("latin-1")
         objects.append(
             f"<< /Length {len(content)} >>\nstream\n{content.decode('latin-1')}\nendstream"
