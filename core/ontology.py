@@ -22,7 +22,6 @@ import hashlib
 import io
 import json
 import logging
-import os
 import re
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
+from core.child_process import module_command
 from core.models.graph import normalise_name
 from core.ports import BlobStore
 from core.rdf_guard import UnsafeRdf, check_rdf_text
@@ -164,15 +164,11 @@ def parse_bounded(
     """`parse_ontology` in a child process stopped after `seconds`, so a slow parse ties up
     no thread of the caller for longer. Raises InvalidOntology with a generic message (the
     parser's reason goes to the log)."""
-    root = str(Path(__file__).resolve().parents[1])  # the folder holding the `core` package
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    command = [sys.executable, "-m", "core.ontology", rdf_format, source]
-    command.append(str(max_bytes))
+    command, env = module_command("core.ontology", rdf_format, source, str(max_bytes))
     try:
         done = subprocess.run(
-            command, input=data, capture_output=True, timeout=seconds, check=False,
-            env={**os.environ, "PYTHONPATH": path},
-        )  # fmt: skip
+            command, input=data, capture_output=True, timeout=seconds, check=False, env=env
+        )
     except subprocess.TimeoutExpired as err:  # run() killed the child
         log.warning("ontology_parse_timeout source=%r seconds=%s", source, seconds)
         raise InvalidOntology(

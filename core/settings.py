@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     max_unpacked_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
     max_unpacked_part_bytes: int = Field(default=128 * 1024 * 1024, ge=1)
     max_compression_ratio: int = Field(default=250, ge=1)
+    # Wall seconds one document's structural parser may take (PDF, office, e-mail, HTML,
+    # markdown; pipelines/formats/isolated.py): it runs in a child process, killed at the
+    # limit, and the document is reported with an error. 0 parses in the worker, unbounded.
+    parse_timeout_seconds: float = Field(default=600.0, ge=0)
     # A .txt/.md document larger than this is planned as segments of about this many bytes,
     # each a batch of its own, and a batch of smaller documents holds at most this many bytes,
     # so no step's memory grows with the file (issue 4; 1 MiB: ~260 MiB peak above the

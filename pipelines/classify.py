@@ -21,6 +21,7 @@ from pipelines.base import INGEST, StepContext, StepQueue, StepServices
 from pipelines.formats import mail, office, pdf
 from pipelines.formats.base import DocumentProblem, Limits, Partitioner, Source, too_large
 from pipelines.formats.code import LANGUAGES, partition_code
+from pipelines.formats.isolated import ISOLATED_KINDS, PARSERS, unparsable
 from pipelines.formats.markup import (
     SPACY_MODEL,
     configure_unstructured,
@@ -36,7 +37,13 @@ from pipelines.formats.segments import (
     segment_span,
 )
 from pipelines.formats.text import candidate_encodings, decode_text, partition_txt, with_text
-from pipelines.models import ClassifiedBatch, ClassifiedDocument, DocumentBatch, DocumentRef
+from pipelines.models import (
+    ClassifiedBatch,
+    ClassifiedDocument,
+    DocumentBatch,
+    DocumentRef,
+    Element,
+)
 
 __all__ = [
     "SPACY_MODEL",
@@ -127,20 +134,31 @@ class Classify:
 
     @classmethod
     def build(cls, services: StepServices, context: StepContext) -> Classify:
-        """From the settings' file size and unpacking limits."""
+        """From the settings' file size, unpacking and parsing time limits."""
         s = services.settings
         limits = Limits(
             max_unpacked_bytes=s.max_unpacked_bytes,
             max_compression_ratio=s.max_compression_ratio,
             max_unpacked_part_bytes=s.max_unpacked_part_bytes,
         )
-        return cls(services.blobs, s.max_file_bytes, limits)
+        return cls(services.blobs, s.max_file_bytes, limits, s.parse_timeout_seconds)
 
-    def __init__(self, blobs: BlobStore, max_bytes: int, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        blobs: BlobStore,
+        max_bytes: int,
+        limits: Limits | None = None,
+        parse_timeout_s: float = 600.0,
+    ) -> None:
+        """`parse_timeout_s` bounds the wall time of one document's structural parser (run in
+        a child process, pipelines/formats/isolated.py); 0 parses in this thread, unbounded."""
         if max_bytes < 1:
             raise ValueError(f"max_bytes must be at least 1, got {max_bytes}")
+        if parse_timeout_s < 0:
+            raise ValueError(f"parse_timeout_s must be 0 (no limit) or more, got {parse_timeout_s}")
         self.blobs = blobs
         self.max_bytes = max_bytes
+        self.parse_timeout_s = parse_timeout_s
         base = limits or Limits()
         self.limits = Limits(
             max_bytes=max_bytes,
@@ -192,21 +210,23 @@ class Classify:
                 opener = functools.partial(self._open_range, ref, span)
                 source = Source(name=ref.name, open=opener, limits=self.limits)
                 index_base = span.start
-        try:
-            elements = _PARTITIONERS[kind](source)
-        except DocumentProblem:
-            raise
-        # A parser failing on one document is that document's problem, whatever it raised.
-        except Exception as err:
-            raise DocumentProblem(
-                f"could not parse this {kind} document ({type(err).__name__}: {err}); "
-                "check the file, or save it as .txt to ingest it as plain text"
-            ) from err
+        elements = self._partition(kind, source)
         # A segment of blank lines is no problem: the document has text elsewhere.
         whole = ref.segments == 1
         if whole and not elements and kind not in _BINARY_KINDS and _only_whitespace(source):
             raise DocumentProblem("the file contains only whitespace; add it again with its text")
         return ClassifiedDocument(document=ref, kind=kind, elements=elements, index_base=index_base)
+
+    def _partition(self, kind: str, source: Source) -> list[Element]:
+        if kind in ISOLATED_KINDS and self.parse_timeout_s:
+            return PARSERS.partition(_PARTITIONERS[kind], kind, source, self.parse_timeout_s)
+        try:
+            return _PARTITIONERS[kind](source)
+        except DocumentProblem:
+            raise
+        # A parser failing on one document is that document's problem, whatever it raised.
+        except Exception as err:
+            raise unparsable(kind, type(err).__name__, str(err)) from err
 
     def _segment(self, ref: DocumentRef, kind: str, head: bytes) -> range | None:
         """The bytes of the planned segment `ref` (pipelines/formats/segments.py), or None when

@@ -1,4 +1,4 @@
-"""A folder mixing every supported format with 20 kinds of broken file, through a real job.
+"""A folder mixing every supported format with 21 kinds of broken file, through a real job.
 
 Each broken file gets its own reason, at add time when its first bytes tell (check_supported)
 and again as a per-document error when it reaches cognify anyway; every valid file in the same
@@ -29,7 +29,8 @@ from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 
-MAX_FILE_BYTES = 200_000
+MAX_FILE_BYTES = 400_000
+PARSE_TIMEOUT_S = 6  # the slow e-mail below takes ~28 CPU-s to parse
 RNG = random.Random(7)
 NOISE = bytes(RNG.randrange(256) for _ in range(4000))
 
@@ -78,14 +79,20 @@ BAD: dict[str, tuple[bytes, str | None, str]] = {
     "unclosed.csv": (b'id,note\n1,"never closed\n' + b"x" * 140_000, None, "unclosed quote"),
     "scripts.html": (b"<html><script>var a = 1;</script></html>", None, "no text left"),
     "silent.eml": (sf.eml_bytes(body=None, attachment=False), None, "no text body"),
+    "slow.eml": (sf.slow_eml_bytes(390_000), None, f"took longer than {PARSE_TIMEOUT_S} s"),
     "tool.exe": (b"MZ\x90\x00" + NOISE, "unsupported file type '.exe'", "unsupported file"),
-    "huge.txt": (b"word " * 50_000, "above the limit of 200000", ""),  # never stored
+    "huge.txt": (b"word " * 100_000, "above the limit of 400000", ""),  # never stored
 }
 
 
 @pytest.fixture
 def runtime(tmp_path: Path, models: dict[str, object]) -> Iterator[Runtime]:
-    settings = Settings(home=tmp_path / "home", batch_size=8, max_file_bytes=MAX_FILE_BYTES)
+    settings = Settings(
+        home=tmp_path / "home",
+        batch_size=8,
+        max_file_bytes=MAX_FILE_BYTES,
+        parse_timeout_seconds=PARSE_TIMEOUT_S,
+    )
     with threaded_runtime(settings, models) as rt:
         yield rt
 
