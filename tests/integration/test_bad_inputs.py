@@ -1,4 +1,4 @@
-"""A folder mixing every supported format with 21 kinds of broken file, through a real job.
+"""A folder mixing every supported format with 22 kinds of broken file, through a real job.
 
 Each broken file gets its own reason, at add time when its first bytes tell (check_supported)
 and again as a per-document error when it reaches cognify anyway; every valid file in the same
