@@ -85,10 +85,9 @@ class _Child:
             self.kill()
             raise RuntimeError(f"the document parser process answered {ready[:40]!r} at start")
 
-    def ask(self, request: bytes, deadline: float) -> bytes:
+    def send(self, request: bytes) -> None:
         self.stdin.write(_HEADER.pack(len(request)) + request)
         self.stdin.flush()
-        return self.read(deadline)
 
     def read(self, deadline: float) -> bytes:
         (size,) = _HEADER.unpack(self._read_exactly(_HEADER.size, deadline))
@@ -132,25 +131,34 @@ class IsolatedParsers:
         `timeout_s` seconds. Raises DocumentProblem when the document is the problem: it is
         refused, fails to parse, or takes too long."""
         request = pickle.dumps((partitioner, source))
-        child = self._take()
-        try:
-            answer = json.loads(child.ask(request, time.monotonic() + timeout_s))
-        except _Late:
-            child.kill()
-            raise DocumentProblem(
-                f"parsing this {kind} document took longer than {timeout_s:g} s and was "
-                "stopped; split it into smaller files, save its text as .txt, or raise the "
-                "limit (COGMILL_PARSE_TIMEOUT_SECONDS)"
-            ) from None
-        except _Ended:
-            code = child.kill()
-            raise DocumentProblem(
-                f"the parser of this {kind} document ended abnormally (exit code {code}: "
-                "a crash or out of memory); check the file, or save its text as .txt"
-            ) from None
-        except BaseException:  # interrupted (a task time limit, shutdown): leave nothing behind
-            child.kill()
-            raise
+        deadline = time.monotonic() + timeout_s
+        child, reused = self._take()
+        while True:
+            try:
+                child.send(request)
+                answer = json.loads(child.read(deadline))
+                break
+            except (_Ended, OSError) as err:
+                code = child.kill()
+                if reused:  # it died while idle (it can still look alive): not this document
+                    child, reused = _Child(), False
+                    continue
+                if isinstance(err, OSError):
+                    raise
+                raise DocumentProblem(
+                    f"the parser of this {kind} document ended abnormally (exit code {code}: "
+                    "a crash or out of memory); check the file, or save its text as .txt"
+                ) from None
+            except _Late:
+                child.kill()
+                raise DocumentProblem(
+                    f"parsing this {kind} document took longer than {timeout_s:g} s and was "
+                    "stopped; split it into smaller files, save its text as .txt, or raise the "
+                    "limit (COGMILL_PARSE_TIMEOUT_SECONDS)"
+                ) from None
+            except BaseException:  # interrupted (a task time limit, shutdown): leave nothing
+                child.kill()
+                raise
         self._give_back(child)
         if "problem" in answer:
             raise DocumentProblem(answer["problem"])
@@ -158,7 +166,8 @@ class IsolatedParsers:
             raise unparsable(kind, answer["error"], answer["message"])
         return [Element(kind=k, text=t) for k, t in answer["elements"]]
 
-    def _take(self) -> _Child:
+    def _take(self) -> tuple[_Child, bool]:
+        """An idle child (and True), or a new one (and False)."""
         with self._lock:
             if self._pid != os.getpid():  # a forked worker: the children are the parent's
                 self._idle, self._pid = [], os.getpid()
@@ -169,7 +178,7 @@ class IsolatedParsers:
             child = self._idle.pop() if self._idle else None
         for old in ended:
             old.kill()
-        return child or _Child()
+        return (child, True) if child else (_Child(), False)
 
     def _give_back(self, child: _Child) -> None:
         child.idle_since = time.monotonic()

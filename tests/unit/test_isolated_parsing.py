@@ -123,9 +123,18 @@ def test_a_parser_that_dies_fails_its_document_and_is_replaced(blobs: FileBlobSt
 
     [error] = result[0].errors
     assert "ended abnormally (exit code -9" in error.message, error.message
-    batch = classify(blobs, refs(blobs, {"ok.eml": GOOD["ok.eml"]}), timeout_s=600)
+    ok = refs(blobs, {"ok.eml": GOOD["ok.eml"]})
+    batch = classify(blobs, ok, timeout_s=600)
     assert batch.errors == [] and batch.documents[0].elements
     assert busy not in parsers_of(os.getpid())
+
+    # One that dies while idle is not the next document's problem.
+    [idle] = parsers_of(os.getpid())
+    os.kill(idle, signal.SIGKILL)
+    assert wait_for(lambda: state(idle) in (None, "Z"), 10)
+    batch = classify(blobs, ok, timeout_s=600)
+    assert batch.errors == [] and batch.documents[0].elements
+    assert idle not in parsers_of(os.getpid())
 
 
 def test_a_parser_ends_when_its_worker_is_killed(tmp_path: Path) -> None:
