@@ -74,6 +74,11 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace, latency_ms: 
             f"own count of MERGEs: {r['merges_written']}"
         )
         print(f"  worker peak RSS so far: {r['worker_peak_rss_mib']} MiB")
+        for name, trend in r.get("rss_during_cognify", {}).items():
+            print(
+                f"  RSS of {name} during cognify: {trend['first']} → peak {trend['peak']} → "
+                f"{trend['last']} MiB; second half {trend['slope_mib_per_min']:+.1f} MiB/min"
+            )
         if "redis_commands" in r:  # the stores' and the broker's, add + cognify
             commands = int(r["redis_commands"])
             print(f"  Redis commands: {commands:,}, {commands / max(chunks, 1):.1f} per chunk")

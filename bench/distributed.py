@@ -40,7 +40,16 @@ sys.path.insert(0, str(ROOT))
 import corpora  # noqa: E402
 import dist_report  # noqa: E402
 from neo4j_floor import embed_floor, graph_counts, graph_floor  # noqa: E402
-from processes import Snapshot, StandIn, cpu_s, listening_pid, snapshot, tree_cpu_s  # noqa: E402
+from processes import (  # noqa: E402
+    Snapshot,
+    StandIn,
+    cpu_s,
+    listening_pid,
+    rss_mib,
+    rss_trend,
+    snapshot,
+    tree_cpu_s,
+)
 
 from core.catalog import AddReport  # noqa: E402
 from core.settings import Settings  # noqa: E402
@@ -49,6 +58,8 @@ from workers.celery_app import configure  # noqa: E402
 from workers.jobs import JobTracker  # noqa: E402
 from workers.orchestration import cognify  # noqa: E402
 from workers.runtime import Runtime, use_runtime  # noqa: E402
+
+RSS_EVERY_S = 2.0
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -69,6 +80,11 @@ class Service:
     home: Path
     pool: list[corpora.Passage]
     datasets: list[str] = field(default_factory=list)
+
+    def rss_pids(self) -> dict[str, int]:
+        """The processes whose memory a run samples, by name."""
+        named = {f"worker {i}": p.pid for i, p in enumerate(self.workers)}
+        return named | {"neo4j": self.args.neo4j_pid, "redis": self.args.redis_pid}
 
     def mark(self) -> Snapshot:
         """CPU so far of every process the runs use; the driver without its children."""
@@ -208,7 +224,14 @@ def ingest(svc: Service, scale: int, *, floor: bool) -> dict[str, object]:
     print(f"{progress}: added in {added.at - start.at:.0f} s, cognifying", file=sys.stderr)
     job = cognify(runtime, dataset)
     tracker = JobTracker(runtime.state)
+    memory = svc.rss_pids()
+    rss: dict[str, list[tuple[float, float]]] = {name: [] for name in memory}
+    sampled = 0.0
     while not job.status.finished:  # the status alone: the finished job holds the counts
+        if time.monotonic() - sampled >= RSS_EVERY_S:
+            sampled = time.monotonic()
+            for name, pid in memory.items():
+                rss[name].append((sampled, rss_mib(pid)))
         time.sleep(0.2)
         job = tracker.get(job.id, live=False)
     done, commands = svc.mark(), redis_commands(args.redis) - commands
@@ -239,6 +262,8 @@ def ingest(svc: Service, scale: int, *, floor: bool) -> dict[str, object]:
         },
         # Peak so far: flat from the 1x run to the 4x run means no growth with the corpus.
         "worker_peak_rss_mib": [round(peak_rss_mib(p.pid)) for p in svc.workers],
+        # Sampled while the job ran: still growing at its end, or flat once warm?
+        "rss_during_cognify": {name: rss_trend(s) for name, s in rss.items() if s},
     }
     print(f"{progress}: cognified in {done.at - added.at:.0f} s", file=sys.stderr)
     if floor:

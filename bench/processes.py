@@ -37,6 +37,36 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def rss_mib(pid: int) -> float:
+    """Resident memory of one process now (VmRSS), 0 once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    line = next((line for line in status.splitlines() if line.startswith("VmRSS:")), "")
+    return int(line.split()[1]) / 1024 if line else 0.0
+
+
+def rss_trend(samples: list[tuple[float, float]]) -> dict[str, float]:
+    """First, peak and last of (seconds, MiB) samples, and the least-squares slope of the
+    second half in MiB per minute: what is still growing once a run has warmed up."""
+    half = samples[len(samples) // 2 :]
+    slope = 0.0
+    if len(half) > 2:
+        mean_t = sum(t for t, _ in half) / len(half)
+        mean_m = sum(m for _, m in half) / len(half)
+        spread = sum((t - mean_t) ** 2 for t, _ in half)
+        if spread:
+            slope = 60 * sum((t - mean_t) * (m - mean_m) for t, m in half) / spread
+    values = [m for _, m in samples]
+    return {
+        "first": round(values[0]),
+        "peak": round(max(values)),
+        "last": round(values[-1]),
+        "slope_mib_per_min": round(slope, 1),
+    }
+
+
 def descendants(pid: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
