@@ -21,6 +21,11 @@ COUNTED = ("documents", "chunks", "entities", "relationships", "vectors")
 SUMMED = ("nodes_written", "edges_written", "graph_write_ms")
 _REPORTS_PER_READ = 1000
 RUNNING = "jobs:running"  # the ids of unfinished jobs, which the sweeper watches
+# The ids of every job, so listing jobs reads them and not the keyspace: a key scan walks every
+# key of the store (Redis has no other way), among them 3 usage counters per document a job
+# read, the LLM cache and the lexical index. `INDEXED` marks a store whose older jobs are in.
+JOBS = "jobs:all"
+INDEXED = "jobs:all:complete"
 
 
 class JobNotFoundError(LookupError):
@@ -49,6 +54,7 @@ class JobTracker:
         self.artifact_ttl = artifact_ttl
 
     def save(self, job: Job) -> None:
+        self.state.add_member(JOBS, job.id)
         self.state.put(_key(job.id), job.model_dump_json())
         if job.status.finished:
             self.state.remove_member(RUNNING, job.id)
@@ -77,6 +83,9 @@ class JobTracker:
         raw = self.state.get(_key(job_id))
         if raw is None:
             raise JobNotFoundError(f"no job {job_id!r}; `cogmill jobs list` shows the known jobs")
+        return self._read(raw, live)
+
+    def _read(self, raw: str, live: bool) -> Job:
         job = Job.model_validate_json(raw)
         if live and not job.status.finished:
             job.counts, errors = self._totals(job)
@@ -84,9 +93,22 @@ class JobTracker:
         return job
 
     def all(self, *, live: bool = True) -> Iterator[Job]:
-        for key in self.state.keys("job:"):
-            if key.count(":") == 1:
-                yield self.get(key.split(":", 1)[1], live=live)
+        """Every job, from the index of their ids (`JOBS`), read many at a time."""
+        ids = sorted(self.state.add_members({JOBS: []})[JOBS] | self._unindexed())
+        for part in batched(ids, _REPORTS_PER_READ):
+            for raw in self.state.get_many([_key(job_id) for job_id in part]):
+                if raw is not None:
+                    yield self._read(raw, live)
+
+    def _unindexed(self) -> set[str]:
+        """Jobs saved before the index existed, found once by a key scan and indexed."""
+        if self.state.get(INDEXED):
+            return set()
+        found = {key.split(":", 1)[1] for key in self.state.keys("job:") if key.count(":") == 1}
+        if found:
+            self.state.add_members({JOBS: sorted(found)})
+        self.state.put(INDEXED, "1")
+        return found
 
     def put_artifact(self, job_id: str, name: str, value: str) -> str:
         key = _key(job_id, "artifact", name)

@@ -128,8 +128,7 @@ def stored_bytes(rt: Runtime, caller: Caller) -> int:
 
 def running_jobs(rt: Runtime, name: str) -> list[str]:
     """Ids of the unfinished cognify jobs on a dataset."""
-    jobs = JobTracker(rt.state).all()
-    return [job.id for job in jobs if job.dataset == name and not job.status.finished]
+    return [job.id for job in JobTracker(rt.state).running() if job.dataset == name]
 
 
 def ensure_idle(rt: Runtime, stored: str, caller: Caller = LOCAL) -> None:

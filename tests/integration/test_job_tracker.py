@@ -72,6 +72,32 @@ def test_a_saved_job_reads_back_and_an_unknown_one_is_named(tracker: JobTracker)
         tracker.get("nope")
 
 
+def test_jobs_are_listed_from_their_index_and_older_ones_are_found_once(
+    tracker: JobTracker, request: pytest.FixtureRequest
+) -> None:
+    """Listing jobs (`GET /jobs`, `/metrics`, datasets) must not walk the keyspace: a job that
+    read 20,000 documents left 60,000 usage counters there, and the LLM cache and lexical
+    index live there too (Redis: 354 ms to list 2 jobs after one such job)."""
+    older = new_job(tracker).model_copy(update={"id": "older"})
+    tracker.state.put("job:older", older.model_dump_json())  # as saved before the index
+    for n in range(50):  # a document's usage counters: keys under the job's, not jobs
+        tracker.state.incr(f"job:older:usage:document:d{n}:llm:calls")
+    assert sorted(j.id for j in tracker.all()) == ["job1", "older"]
+    tracker.save(older.model_copy(update={"id": "newer"}))
+    store = request.node.callspec.params["tracker"]
+    scans = _scans(tracker, store)
+    assert sorted(j.id for j in tracker.all(live=False)) == ["job1", "newer", "older"]
+    assert _scans(tracker, store) == scans
+
+
+def _scans(tracker: JobTracker, store: str) -> int | None:
+    """SCAN commands the test Redis has run (None on the other stores)."""
+    if store != REDIS:
+        return None
+    stats = tracker.state._redis.info("commandstats")  # type: ignore[attr-defined]
+    return int(stats.get("cmdstat_scan", {}).get("calls", 0))
+
+
 def test_the_last_batch_completes_the_job_once_however_often_recorded(
     tracker: JobTracker,
 ) -> None:
