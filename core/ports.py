@@ -243,8 +243,9 @@ class StateStore(Protocol):
         ValueError when a key does not hold an integer (the others are still added)."""
         ...
 
-    def add_member(self, key: str, member: str) -> bool:
-        """Add to a set; True when the member was new (idempotent completion counting)."""
+    def add_member(self, key: str, member: str, *, ttl: float | None = None) -> bool:
+        """Add to a set; True when the member was new (idempotent completion counting). With
+        `ttl`, the whole set expires `ttl` seconds from now (each such add pushes it out)."""
         ...
 
     def remove_member(self, key: str, member: str) -> bool:

@@ -43,10 +43,8 @@ class RedisStateStore:
 
     def put(self, key: str, value: str, *, ttl: float | None = None) -> None:
         """Set a string value, expiring after `ttl` seconds when given. Raises StoreError."""
-        if ttl is not None and ttl <= 0:
-            raise ValueError(f"ttl must be positive seconds, got {ttl!r}")
         # PX, not EX: TTLs below a second are legitimate; a plain SET also clears an old TTL.
-        px = math.ceil(ttl * 1000) if ttl is not None else None
+        px = _milliseconds(ttl) if ttl is not None else None
         with self._conn.errors():
             self._redis.set(self._key(key), value, px=px)
 
@@ -100,10 +98,16 @@ class RedisStateStore:
         if bad:
             raise ValueError(f"key {bad[0]!r} does not hold an integer counter")
 
-    def add_member(self, key: str, member: str) -> bool:
-        """Add to a set; True when the member was new (idempotent completion counting)."""
+    def add_member(self, key: str, member: str, *, ttl: float | None = None) -> bool:
+        """Add to a set; True when the member was new. With `ttl`, the set expires then."""
         with self._conn.errors():
-            return self._redis.sadd(self._key(key), member) == 1
+            if ttl is None:
+                return self._redis.sadd(self._key(key), member) == 1
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.sadd(self._key(key), member)
+            pipe.pexpire(self._key(key), _milliseconds(ttl))
+            added, _ = pipe.execute()
+            return added == 1
 
     def remove_member(self, key: str, member: str) -> bool:
         """Remove from a set; True when the member was there."""
@@ -148,3 +152,9 @@ class RedisStateStore:
     def close(self) -> None:
         """Close the connection pool (idempotent)."""
         self._conn.close()
+
+
+def _milliseconds(ttl: float) -> int:
+    if ttl <= 0:
+        raise ValueError(f"ttl must be positive seconds, got {ttl!r}")
+    return math.ceil(ttl * 1000)

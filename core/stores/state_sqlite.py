@@ -16,6 +16,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_at REAL);
 CREATE INDEX IF NOT EXISTS kv_expires ON kv (expires_at) WHERE expires_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS sets (key TEXT, member TEXT, PRIMARY KEY (key, member));
+CREATE TABLE IF NOT EXISTS set_expiry (key TEXT PRIMARY KEY, expires_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS set_expiry_at ON set_expiry (expires_at);
 CREATE TABLE IF NOT EXISTS events (stream TEXT, seq INTEGER, event TEXT NOT NULL,
                                    PRIMARY KEY (stream, seq));
 """
@@ -28,6 +30,8 @@ UNION SELECT key FROM sets WHERE key >= :lo AND key < :hi
 UNION SELECT stream FROM events WHERE stream >= :lo AND stream < :hi
 ORDER BY 1
 """
+# A set whose expiry has passed reads as empty until a write purges it (`_purge_sets`).
+_LIVE_SET = "NOT EXISTS (SELECT 1 FROM set_expiry e WHERE e.key = ? AND e.expires_at <= ?)"
 
 
 class SQLiteStateStore(SQLiteFile):
@@ -76,6 +80,7 @@ class SQLiteStateStore(SQLiteFile):
         with self._db(write=True) as db:
             db.execute("DELETE FROM kv WHERE key = ?", (key,))
             db.execute("DELETE FROM sets WHERE key = ?", (key,))
+            db.execute("DELETE FROM set_expiry WHERE key = ?", (key,))
             db.execute("DELETE FROM events WHERE stream = ?", (key,))
 
     def keys(self, prefix: str) -> list[str]:
@@ -83,6 +88,7 @@ class SQLiteStateStore(SQLiteFile):
         now = time.time()
         with self._db() as db:
             db.execute("DELETE FROM kv WHERE expires_at <= ?", (now,))
+            _purge_sets(db, now)
             rows = db.execute(_LIVE_KEYS, {"lo": prefix, "hi": prefix + "\U0010ffff", "now": now})
             return [key for (key,) in rows]
 
@@ -104,12 +110,20 @@ class SQLiteStateStore(SQLiteFile):
         if bad:
             raise ValueError(f"keys {bad!r} do not hold integer counters")
 
-    def add_member(self, key: str, member: str) -> bool:
-        """Add to a set; True when the member was new (idempotent completion counting)."""
-        with self._db() as db:
+    def add_member(self, key: str, member: str, *, ttl: float | None = None) -> bool:
+        """Add to a set; True when the member was new. With `ttl`, the set expires then."""
+        expires_at = _expiry(ttl)
+        with self._db(write=True) as db:
+            _purge_sets(db, time.time(), key)
             cursor = db.execute(
                 "INSERT INTO sets (key, member) VALUES (?, ?) ON CONFLICT DO NOTHING", (key, member)
             )
+            if expires_at is not None:
+                db.execute(
+                    "INSERT INTO set_expiry (key, expires_at) VALUES (?, ?) ON CONFLICT (key)"
+                    " DO UPDATE SET expires_at = excluded.expires_at",
+                    (key, expires_at),
+                )
             return cursor.rowcount == 1
 
     def remove_member(self, key: str, member: str) -> bool:
@@ -121,19 +135,22 @@ class SQLiteStateStore(SQLiteFile):
     def count_members(self, key: str) -> int:
         """Size of a set (0 when missing)."""
         with self._db() as db:
-            return db.execute("SELECT count(*) FROM sets WHERE key = ?", (key,)).fetchone()[0]
+            query = f"SELECT count(*) FROM sets WHERE key = ? AND {_LIVE_SET}"
+            return db.execute(query, (key, key, time.time())).fetchone()[0]
 
     def add_members(self, members: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
         """Add members to several sets, then return each of those sets whole (one transaction)."""
         with self._db(write=True) as db:
+            now = time.time()
+            for key, items in members.items():
+                if items:
+                    _purge_sets(db, now, key)
             db.executemany(
                 "INSERT INTO sets (key, member) VALUES (?, ?) ON CONFLICT DO NOTHING",
                 [(key, member) for key, items in members.items() for member in items],
             )
-            return {
-                key: {m for (m,) in db.execute("SELECT member FROM sets WHERE key = ?", (key,))}
-                for key in members
-            }
+            query = f"SELECT member FROM sets WHERE key = ? AND {_LIVE_SET}"
+            return {key: {m for (m,) in db.execute(query, (key, key, now))} for key in members}
 
     def append_event(self, stream: str, event: str) -> int:
         """Append to an ordered stream and return the event's sequence number (from 1)."""
@@ -159,6 +176,14 @@ class SQLiteStateStore(SQLiteFile):
                 (stream, after, limit),
             )
             return [(seq, event) for seq, event in rows]
+
+
+def _purge_sets(db: sqlite3.Connection, now: float, key: str | None = None) -> None:
+    """Remove the sets (one, or all) whose expiry has passed."""
+    where = "expires_at <= ?" + (" AND key = ?" if key is not None else "")
+    args = (now,) if key is None else (now, key)
+    db.execute(f"DELETE FROM sets WHERE key IN (SELECT key FROM set_expiry WHERE {where})", args)
+    db.execute(f"DELETE FROM set_expiry WHERE {where}", args)
 
 
 def _expiry(ttl: float | None) -> float | None:

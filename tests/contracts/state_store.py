@@ -147,6 +147,25 @@ class StateStoreContract:
         assert state_store.count_members("batches") == 2
         assert state_store.count_members("other") == 0
 
+    def test_a_set_added_to_with_a_ttl_expires_whole(self, state_store: StateStore) -> None:
+        assert state_store.add_member("idx:s1", "note:1", ttl=0.4) is True
+        state_store.add_member("idx:s1", "note:2", ttl=0.4)
+        state_store.add_member("idx:s2", "note:9", ttl=30)
+        assert state_store.count_members("idx:s1") == 2
+        assert state_store.keys("idx:") == ["idx:s1", "idx:s2"]
+        time.sleep(0.3)
+        state_store.add_member("idx:s1", "note:3", ttl=0.4)  # pushes the whole set out
+        time.sleep(0.2)
+        assert state_store.add_members({"idx:s1": []}) == {"idx:s1": {"note:1", "note:2", "note:3"}}
+        time.sleep(0.4)
+        assert state_store.count_members("idx:s1") == 0
+        assert state_store.add_members({"idx:s1": []}) == {"idx:s1": set()}
+        assert state_store.keys("idx:") == ["idx:s2"]
+        assert state_store.add_member("idx:s1", "note:4") is True  # a new set, nothing old in it
+        assert state_store.add_members({"idx:s1": []}) == {"idx:s1": {"note:4"}}
+        with pytest.raises(ValueError, match="positive"):
+            state_store.add_member("idx:s3", "x", ttl=0)
+
     def test_remove_member_reports_whether_it_was_there(self, state_store: StateStore) -> None:
         state_store.add_member("running", "a")
         state_store.add_member("running", "b")
