@@ -19,9 +19,12 @@ from core.tenants import LOCAL, Caller
 from workers.jobs import JobTracker
 from workers.runtime import Runtime
 
-# The graph port cannot list datasets across the store, so their names are kept in the state
-# store under this prefix by every use case that creates one (add, remember) and dropped by
-# the ones that delete one.
+# The graph port cannot list datasets across the store, so their names are kept in a set in
+# the state store by every use case that creates one (add, remember) and dropped by the ones
+# that delete one. Before the set, each had a key under REGISTRY: found by a key scan (which
+# walks the whole store) once, then `INDEXED` says they are in the set.
+DATASETS = "api:datasets"
+INDEXED = "api:datasets:complete"
 REGISTRY = "api:dataset:"
 
 
@@ -80,20 +83,32 @@ def existing(rt: Runtime, name: str, caller: Caller = LOCAL) -> str:
 def register(rt: Runtime, stored: str) -> None:
     """Create the dataset (if new) and list it."""
     rt.catalog.ensure_dataset(check_dataset_name(stored))
-    rt.state.put(REGISTRY + stored, stored)
+    rt.state.add_member(DATASETS, stored)
 
 
 def unregister(rt: Runtime, name: str) -> None:
     """Stop listing a dataset (after deleting it)."""
-    rt.state.delete(REGISTRY + name)
+    _registered(rt)  # an older registration must not bring it back
+    rt.state.remove_member(DATASETS, name)
+
+
+def _registered(rt: Runtime) -> set[str]:
+    """The registered names; those registered before the set are moved into it once."""
+    if not rt.state.get(INDEXED):
+        older = [key.removeprefix(REGISTRY) for key in rt.state.keys(REGISTRY)]
+        if older:
+            rt.state.add_members({DATASETS: older})
+        for name in older:
+            rt.state.delete(REGISTRY + name)
+        rt.state.put(INDEXED, "1")
+    return rt.state.add_members({DATASETS: []})[DATASETS]
 
 
 def names(rt: Runtime, caller: Caller | None = LOCAL) -> list[str]:
     """The stored names of the caller's datasets (None: every tenant's) that exist, sorted:
     the registered ones and those of known jobs (datasets added before `add` registered them
     but cognified since)."""
-    known = {key.removeprefix(REGISTRY) for key in rt.state.keys(REGISTRY)}
-    known |= {job.dataset for job in JobTracker(rt.state).all()}
+    known = _registered(rt) | {job.dataset for job in JobTracker(rt.state).all(live=False)}
     known = {n for n in known if caller is None or caller.owns(n)}
     found = {node.id for node in rt.graph.get_nodes([dataset_id(n) for n in sorted(known)])}
     return sorted(n for n in known if dataset_id(n) in found)
