@@ -9,8 +9,7 @@ prefix is the start of the other:
 - `trace:{item}`  what that answer was built from: the result texts with their sources and
                   the graph elements (edges, chunks) behind each result (`improve` reads it);
 - `vec:{item}`    the cached embeddings of a note or qa/trace pair, so each is embedded once;
-- `feedback:{item}` the feedback already applied to a qa (so repeating it is a no-op).
-
+- `feedback:{item}` the feedback already applied to a qa (so repeating it is a no-op);
 - `index:`        the set of the session's notes and qas (`note:{item}`, `qa:{item}`), which
                   expires with its last item: reads list a session from it, since a key scan
                   walks the whole store (Redis: 147 ms per recall beside 120,000 other keys).
