@@ -217,8 +217,8 @@ class SessionStore:
         self.state.put(INDEXED + self.prefix, "1")
 
     def notes(self, session: str) -> list[Note]:
-        found = (self._load(self._key(session, "note", i)) for i in self._ids(session, "note"))
-        return [Note.model_validate(raw) for raw in found if raw is not None]
+        keys = [self._key(session, "note", i) for i in self._ids(session, "note")]
+        return [Note.model_validate_json(raw) for raw in self.state.get_many(keys) if raw]
 
     def qa(self, session: str, qa_id: str) -> QARecord | None:
         """One qa with its trace, or None when missing or expired."""
@@ -234,9 +234,15 @@ class SessionStore:
         return QARecord.model_validate({**raw, **trace})
 
     def qas(self, session: str) -> list[QARecord]:
-        """The session's recent qa records (with traces), oldest first."""
-        records = (self.qa(session, i) for i in self._ids(session, "qa"))
-        return [r for r in records if r is not None]
+        """The session's recent qa records (with traces), oldest first, read at once."""
+        ids = self._ids(session, "qa")
+        keys = [self._key(session, kind, i) for i in ids for kind in ("qa", "trace")]
+        raws = self.state.get_many(keys)
+        return [
+            QARecord.model_validate({**json.loads(qa), **json.loads(trace or "{}")})
+            for qa, trace in zip(raws[::2], raws[1::2], strict=True)
+            if qa is not None
+        ]
 
     def datasets(self, session: str) -> list[str]:
         """The datasets the session's questions searched, most recent first."""

@@ -19,12 +19,12 @@ the job's recorded usage.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from core.llm.usage import FIELDS, KINDS, BudgetExceeded, Meter, llm_micro_usd, metering
 from core.models.jobs import Budget, Job
-from core.ports import StateStore
+from core.ports import StateStore, batched
 from core.settings import Settings
 from pipelines.models import Chunk
 from workers.runtime import current_runtime
@@ -176,3 +176,14 @@ def job_usage(
     keys = [_key(job_id, *scope, kind, name) for kind in KINDS for name in FIELDS]
     values = iter(state.get_many(keys))
     return {kind: {name: int(next(values) or 0) for name in FIELDS} for kind in KINDS}
+
+
+def jobs_usage(state: StateStore, job_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+    """{kind: {field: count}} summed over jobs, read in one round trip per 100 jobs."""
+    total = {kind: dict.fromkeys(FIELDS, 0) for kind in KINDS}
+    fields = [(kind, name) for kind in KINDS for name in FIELDS]
+    for part in batched(list(job_ids), 100):
+        keys = [_key(job_id, kind, name) for job_id in part for kind, name in fields]
+        for (kind, name), value in zip(fields * len(part), state.get_many(keys), strict=True):
+            total[kind][name] += int(value or 0)
+    return total

@@ -21,7 +21,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from core.llm.usage import FIELDS, KINDS, UsageTotals, priced
+from core.llm.usage import UsageTotals, priced
 from core.models.jobs import Job, JobStatus
 from workers.celery_app import queue_depths
 from workers.jobs import JobTracker
@@ -33,7 +33,7 @@ from workers.metrics import (
     llm_counters,
 )
 from workers.runtime import Runtime
-from workers.usage import job_usage
+from workers.usage import jobs_usage
 
 TOKENS = ("prompt_tokens", "completion_tokens", "cached_tokens")
 
@@ -48,11 +48,7 @@ class StateCollector(Collector):
         state = self.runtime.state
         jobs = list(JobTracker(state, self.runtime.settings.artifact_ttl_seconds).all())
         yield from _job_metrics(jobs, failed_batches(state))
-        usage = {kind: dict.fromkeys(FIELDS, 0) for kind in KINDS}
-        for job in jobs:
-            for kind, counts in job_usage(state, job.id).items():
-                for name, value in counts.items():
-                    usage[kind][name] += value
+        usage = jobs_usage(state, [job.id for job in jobs])
         yield from _usage_metrics(usage, priced(usage, self.runtime.settings))
         retries = llm_counters(state)
         for name, doc in (
