@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from core.migrations import once
 from core.ports import Embedder, StateStore
 from retrieval.models import SearchResponse, Source
 
@@ -196,7 +197,7 @@ class SessionStore:
 
     def _members(self, session: str) -> set[str]:
         """The session's live index members; those whose item has expired are dropped."""
-        self._index_older_items()
+        once(self.state, INDEXED + self.prefix, self._index_older_items)
         index = self._key(session, "index")
         members = self.state.add_members({index: []})[index]
         born_after = time.time_ns() - int(self.ttl * 1e9)
@@ -206,15 +207,12 @@ class SessionStore:
         return members - expired
 
     def _index_older_items(self) -> None:
-        """Index the notes and qas written before sessions had an index: one key scan of
-        this prefix, the first time it is read."""
-        if self.state.get(INDEXED + self.prefix):
-            return
+        """Index the notes and qas written before sessions had an index (a key scan of this
+        prefix, run once)."""
         for key in self.state.keys(self.prefix):
             session, kind, item = (key[len(self.prefix) :].split(":", 2) + ["", ""])[:3]
             if kind in ("note", "qa") and ITEM_ID.fullmatch(item) and SESSION_ID.fullmatch(session):
                 self._index(session, kind, item)
-        self.state.put(INDEXED + self.prefix, "1")
 
     def notes(self, session: str) -> list[Note]:
         keys = [self._key(session, "note", i) for i in self._ids(session, "note")]

@@ -11,6 +11,7 @@ import json
 import time
 from collections.abc import Iterator
 
+from core.migrations import once
 from core.models.jobs import Claim, DocumentError, Job, JobStatus, utcnow
 from core.ports import StateStore, batched
 from pipelines.models import WriteReport
@@ -94,21 +95,18 @@ class JobTracker:
 
     def all(self, *, live: bool = True) -> Iterator[Job]:
         """Every job, from the index of their ids (`JOBS`), read many at a time."""
-        ids = sorted(self.state.add_members({JOBS: []})[JOBS] | self._unindexed())
+        once(self.state, INDEXED, self._index_older_jobs)
+        ids = sorted(self.state.add_members({JOBS: []})[JOBS])
         for part in batched(ids, _REPORTS_PER_READ):
             for raw in self.state.get_many([_key(job_id) for job_id in part]):
                 if raw is not None:
                     yield self._read(raw, live)
 
-    def _unindexed(self) -> set[str]:
-        """Jobs saved before the index existed, found once by a key scan and indexed."""
-        if self.state.get(INDEXED):
-            return set()
-        found = {key.split(":", 1)[1] for key in self.state.keys("job:") if key.count(":") == 1}
+    def _index_older_jobs(self) -> None:
+        """Jobs saved before the index existed, found by a key scan."""
+        found = [key.split(":", 1)[1] for key in self.state.keys("job:") if key.count(":") == 1]
         if found:
-            self.state.add_members({JOBS: sorted(found)})
-        self.state.put(INDEXED, "1")
-        return found
+            self.state.add_members({JOBS: found})
 
     def put_artifact(self, job_id: str, name: str, value: str) -> str:
         key = _key(job_id, "artifact", name)

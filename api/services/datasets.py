@@ -13,6 +13,7 @@ from itertools import islice
 
 from api.services import shown
 from core.catalog import CatalogError, check_dataset_name
+from core.migrations import once
 from core.models.graph import Node, dataset_id
 from core.models.vocabulary import DOCUMENT
 from core.tenants import LOCAL, Caller
@@ -94,14 +95,16 @@ def unregister(rt: Runtime, name: str) -> None:
 
 def _registered(rt: Runtime) -> set[str]:
     """The registered names; those registered before the set are moved into it once."""
-    if not rt.state.get(INDEXED):
-        older = [key.removeprefix(REGISTRY) for key in rt.state.keys(REGISTRY)]
-        if older:
-            rt.state.add_members({DATASETS: older})
-        for name in older:
-            rt.state.delete(REGISTRY + name)
-        rt.state.put(INDEXED, "1")
+    once(rt.state, INDEXED, lambda: _move_older_registrations(rt))
     return rt.state.add_members({DATASETS: []})[DATASETS]
+
+
+def _move_older_registrations(rt: Runtime) -> None:
+    older = [key.removeprefix(REGISTRY) for key in rt.state.keys(REGISTRY)]
+    if older:
+        rt.state.add_members({DATASETS: older})
+    for name in older:
+        rt.state.delete(REGISTRY + name)
 
 
 def names(rt: Runtime, caller: Caller | None = LOCAL) -> list[str]:

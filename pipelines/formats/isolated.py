@@ -78,8 +78,8 @@ class _Child:
         except (_Late, _Ended) as err:
             self.kill()
             raise RuntimeError(
-                f"the document parser process did not start ({type(err).__name__[1:].lower()},"
-                f" exit code {self.proc.returncode}); see the worker's log above"
+                f"the document parser process did not start (exit code {self.proc.returncode});"
+                " see the worker's log above"
             ) from err
         if ready != _READY:
             self.kill()
