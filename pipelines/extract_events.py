@@ -175,10 +175,10 @@ class OfflineEventExtractor:
             return found
         nlp, lock = self._pipeline()
         for part in batched(todo, self.batch_size):
-            with lock:
+            with lock, nlp.memory_zone():  # as OfflineExtractor.extract: new words are dropped
                 docs = list(nlp.pipe([texts[i] for i in part], batch_size=self.batch_size))
-            for i, doc in zip(part, docs, strict=True):
-                found[i] = [event for sent in doc.sents for event in sentence_events(sent)]
+                for i, doc in zip(part, docs, strict=True):
+                    found[i] = [event for sent in doc.sents for event in sentence_events(sent)]
         return found
 
 

@@ -185,6 +185,31 @@ def test_a_pause_before_each_component_of_each_batch_changes_nothing(
     assert len(paused) == 3 * len(nlp.pipeline)  # 3 batches of at most 2
 
 
+def test_new_words_do_not_stay_in_the_pipeline_vocabulary(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker parses corpus after corpus; the words each batch adds to spaCy's vocabulary
+    (and to the lemma cache) must not stay, or its memory grows with every new word."""
+    from pipelines.extract_events import OfflineEventExtractor
+
+    monkeypatch.setattr(offline, "LEMMA_CACHE_SIZE", 50)
+    fresh = OfflineExtractor(batch_size=4)
+    nlp, lemma = fresh._load()
+    fresh.extract(PASSAGES)
+    strings = len(nlp.vocab.strings)
+
+    def novel(i: int) -> str:
+        return f"Zorvik{i} Quellan{i} met Brantho{i} in Velmora{i} on 3 May 19{i % 90 + 10}."
+
+    first = fresh.extract([novel(i) for i in range(40)])
+    assert {"Zorvik0 Quellan0", "Velmora0"} <= {e.name for e in first[0].entities}
+    events = OfflineEventExtractor(fresh).events([novel(i) for i in range(40, 80)], [[]] * 40)
+    assert all(len(found) == 1 for found in events)
+    assert len(nlp.vocab.strings) == strings
+    assert "Zorvik3" not in nlp.vocab.strings
+    assert len(lemma._cache) <= 50
+
+
 def test_summary_is_short_and_starts_with_the_first_sentence(
     extractor: OfflineExtractor,
 ) -> None:
