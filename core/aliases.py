@@ -61,8 +61,8 @@ def tokens(name: str) -> list[str]:
 
 # Names recur across a batch's texts and every step compares them many times: the pure
 # functions below are cached (their results are immutable strings, or copied on the way out).
-# A few batches' names: each entry holds ~340 bytes, and a worker sees corpus after corpus
-# (65,536 entries per cache held ~43 MiB and kept a distributed worker's RSS rising).
+# A few batches' names: each entry holds ~300 bytes, and a worker sees corpus after corpus
+# (two caches of 65,536 held 35–43 MiB together and kept a distributed worker's RSS rising).
 NAME_CACHE_SIZE = 4096
 
 
