@@ -225,15 +225,15 @@ class SessionStore:
                 f"invalid answer id {qa_id!r}: use a qa_id returned by search or recall "
                 "with this session"
             )
-        raw = self._load(self._key(session, "qa", qa_id))
-        if raw is None:
-            return None
-        trace = self._load(self._key(session, "trace", qa_id)) or {}
-        return QARecord.model_validate({**raw, **trace})
+        found = self._records(session, [qa_id])
+        return found[0] if found else None
 
     def qas(self, session: str) -> list[QARecord]:
-        """The session's recent qa records (with traces), oldest first, read at once."""
-        ids = self._ids(session, "qa")
+        """The session's recent qa records (with traces), oldest first."""
+        return self._records(session, self._ids(session, "qa"))
+
+    def _records(self, session: str, ids: list[str]) -> list[QARecord]:
+        """The qas of `ids` that are stored, each with its trace, read at once."""
         keys = [self._key(session, kind, i) for i in ids for kind in ("qa", "trace")]
         raws = self.state.get_many(keys)
         return [
