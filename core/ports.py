@@ -226,8 +226,8 @@ class StateStore(Protocol):
         """Each key's value in order (None where missing or expired), in one round trip."""
         ...
 
-    def delete(self, key: str) -> None:
-        """Remove a key (no error when missing)."""
+    def delete(self, *keys: str) -> None:
+        """Remove keys of any kind (no error when missing), many in one round trip."""
         ...
 
     def keys(self, prefix: str) -> list[str]:

@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     serve_warm_up: int = Field(default=200, ge=0, le=10_000)
     batch_size: int = Field(default=32, ge=1, le=10_000, description="Documents per batch")
     artifact_ttl_seconds: int = 86_400
+    # A job that ended this many days ago is deleted with its keys (workers/retention.py; 0:
+    # jobs are kept for ever).
+    job_retention_days: float = Field(default=30.0, ge=0)
     # A message not acknowledged within this time is redelivered by Redis: keep it above the
     # longest task (the hard time limit) or long tasks run twice.
     visibility_timeout_seconds: int = Field(default=3600, ge=1)

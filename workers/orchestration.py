@@ -39,6 +39,7 @@ from pipelines.formats.segments import SEGMENTABLE_KINDS, segment_count
 from pipelines.models import DocumentBatch, DocumentRef, WriteReport
 from workers.chains import batch_chain
 from workers.jobs import JobTracker, batch_input_key
+from workers.retention import prune_after_finish
 from workers.runtime import Runtime
 
 MODES = ("changed", "all")
@@ -271,6 +272,7 @@ def record_batch(runtime: Runtime, job_id: str, batch: int, report: WriteReport 
     _release_followers(runtime, jobs, job_id, source, report)
     if jobs.finish_batch(job_id, batch, report):
         jobs.finalise(job_id)
+        prune_after_finish(runtime)
 
 
 def _processed(dataset: str, doc_id: str, pipeline: Pipeline) -> Node:

@@ -32,6 +32,7 @@ from workers.metrics import (
     histograms,
     llm_counters,
 )
+from workers.retention import retired
 from workers.runtime import Runtime
 from workers.usage import jobs_usage
 
@@ -47,8 +48,11 @@ class StateCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         state = self.runtime.state
         jobs = list(JobTracker(state, self.runtime.settings.artifact_ttl_seconds).all())
-        yield from _job_metrics(jobs, failed_batches(state))
+        gone, gone_usage = retired(state)  # jobs deleted after the retention
+        yield from _job_metrics(jobs, failed_batches(state), gone)
         usage = jobs_usage(state, [job.id for job in jobs])
+        for kind, counts in gone_usage.items():
+            usage[kind] = {name: value + counts[name] for name, value in usage[kind].items()}
         yield from _usage_metrics(usage, priced(usage, self.runtime.settings))
         retries = llm_counters(state)
         for name, doc in (
@@ -69,7 +73,7 @@ class StateCollector(Collector):
         yield depth
 
 
-def _job_metrics(jobs: Sequence[Job], failed: int) -> Iterator[Metric]:
+def _job_metrics(jobs: Sequence[Job], failed: int, gone: dict[str, int]) -> Iterator[Metric]:
     by_state = Counter(job.status.value for job in jobs)
     gauge = GaugeMetricFamily("cogmill_jobs", "Cognify jobs by state", labels=["state"])
     for status in JobStatus:
@@ -78,14 +82,18 @@ def _job_metrics(jobs: Sequence[Job], failed: int) -> Iterator[Metric]:
     documents = CounterMetricFamily(
         "cogmill_documents", "Documents processed or failed by jobs", labels=["outcome"]
     )
-    documents.add_metric(["processed"], sum(job.counts.get("documents", 0) for job in jobs))
-    documents.add_metric(["failed"], sum(len({e.document_id for e in j.errors}) for j in jobs))
+    processed = gone["documents"] + sum(job.counts.get("documents", 0) for job in jobs)
+    failed_documents = sum(len({e.document_id for e in j.errors}) for j in jobs)
+    documents.add_metric(["processed"], processed)
+    documents.add_metric(["failed"], gone["documents_failed"] + failed_documents)
     yield documents
     batches = CounterMetricFamily(
         "cogmill_batches", "Batches of jobs (failed: every document an error)", labels=["outcome"]
     )
-    batches.add_metric(["planned"], sum(job.total_batches for job in jobs))
-    batches.add_metric(["done"], sum(job.counts.get("batches_done", 0) for job in jobs))
+    planned = gone["batches_planned"] + sum(job.total_batches for job in jobs)
+    done = gone["batches_done"] + sum(job.counts.get("batches_done", 0) for job in jobs)
+    batches.add_metric(["planned"], planned)
+    batches.add_metric(["done"], done)
     batches.add_metric(["failed"], failed)
     yield batches
 

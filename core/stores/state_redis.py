@@ -9,6 +9,7 @@ from typing import Any
 
 import redis
 
+from core.ports import batched
 from core.stores.redis_connection import RedisConnection
 
 _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
@@ -60,10 +61,11 @@ class RedisStateStore:
         with self._conn.errors():
             return self._redis.mget([self._key(key) for key in keys])
 
-    def delete(self, key: str) -> None:
-        """Remove a key of any kind (no error when missing)."""
+    def delete(self, *keys: str) -> None:
+        """Remove keys of any kind (no error when missing): one DEL per 1,000."""
         with self._conn.errors():
-            self._redis.delete(self._key(key))
+            for part in batched(keys, 1000):
+                self._redis.delete(*(self._key(key) for key in part))
 
     def keys(self, prefix: str) -> list[str]:
         """Live keys of any kind starting with `prefix`, sorted."""

@@ -75,13 +75,14 @@ class SQLiteStateStore(SQLiteFile):
                         found[key] = value
         return [found.get(key) for key in keys]
 
-    def delete(self, key: str) -> None:
-        """Remove a key from kv, sets and events (no error when missing)."""
+    def delete(self, *keys: str) -> None:
+        """Remove keys from kv, sets and events (no error when missing), in one transaction."""
+        rows = [(key,) for key in keys]
         with self._db(write=True) as db:
-            db.execute("DELETE FROM kv WHERE key = ?", (key,))
-            db.execute("DELETE FROM sets WHERE key = ?", (key,))
-            db.execute("DELETE FROM set_expiry WHERE key = ?", (key,))
-            db.execute("DELETE FROM events WHERE stream = ?", (key,))
+            db.executemany("DELETE FROM kv WHERE key = ?", rows)
+            db.executemany("DELETE FROM sets WHERE key = ?", rows)
+            db.executemany("DELETE FROM set_expiry WHERE key = ?", rows)
+            db.executemany("DELETE FROM events WHERE stream = ?", rows)
 
     def keys(self, prefix: str) -> list[str]:
         """Live keys of any kind starting with `prefix`, sorted."""

@@ -262,3 +262,16 @@ class StateStoreContract:
         assert state_store.read_events("stream") == []
         assert state_store.append_event("stream", "again") == 1
         assert state_store.keys("stream") == ["stream"]
+
+    def test_delete_takes_many_keys_of_every_kind_at_once(self, state_store: StateStore) -> None:
+        keys = [f"many:{i:04d}" for i in range(2500)]  # more than one DEL's worth on Redis
+        for key in keys[:-3]:
+            state_store.put(key, "v")
+        state_store.incr(keys[-3])
+        state_store.add_member(keys[-2], "m", ttl=60)
+        state_store.append_event(keys[-1], "e")
+        state_store.put("many-kept", "v")
+        state_store.delete(*keys, "many:missing")
+        assert state_store.keys("many") == ["many-kept"]
+        assert state_store.count_members(keys[-2]) == 0
+        state_store.delete()  # nothing to delete is no error
