@@ -130,9 +130,9 @@ def estimate(
 
 
 @operation("GET", "/api/v1/jobs")
-def list_jobs() -> Parts[list[m.Job]]:
-    """The caller's jobs, newest first."""
-    return Parts(model(list[m.Job]))
+def list_jobs(*, offset: int = 0, limit: int = 100) -> Parts[list[m.Job]]:
+    """The caller's jobs, newest first (`offset`/`limit`: a window of them)."""
+    return Parts(model(list[m.Job]), params={"offset": offset, "limit": limit})
 
 
 @operation("GET", "/api/v1/jobs/{job_id}")

@@ -157,6 +157,12 @@ def test_jobs_list_and_recognify_with_nothing_to_do(client: TestClient, cognifie
     assert again.status_code == 202 and again.json()["status"] == "succeeded"
     assert "nothing to do" in again.json()["message"]
     assert client.post(f"/api/v1/jobs/{job['id']}/cancel").json()["status"] == "succeeded"
+    newest_first = [again.json()["job_id"], job["id"]]
+    assert [j["id"] for j in client.get("/api/v1/jobs").json()] == newest_first
+    for window, ids in (("limit=1", newest_first[:1]), ("offset=1&limit=5", newest_first[1:])):
+        assert [j["id"] for j in client.get(f"/api/v1/jobs?{window}").json()] == ids
+    for bad in ("limit=0", "limit=1001", "offset=-1"):
+        assert_error(client.get(f"/api/v1/jobs?{bad}"), 422, "validation_error", "query.")
 
 
 @pytest.mark.parametrize("search_type", ["CHUNKS", "GRAPH_COMPLETION"])

@@ -50,11 +50,16 @@ def _found(use_case: Callable[[Runtime, str], T], runtime: Runtime, job_id: str)
         raise ApiError(404, "job_not_found", message) from err
 
 
-@router.get("", response_model=list[Job], responses=error_responses(503))
-def list_jobs(runtime: RuntimeDep, caller: Reader) -> list[Job]:
-    """The caller's jobs, newest first."""
+@router.get("", response_model=list[Job], responses=error_responses(422, 503))
+def list_jobs(
+    runtime: RuntimeDep,
+    caller: Reader,
+    offset: Annotated[int, Query(ge=0, description="Skip this many of the newest jobs")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[Job]:
+    """The caller's jobs, newest first; `offset`/`limit` select a window of them."""
     mine = [job for job in jobs.list_jobs(runtime) if caller.owns(job.dataset)]
-    return [_shown(job, caller) for job in mine]
+    return [_shown(job, caller) for job in mine[offset : offset + limit]]
 
 
 J = TypeVar("J", bound=Job)
