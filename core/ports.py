@@ -375,21 +375,6 @@ class Extractor(Protocol):
         ...
 
 
-def search_many(
-    store: VectorStore,
-    collection: str,
-    vectors: Sequence[Sequence[float]],
-    *,
-    datasets: Sequence[str],
-    limit: int = 10,
-) -> list[list[VectorHit]]:
-    """`store.search` for each vector, in one round trip where the store offers `search_many`."""
-    many = getattr(store, "search_many", None)
-    if many is not None:
-        return many(collection, vectors, datasets=datasets, limit=limit)
-    return [store.search(collection, v, datasets=datasets, limit=limit) for v in vectors]
-
-
 def batched(items: Sequence, size: int) -> Iterator[Sequence]:
     """Consecutive slices of at most `size` items."""
     for start in range(0, len(items), size):

@@ -38,9 +38,6 @@ _DELETE_BATCH = 5000  # nodes removed per transaction, so a big dataset never ne
 _OVERFETCH = 4
 _MIN_K = 100
 _MAX_K = 4096
-# search_many serves bulk lookups of a few neighbours each (entity resolution): Neo4j spends
-# ~13 ms per query at k=100 and ~7 ms at k=24; too few hits in the datasets still widens.
-_MIN_K_MANY = 24  # wider HNSW searches cost more than an exact scan of a mid-sized dataset
 # An exact scan costs ~17 us per point of the datasets (Neo4j 5.26, 384-d): datasets this
 # small are scanned at once instead of widening the HNSW search.
 _EXACT_SCAN_MAX = 2000
@@ -272,18 +269,6 @@ class Neo4jVectorStore:
         query = [float(x) for x in vector]
         with self._errors(f"search in {collection!r}"):
             return [_hit(row) for row in self._nearest(collection, query, list(datasets), limit)]
-
-    def search_many(
-        self,
-        collection: str,
-        vectors: Sequence[Sequence[float]],
-        *,
-        datasets: Sequence[str],
-        limit: int = 10,
-    ) -> list[list[VectorHit]]:
-        """`search` for each vector; one HNSW round trip for all, the rare misses one by one."""
-        k = max(limit * _OVERFETCH, _MIN_K_MANY)
-        return self._batch([(collection, v, limit, k) for v in vectors], datasets)
 
     def search_batch(
         self, queries: Sequence[VectorQuery], *, datasets: Sequence[str]

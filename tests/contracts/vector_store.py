@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from core.models.vectors import VectorPoint, collection_name
-from core.ports import VectorStore, search_many
+from core.ports import VectorStore
 
 CHUNKS = collection_name("DocumentChunk", "text")
 ENTITIES = collection_name("Entity", "name")
@@ -93,20 +93,6 @@ class VectorStoreContract:
         assert len(hits) == 3
         assert hits[0].id == points[0].id
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-
-    def test_search_many_answers_each_vector_as_search_does(
-        self, vector_store: VectorStore, vector_store_dim: int
-    ) -> None:
-        points = [point(v) for v in random_vectors(30, vector_store_dim)]
-        others = [point(v, "b") for v in random_vectors(30, vector_store_dim, seed=11)]
-        vector_store.upsert(CHUNKS, points + others)
-        queries = [p.vector for p in points[:5]] + [others[0].vector]
-        many = search_many(vector_store, CHUNKS, queries, datasets=["a"], limit=4)
-        single = [vector_store.search(CHUNKS, q, datasets=["a"], limit=4) for q in queries]
-        assert [[h.id for h in hits] for hits in many] == [[h.id for h in s] for s in single]
-        assert [hits[0].id for hits in many[:5]] == [p.id for p in points[:5]]
-        assert all(h.payload["dataset"] == "a" for hits in many for h in hits)
-        assert search_many(vector_store, "Missing_text", queries, datasets=["a"]) == [[]] * 6
 
     def test_search_batch_answers_each_search_as_search_does(
         self, vector_store: VectorStore, vector_store_dim: int
