@@ -139,6 +139,11 @@ class GraphReader(Protocol):
         """Node counts per type and the edge count (key "edges") of a dataset."""
         ...
 
+    def total(self, datasets: Sequence[str], node_type: str, key: str) -> int:
+        """The sum of the integer property `key` over the datasets' nodes of a type (in the
+        store, without loading them; 0 when none has it)."""
+        ...
+
 
 @runtime_checkable
 class GraphWriter(Protocol):

@@ -136,12 +136,8 @@ def documents(
 
 
 def stored_bytes(rt: Runtime, caller: Caller) -> int:
-    """Bytes of the documents stored in all the caller's datasets."""
-    return sum(
-        int(doc.properties.get("size", 0))
-        for stored in names(rt, caller)
-        for doc in rt.catalog.documents(stored)
-    )
+    """Bytes of the documents stored in all the caller's datasets (summed in the store)."""
+    return rt.graph.total(names(rt, caller), DOCUMENT, "size")
 
 
 def running_jobs(rt: Runtime, name: str) -> list[str]:

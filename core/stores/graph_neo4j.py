@@ -379,3 +379,8 @@ class Neo4jGraphStore:
     def count(self, dataset: str) -> dict[str, int]:
         """Node counts per type and the edge count (key "edges") of a dataset."""
         return self._read(reads.count, dataset=dataset)
+
+    def total(self, datasets: Sequence[str], node_type: str, key: str) -> int:
+        """The sum of the integer property `key` over the datasets' nodes of a type."""
+        names = list(dict.fromkeys(datasets))
+        return self._read(reads.total, datasets=names, node_type=node_type, key=key)

@@ -81,3 +81,10 @@ def count(tx: ManagedTransaction, dataset: str) -> dict[str, int]:
     edges = "MATCH ()-[r:REL {dataset: $dataset}]->() RETURN count(r)"
     counts["edges"] = codec.value(tx, edges, dataset=dataset)
     return counts
+
+
+def total(tx: ManagedTransaction, datasets: list[str], node_type: str, key: str) -> int:
+    """The sum of the integer property `key` over the datasets' nodes of a type."""
+    query = """MATCH (n:Node) WHERE n.dataset IN $datasets AND n.type = $type
+        AND n.id IS NOT NULL RETURN coalesce(sum(n[$key]), 0)"""
+    return codec.value(tx, query, datasets=datasets, type=node_type, key=key)

@@ -388,9 +388,10 @@ class SQLiteGraphStore:
 
     def count(self, dataset: str) -> dict[str, int]:
         """Node counts per type and the edge count (key "edges") of a dataset."""
-        by_type = "SELECT type, count(*) FROM nodes WHERE dataset = ? GROUP BY type"
         with self._transaction() as conn:
-            counts = dict(conn.execute(by_type, (dataset,)).fetchall())
-            edges = conn.execute("SELECT count(*) FROM edges WHERE dataset = ?", (dataset,))
-            counts["edges"] = edges.fetchone()[0]
-        return counts
+            return tx.count(conn, dataset)
+
+    def total(self, datasets: Sequence[str], node_type: str, key: str) -> int:
+        """The sum of the integer property `key` over the datasets' nodes of a type."""
+        with self._transaction() as conn:
+            return tx.total(conn, datasets, node_type, key)

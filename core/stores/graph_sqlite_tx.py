@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from core.models.graph import Edge, Node, NodeChunks, Removed, Support
+from core.ports import batched
 from core.stores import graph_merge
 from core.stores import graph_sqlite_queries as q
 
@@ -168,4 +169,26 @@ def node_chunks(
         else:
             distinct = list(dict.fromkeys(c for c in records[i] if c))
             found[i] = NodeChunks(names[i], distinct, len(distinct))
+    return found
+
+
+def count(conn: sqlite3.Connection, dataset: str) -> dict[str, int]:
+    """Node counts per type and the edge count (key "edges") of a dataset."""
+    by_type = "SELECT type, count(*) FROM nodes WHERE dataset = ? GROUP BY type"
+    counts = dict(conn.execute(by_type, (dataset,)).fetchall())
+    edges = conn.execute("SELECT count(*) FROM edges WHERE dataset = ?", (dataset,))
+    counts["edges"] = edges.fetchone()[0]
+    return counts
+
+
+def total(conn: sqlite3.Connection, datasets: Sequence[str], node_type: str, key: str) -> int:
+    """The sum of the integer property `key` over the datasets' nodes of a type."""
+    path, found = "$." + json.dumps(key), 0  # a quoted JSON path: any key is literal
+    for part in batched(list(dict.fromkeys(datasets)), 500):
+        marks = ",".join("?" * len(part))
+        query = (
+            "SELECT coalesce(sum(json_extract(properties, ?)), 0) FROM nodes"
+            f" WHERE dataset IN ({marks}) AND type = ?"
+        )
+        found += int(conn.execute(query, (path, *part, node_type)).fetchone()[0])
     return found

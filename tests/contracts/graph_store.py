@@ -384,6 +384,22 @@ class GraphStoreContract:
         assert graph_store.count(dataset) == {"Entity": 3, "City": 1, "edges": 3}
         assert graph_store.count(other_dataset) == {"edges": 0}
 
+    def test_total_sums_an_integer_property_of_a_type_over_datasets(
+        self, graph_store, dataset, other_dataset
+    ):
+        graph_store.upsert_nodes(
+            [make_node(dataset, f"f{i}", "Document", size=1000 + i) for i in range(3)]
+            + [make_node(other_dataset, "g", "Document", size=7)]
+            + [make_node(other_dataset, "h", "Document")]  # no size: counts nothing
+            + [make_node(dataset, "e", "Entity", size=50)]  # another type
+        )
+        assert graph_store.total([dataset], "Document", "size") == 3003
+        assert graph_store.total([dataset, other_dataset, dataset], "Document", "size") == 3010
+        assert graph_store.total([dataset], "Entity", "size") == 50
+        assert graph_store.total([dataset], "Document", "pages") == 0
+        assert graph_store.total([], "Document", "size") == 0
+        assert graph_store.total(["no-such"], "Document", "size") == 0
+
     # -- deleting ----------------------------------------------------------------------------
 
     def test_delete_document_removes_only_what_only_it_supported(self, graph_store, dataset):
