@@ -41,7 +41,8 @@ def test_a_job_past_the_retention_goes_and_metrics_keep_counting_it(tmp_path) ->
             assert len(state.keys(f"job:{first['id']}:")) > 20  # events, reports, usage, ...
             # Make it have ended 40 days ago.
             job = Job.model_validate_json(state.get(f"job:{first['id']}") or "")
-            job.finished_at = job.finished_at - timedelta(days=40)
+            assert job.finished_at is not None
+            job.finished_at -= timedelta(days=40)
             state.put(f"job:{job.id}", job.model_dump_json())
 
             assert client.post("/api/v1/datasets/r/data", json={"documents": documents("b")})
@@ -56,9 +57,9 @@ def test_a_job_past_the_retention_goes_and_metrics_keep_counting_it(tmp_path) ->
             assert [j["id"] for j in client.get("/api/v1/jobs").json()] == [second["id"]]
 
             after = samples(client.get("/metrics").text)
-            processed = ("cogmill_documents_total", {"outcome": "processed"})
-            assert value(before, processed[0], **processed[1]) == 3
-            assert value(after, processed[0], **processed[1]) == 6
+            for found, documents_processed in ((before, 3), (after, 6)):
+                processed = value(found, "cogmill_documents_total", outcome="processed")
+                assert processed == documents_processed
             for kind in ("llm", "embeddings"):
                 calls = first[kind]["calls"] + second[kind]["calls"]
                 assert value(after, "cogmill_model_calls_total", kind=kind) == calls > 0
