@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 
 class JobStatus(StrEnum):
@@ -26,6 +26,11 @@ class JobStatus(StrEnum):
         )  # fmt: skip
 
 
+# An error's message is cut after this many characters: a parser's or a model's exception can
+# quote its whole input, and a job keeps (and lists) one error per failed document.
+MESSAGE_CHARS = 2000
+
+
 class DocumentError(BaseModel):
     """Why one document could not be processed."""
 
@@ -33,6 +38,14 @@ class DocumentError(BaseModel):
     document_name: str
     step: str
     message: str
+
+    @field_validator("message")
+    @classmethod
+    def _bounded(cls, message: str) -> str:
+        if len(message) <= MESSAGE_CHARS:
+            return message
+        kept = MESSAGE_CHARS - 40  # room for the note, so a cut message is not cut again
+        return f"{message[:kept]}... ({len(message) - kept} more characters cut)"
 
 
 class Budget(BaseModel):
