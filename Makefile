@@ -40,7 +40,7 @@ test-fast: install
 
 lint: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy core pipelines retrieval workers api cogmill_client
+	$(BIN)/mypy core pipelines retrieval runtime workers api cogmill_client
 
 bench: install
 	$(BIN)/python bench/ingest_musique.py

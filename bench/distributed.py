@@ -54,10 +54,10 @@ from processes import (  # noqa: E402
 from core.catalog import AddReport  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from pipelines.classify import check_supported  # noqa: E402
+from runtime import Runtime, use_runtime  # noqa: E402
 from workers.celery_app import configure  # noqa: E402
 from workers.jobs import JobTracker  # noqa: E402
 from workers.orchestration import cognify  # noqa: E402
-from workers.runtime import Runtime, use_runtime  # noqa: E402
 
 RSS_EVERY_S = 2.0
 

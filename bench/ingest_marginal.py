@@ -46,7 +46,7 @@ from core.models.vocabulary import (  # noqa: E402
     SUMMARY_COLLECTION,
 )
 from core.settings import Settings  # noqa: E402
-from workers.runtime import Runtime, use_runtime  # noqa: E402
+from runtime import Runtime, use_runtime  # noqa: E402
 
 COLLECTIONS = (CHUNK_COLLECTION, ENTITY_COLLECTION, SUMMARY_COLLECTION, EDGE_TYPE_COLLECTION)
 STORES = ("graph", "vectors", "lexical", "state", "embedder", "extractor")

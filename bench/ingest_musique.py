@@ -48,11 +48,11 @@ from pipelines.classify import check_supported  # noqa: E402
 from retrieval.evaluation import default_data_dir, load_bench, percentile, write_documents  # noqa: E402
 from retrieval.models import SearchType  # noqa: E402
 from retrieval.search import search  # noqa: E402
+from runtime import Runtime, use_runtime  # noqa: E402
 from workers.celery_app import configure  # noqa: E402
 from workers.embedded import EmbeddedWorker  # noqa: E402
 from workers.jobs import JobTracker  # noqa: E402
 from workers.orchestration import cognify  # noqa: E402
-from workers.runtime import Runtime, use_runtime  # noqa: E402
 
 SEARCH_TYPES = (SearchType.CHUNKS, SearchType.GRAPH_COMPLETION, SearchType.GRAPH_PPR)
 

@@ -30,8 +30,8 @@ from core.settings import Settings  # noqa: E402
 from pipelines.base import step_types  # noqa: E402
 from pipelines.classify import check_supported  # noqa: E402
 from pipelines.definitions import get_pipeline  # noqa: E402
+from runtime import Runtime  # noqa: E402
 from workers.orchestration import plan_batches  # noqa: E402
-from workers.runtime import Runtime  # noqa: E402
 
 _PROSE = (
     "the river city council mayor report bridge harbour station museum railway company "

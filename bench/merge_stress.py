@@ -33,6 +33,7 @@ from typing import Any
 from common import services
 
 from core.settings import Settings
+from runtime import Runtime
 from tests.merge_stress import (
     Corpus,
     MemoEmbedder,
@@ -46,7 +47,6 @@ from tests.merge_stress import (
     snapshot,
     writers_on,
 )
-from workers.runtime import Runtime
 
 
 class _Retries(logging.Handler):

@@ -37,7 +37,7 @@ from core.settings import Settings  # noqa: E402
 from retrieval.evaluation import default_data_dir, load_bench, percentile  # noqa: E402
 from retrieval.models import SearchType  # noqa: E402
 from retrieval.search import search  # noqa: E402
-from workers.runtime import Runtime  # noqa: E402
+from runtime import Runtime  # noqa: E402
 
 WARM_UP = 8
 # Parts of a search, as (label, file suffix, function name) of the profile's entries.
@@ -45,26 +45,26 @@ PARTS = (
     ("whole search", "retrieval/search.py", "search"),
     ("query embedding", "core/embeddings/local.py", "embed"),
     ("  tokenizer", "~", "<method 'encode_batch' of 'tokenizers.Tokenizer' objects>"),
-    ("vector query (edge)", "core/stores/vector_qdrant_edge.py", "search"),
-    ("vector query (neo4j)", "core/stores/vector_neo4j.py", "search"),
-    ("graph get_nodes (sqlite)", "core/stores/graph_sqlite.py", "get_nodes"),
-    ("graph edges_of (sqlite)", "core/stores/graph_sqlite.py", "edges_of"),
-    ("graph get_nodes (neo4j)", "core/stores/graph_neo4j.py", "get_nodes"),
-    ("graph edges_of (neo4j)", "core/stores/graph_neo4j.py", "edges_of"),
-    ("entity chunks (sqlite)", "core/stores/graph_sqlite.py", "chunks_of_entities"),
-    ("entity chunks (neo4j)", "core/stores/graph_neo4j.py", "chunks_of_entities"),
+    ("vector query (edge)", "core/stores/qdrant/edge.py", "search"),
+    ("vector query (neo4j)", "core/stores/neo4j/vectors.py", "search"),
+    ("graph get_nodes (sqlite)", "core/stores/sqlite/graph.py", "get_nodes"),
+    ("graph edges_of (sqlite)", "core/stores/sqlite/graph.py", "edges_of"),
+    ("graph get_nodes (neo4j)", "core/stores/neo4j/graph.py", "get_nodes"),
+    ("graph edges_of (neo4j)", "core/stores/neo4j/graph.py", "edges_of"),
+    ("entity chunks (sqlite)", "core/stores/sqlite/graph.py", "chunks_of_entities"),
+    ("entity chunks (neo4j)", "core/stores/neo4j/graph.py", "chunks_of_entities"),
     ("neo4j round trips", "neo4j/_sync/work/transaction.py", "run"),
-    ("PPR seeds", "retrieval/ppr.py", "_seeds"),
-    ("  exact entities", "retrieval/ppr.py", "exact_entities"),
-    ("  linked names", "retrieval/ppr.py", "_linked"),
-    ("neighbourhood expand", "retrieval/ppr.py", "expand"),
-    ("  load entities", "retrieval/ppr.py", "_load_entities"),
-    ("  entities of chunks", "retrieval/ppr.py", "_entities_of"),
-    ("  link", "retrieval/ppr.py", "_link"),
-    ("pagerank", "retrieval/pagerank.py", "personalised_pagerank"),
-    ("ranked + evidence", "retrieval/ppr.py", "_ranked"),
-    ("  mass flows", "retrieval/ppr_paths.py", "__init__"),
-    ("  provenance", "retrieval/ppr_paths.py", "provenance"),
+    ("PPR seeds", "retrieval/ppr/retriever.py", "_seeds"),
+    ("  exact entities", "retrieval/ppr/retriever.py", "exact_entities"),
+    ("  linked names", "retrieval/ppr/retriever.py", "_linked"),
+    ("neighbourhood expand", "retrieval/ppr/retriever.py", "expand"),
+    ("  load entities", "retrieval/ppr/retriever.py", "_load_entities"),
+    ("  entities of chunks", "retrieval/ppr/retriever.py", "_entities_of"),
+    ("  link", "retrieval/ppr/retriever.py", "_link"),
+    ("pagerank", "retrieval/ppr/pagerank.py", "personalised_pagerank"),
+    ("ranked + evidence", "retrieval/ppr/retriever.py", "_ranked"),
+    ("  mass flows", "retrieval/ppr/paths.py", "__init__"),
+    ("  provenance", "retrieval/ppr/paths.py", "provenance"),
     ("pydantic Node init", "pydantic/main.py", "__init__"),
 )
 

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.models.vectors import VectorPoint  # noqa: E402
-from core.stores.vector_qdrant_edge import QdrantEdgeVectorStore  # noqa: E402
+from core.stores.qdrant.edge import QdrantEdgeVectorStore  # noqa: E402
 
 DIM = 384
 DATASET = "default:large"

@@ -21,7 +21,7 @@ from core.models.vocabulary import DATASET, DOCUMENT
 from core.ports import BlobStore, GraphStore, LexicalIndex, VectorStore
 from core.purge import purge_document
 
-# A tenant's datasets are stored as `<tenant>:<name>` (core/tenants.py); a caller names them
+# A tenant's datasets are stored as `<tenant>:<name>` (core/access.py); a caller names them
 # without the prefix, which api/services/datasets.py adds.
 DATASET_NAME = re.compile(r"^(?:[a-z0-9][a-z0-9_\-]{0,31}:)?[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 HEAD_BYTES = 8192

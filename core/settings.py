@@ -155,7 +155,7 @@ class Settings(BaseSettings):
     coding_rules_node_set: str = "coding_rules"
     # Session memory (retrieval/sessions.py): a session item expires this long after written.
     session_ttl_seconds: int = Field(default=7 * 86_400, ge=1)
-    # GRAPH_PPR (retrieval/ppr.py): seeds, the bounded neighbourhood, PageRank, the fusion.
+    # GRAPH_PPR (retrieval/ppr/): seeds, the bounded neighbourhood, PageRank, the fusion.
     ppr_damping: float = Field(default=0.85, ge=0, lt=1, description="Share that follows edges")
     ppr_hops: int = Field(default=2, ge=1, le=4, description="Steps read out from the seeds")
     ppr_chunk_seeds: int = Field(default=20, ge=0, le=1000)
@@ -191,7 +191,7 @@ class Settings(BaseSettings):
     response_model_max_properties: int = Field(default=500, ge=1)
     response_model_max_depth: int = Field(default=16, ge=1, le=64)
 
-    # API access (core/tenants.py): auto requires a key once any key was created; required
+    # API access (core/access.py): auto requires a key once any key was created; required
     # always does (and lets `cogmill serve` bind a non-loopback host).
     auth: Literal["auto", "required"] = "auto"
     # Requests per minute per API key (a fixed one-minute window in the state store: Redis in

@@ -47,7 +47,7 @@ class PipelineStepError(RuntimeError):
 
 class StepServices(Protocol):
     """What a step may be built from: one process's settings, stores and models (opened
-    lazily; `workers.runtime.Runtime` is the one implementation)."""
+    lazily; `runtime.Runtime` is the one implementation)."""
 
     @property
     def settings(self) -> Settings: ...

@@ -43,13 +43,13 @@ from core.models.jobs import Job, JobStatus
 from core.ports import StoreError
 from core.settings import Settings
 from pipelines.classify import check_supported
+from runtime import Runtime, use_runtime
 from tests.llm_server import LLMTestServer
 from tests.services import neo4j_uri, redis_url
 from workers.celery_app import configure
 from workers.embedded import EmbeddedWorker
 from workers.jobs import JobTracker
 from workers.orchestration import cognify
-from workers.runtime import Runtime, use_runtime
 
 EMBEDDED, NEO4J = "embedded", "neo4j"
 FAKEREDIS, REDIS = "fakeredis", "redis"
@@ -107,7 +107,7 @@ class Backend:
         shared = dict(shared or {})
         dim = settings.embedding_dim
         if self.distributed and dim != LOCAL_DIM:
-            from core.stores.vector_neo4j import Neo4jVectorStore
+            from core.stores.neo4j.vectors import Neo4jVectorStore
 
             shared["vectors"] = Neo4jVectorStore(
                 str(self.neo4j), dim, namespace=f"CogmillTest{dim}"

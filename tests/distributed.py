@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.settings import Settings
+from runtime import Runtime, use_runtime
 from workers.celery_app import configure
-from workers.runtime import Runtime, use_runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPICS = ["Ada Lovelace", "Charles Babbage", "Grace Hopper", "Alan Turing", "John von Neumann"]

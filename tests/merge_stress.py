@@ -42,7 +42,7 @@ from pipelines.add_data_points import AddDataPoints
 from pipelines.models import Chunk, DocumentRef, ExtractedBatch
 from pipelines.reconcile_entities import ReconcileEntities
 from pipelines.resolve_entities import ResolveEntities
-from workers.runtime import Runtime
+from runtime import Runtime
 
 # Forms of one entity -> (type, description). Forms of one entity share both.
 ENTITIES: dict[tuple[str, ...], tuple[str, str]] = {

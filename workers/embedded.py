@@ -21,9 +21,9 @@ from celery.worker import WorkController
 from celery.worker import state as worker_state
 
 from core.settings import Settings
+from runtime import Runtime, current_runtime, share_cores_between_threads, use_runtime
 from workers.celery_app import INGEST_QUEUE, LLM_QUEUE, configure
 from workers.llm_batches import Poller, start_poller
-from workers.runtime import Runtime, current_runtime, share_cores_between_threads, use_runtime
 
 # Longest wait of the worker's consumer loop for a message before it looks at the stop flag.
 # Celery's loop for a thread pool waits 2 s per turn, and one more full turn after it saw the

@@ -41,9 +41,9 @@ from core.models.jobs import Job
 from core.ports import StoreError
 from pipelines.base import LLM
 from pipelines.definitions import get_step
+from runtime import Runtime, current_runtime
 from workers.delivery import Delivery
 from workers.jobs import JobTracker
-from workers.runtime import Runtime, current_runtime
 from workers.sweeper import republish
 from workers.usage import add_usage, job_budget
 

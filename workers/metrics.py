@@ -27,8 +27,8 @@ from celery.signals import task_postrun, task_prerun
 
 from core.ports import StateStore, StoreError
 from pipelines.models import WriteReport
+from runtime import Runtime, current_runtime
 from workers.celery_app import FINISH, TASK_STEPS, task_name
-from workers.runtime import Runtime, current_runtime
 
 log = logging.getLogger("cogmill.metrics")
 

@@ -37,10 +37,10 @@ from pipelines.classify import Classify, DocumentProblem, kind_for
 from pipelines.definitions import get_pipeline
 from pipelines.formats.segments import SEGMENTABLE_KINDS, segment_count
 from pipelines.models import DocumentBatch, DocumentRef, WriteReport
+from runtime import Runtime
 from workers.chains import batch_chain
 from workers.jobs import JobTracker, batch_input_key
 from workers.retention import prune_after_finish
-from workers.runtime import Runtime
 
 MODES = ("changed", "all")
 

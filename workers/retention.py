@@ -22,8 +22,8 @@ import time
 from core.llm.usage import FIELDS, KINDS
 from core.models.jobs import Job, JobStatus
 from core.ports import StateStore
+from runtime import Runtime
 from workers.jobs import JOBS, JobTracker
-from workers.runtime import Runtime
 from workers.usage import job_usage
 
 log = logging.getLogger("cogmill.retention")

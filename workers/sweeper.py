@@ -40,12 +40,12 @@ from core.models.jobs import Claim, Job
 from core.ports import StoreError
 from pipelines.definitions import get_pipeline
 from pipelines.models import DocumentBatch
+from runtime import Runtime, current_runtime, use_runtime
 from workers.celery_app import FINISH, INGEST_QUEUE, LLM_QUEUE, TASK_STEPS, queue_depths
 from workers.chains import batch_chain
 from workers.delivery import Delivery
 from workers.heartbeat import running_steps, worker_id
 from workers.jobs import JobTracker, batch_input_key, step_output_key
-from workers.runtime import Runtime, current_runtime, use_runtime
 
 log = logging.getLogger("cogmill.sweeper")
 # Each running job's unfinished batches' claims, read once per sweep.

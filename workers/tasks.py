@@ -27,6 +27,7 @@ from core.ports import StoreError
 from pipelines.base import Step, step_types
 from pipelines.definitions import STEPS, get_pipeline
 from pipelines.models import DocumentBatch, WriteReport
+from runtime import Runtime, current_runtime
 from workers.budgets import park_batch
 from workers.celery_app import FINISH, TASK_STEPS, app, task_name
 from workers.delivery import Delivery
@@ -34,7 +35,6 @@ from workers.heartbeat import Heartbeat, ensure_heartbeat, worker_id
 from workers.jobs import JobTracker, batch_input_key
 from workers.llm_batches import through_batch_api
 from workers.orchestration import record_batch
-from workers.runtime import Runtime, current_runtime
 from workers.usage import metered
 
 log = logging.getLogger("cogmill.tasks")

@@ -27,7 +27,7 @@ from core.models.jobs import Budget, Job
 from core.ports import StateStore, batched
 from core.settings import Settings
 from pipelines.models import Chunk
-from workers.runtime import current_runtime
+from runtime import current_runtime
 
 T = TypeVar("T")
 

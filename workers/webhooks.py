@@ -28,13 +28,13 @@ from dataclasses import asdict, dataclass, field
 from celery import Task
 from celery.signals import worker_init
 
+from core.access import Caller, Role
 from core.llm.usage import priced
 from core.models.jobs import Job, JobStatus
 from core.ports import StateStore
 from core.settings import Settings
-from core.tenants import Caller, Role
+from runtime import current_runtime
 from workers.celery_app import app, task_name
-from workers.runtime import current_runtime
 from workers.usage import job_usage
 from workers.webhook_post import (
     SIGNATURE_HEADER,

@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from api.cli.render import err, guarded, out, runtime_session
-from core.tenants import ApiKey, Role, Tenants
+from api.services.tenants import ApiKey, Tenants
+from core.access import Role
 
 tenants_app = typer.Typer(no_args_is_help=True, help="Tenants: who owns datasets and keys.")
 keys_app = typer.Typer(no_args_is_help=True, help="API keys: create, list, revoke.")

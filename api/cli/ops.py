@@ -34,11 +34,11 @@ def worker(
             2,
         )
     if pool == "threads":
-        from workers.runtime import share_cores_between_threads
+        from runtime import share_cores_between_threads
 
         share_cores_between_threads(concurrency)
     if pool != "prefork":  # prefork children open their own (workers/sweeper.py)
-        from workers.runtime import current_runtime
+        from runtime import current_runtime
 
         current_runtime().open()
     # httpx logs every request at INFO: a line per LLM call, and 2% of a worker's CPU.

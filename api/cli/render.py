@@ -26,7 +26,7 @@ from retrieval.models import SearchResponse
 if TYPE_CHECKING:
     from api.services.add import Added
     from retrieval.models import Source
-    from workers.runtime import Runtime
+    from runtime import Runtime
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -81,7 +81,7 @@ def guarded(action: Callable[[], T]) -> T:
 
 def wait_for(job: Job, show_progress: bool) -> jobs.JobReport:
     """Poll a job until it finishes, with a progress bar on a terminal."""
-    from workers.runtime import current_runtime
+    from runtime import current_runtime
 
     rt = current_runtime()
     columns = [

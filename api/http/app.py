@@ -34,15 +34,16 @@ from api.http.schemas import (
 from api.mcp.http import mcp_router
 from api.services.datasets import DatasetNotFoundError, JobRunningError
 from api.services.delete import DocumentNotFoundError
+from api.services.tenants import QuotaExceededError
+from core.access import AccessDeniedError
 from core.catalog import CatalogError
 from core.embeddings.local import ModelNotInstalledError
 from core.ports import StoreError
 from core.settings import Settings
 from core.stores.factory import NotAvailableError
-from core.tenants import AccessDeniedError, QuotaExceededError
+from runtime import Runtime
 from workers.jobs import JobNotFoundError
 from workers.orchestration import PlanError
-from workers.runtime import Runtime
 
 log = logging.getLogger("cogmill.api")
 
@@ -139,9 +140,9 @@ def _bug(request: Request, exc: Exception) -> JSONResponse:
 @asynccontextmanager
 async def _lifespan(app: FastAPI, runtime: Runtime | None, warm_up: bool) -> AsyncIterator[None]:
     from api.services.warmup import Warmer
+    from runtime import share_cores_between_threads, use_runtime
     from workers.celery_app import configure
     from workers.embedded import EmbeddedWorker
-    from workers.runtime import share_cores_between_threads, use_runtime
 
     rt = runtime or Runtime(Settings())
     use_runtime(rt)  # Celery tasks in this process find the stores through it

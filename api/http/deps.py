@@ -22,9 +22,10 @@ from starlette.requests import ClientDisconnect
 
 from api.http.schemas import ApiError, DocumentsAdd
 from api.services import datasets, jobs
-from core.tenants import LOCAL, Caller, Role, Tenants
+from api.services.tenants import Tenants
+from core.access import LOCAL, Caller, Role
+from runtime import Runtime
 from workers.jobs import JobNotFoundError
-from workers.runtime import Runtime
 
 if TYPE_CHECKING:
     from python_multipart.multipart import MultipartCallbacks

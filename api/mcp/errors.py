@@ -20,10 +20,10 @@ from starlette.exceptions import HTTPException
 from api.http.schemas import SAFE_MESSAGES
 from api.services.datasets import DatasetNotFoundError, JobRunningError
 from api.services.delete import DocumentNotFoundError
+from core.access import AccessDeniedError
 from core.embeddings.local import ModelNotInstalledError
 from core.ports import StoreError
 from core.stores.factory import NotAvailableError
-from core.tenants import AccessDeniedError
 from workers.jobs import JobNotFoundError
 
 log = logging.getLogger("cogmill.mcp")

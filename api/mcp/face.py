@@ -14,8 +14,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from core.tenants import LOCAL, Caller
-from workers.runtime import Runtime
+from core.access import LOCAL, Caller
+from runtime import Runtime
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,15 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from api.services.datasets import checked, register, stored_bytes
+from api.services.tenants import QuotaExceededError
+from core.access import LOCAL, Caller
 from core.catalog import AddReport, check_node_set, iter_files
 from core.document_names import document_name
 from core.models.documents import STRUCTURED_PIPELINE
-from core.tenants import LOCAL, Caller, QuotaExceededError
 from pipelines.definitions import get_pipeline
 from pipelines.key_declarations import KeyDeclarations, declare_keys
 from pipelines.tables import check_source, snapshot_sql
-from workers.runtime import Runtime
+from runtime import Runtime
 
 SQL_PIPELINE = STRUCTURED_PIPELINE
 

@@ -8,12 +8,13 @@ from typing import Any
 
 from api.services.datasets import checked, existing
 from api.services.jobs import budget_of
+from api.services.tenants import Tenants
+from core.access import LOCAL, Caller
 from core.models.custom import graph_model_of
 from core.models.jobs import Job
 from core.ontology import InvalidOntology, store_ontology
-from core.tenants import LOCAL, Caller, Tenants
+from runtime import Runtime
 from workers.orchestration import cognify as plan
-from workers.runtime import Runtime
 
 
 @dataclass(frozen=True)

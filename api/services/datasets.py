@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from itertools import islice
 
 from api.services import shown
+from core.access import LOCAL, Caller
 from core.catalog import CatalogError, check_dataset_name
 from core.migrations import once
 from core.models.graph import Node, dataset_id
 from core.models.vocabulary import DOCUMENT
-from core.tenants import LOCAL, Caller
+from runtime import Runtime
 from workers.jobs import JobTracker
-from workers.runtime import Runtime
 
 # The graph port cannot list datasets across the store, so their names are kept in a set in
 # the state store by every use case that creates one (add, remember) and dropped by the ones

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from api.services import shown
 from api.services.datasets import ensure_idle, existing, unregister
+from core.access import LOCAL, Caller
 from core.catalog import CatalogError
 from core.models.graph import Removed
-from core.tenants import LOCAL, Caller
-from workers.runtime import Runtime
+from runtime import Runtime
 
 
 class DocumentNotFoundError(LookupError):

@@ -21,19 +21,19 @@ from typing import Any
 from pydantic import BaseModel
 
 from api.services.datasets import checked, existing
+from core.access import LOCAL, Caller
 from core.llm.cache import cache_key
 from core.llm.client import response_format, schema_of
 from core.llm.extractor import LLMExtractor
 from core.llm.usage import cost_usd, count_tokens, prompt_text
 from core.models.custom import graph_model_of
-from core.tenants import LOCAL, Caller
 from pipelines.base import Pipeline
 from pipelines.definitions import get_pipeline
 from pipelines.extract_events import EventList, LLMEventExtractor
 from pipelines.models import Chunk, ChunkBatch, DocumentBatch
 from pipelines.summarize_documents import SummaryAnswer, summary_messages
+from runtime import Runtime
 from workers.orchestration import plan_batches
-from workers.runtime import Runtime
 
 SUMMARY_GUESS_CHARS = 300
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")

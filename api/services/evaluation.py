@@ -31,8 +31,8 @@ from retrieval.evaluation import (
     write_documents,
 )
 from retrieval.registry import RETRIEVERS
+from runtime import Runtime
 from workers.embedded import open_runtime
-from workers.runtime import Runtime
 
 Results = dict[str, dict[EvalType, TypeFigures]]
 

@@ -20,10 +20,10 @@ from xml.sax.saxutils import escape, quoteattr
 
 from api.services import shown
 from api.services.datasets import existing
+from core.access import LOCAL, Caller
 from core.models.graph import Edge, Node
 from core.ports import GraphReader
-from core.tenants import LOCAL, Caller
-from workers.runtime import Runtime
+from runtime import Runtime
 
 NODE_PAGE = 500
 EDGE_LIMIT = 10_000

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 from api.services import shown
 from api.services.datasets import existing
+from core.access import LOCAL, Caller
 from core.models.graph import Edge, Node, entity_id
 from core.models.vocabulary import ENTITY
-from core.tenants import LOCAL, Caller
-from workers.runtime import Runtime
+from runtime import Runtime
 
 MAX_NODES = 200
 # A chunk mentions a few dozen entities at most, but the edges among 200 nodes could be many.

@@ -16,13 +16,13 @@ import anyio
 from pydantic import BaseModel
 
 from api.services.datasets import ensure_idle
+from core.access import LOCAL, Caller
 from core.llm.usage import UsageTotals, priced
 from core.models.jobs import Budget, Job
 from core.settings import Settings
-from core.tenants import LOCAL, Caller
+from runtime import Runtime
 from workers.budgets import resume_job
 from workers.jobs import JobNotFoundError, JobTracker
-from workers.runtime import Runtime
 from workers.usage import job_usage
 
 # Job ids are uuid4 hex; anything else (a ':' especially) would address other state keys.

@@ -22,15 +22,15 @@ from api.services.add import add_files
 from api.services.cognify import cognify
 from api.services.datasets import checked, ensure_idle, names
 from api.services.delete import Deleted, delete_dataset, delete_document
+from core.access import LOCAL, Caller
 from core.models.jobs import Job
-from core.tenants import LOCAL, Caller
 from retrieval.memory import DEFAULT_THRESHOLD, ImproveResult, RecallResponse
 from retrieval.memory import improve as improve_answer
 from retrieval.memory import recall as recall_memory
 from retrieval.models import SearchType
 from retrieval.router import DEFAULT_TYPE
 from retrieval.sessions import Note, SessionNotFoundError, SessionStore
-from workers.runtime import Runtime
+from runtime import Runtime
 
 
 def sessions(rt: Runtime, caller: Caller = LOCAL) -> SessionStore:

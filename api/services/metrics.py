@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 
 from core.llm.usage import UsageTotals, priced
 from core.models.jobs import Job, JobStatus
+from runtime import Runtime
 from workers.celery_app import queue_depths
 from workers.jobs import JobTracker
 from workers.metrics import (
@@ -33,7 +34,6 @@ from workers.metrics import (
     llm_counters,
 )
 from workers.retention import retired
-from workers.runtime import Runtime
 from workers.usage import jobs_usage
 
 TOKENS = ("prompt_tokens", "completion_tokens", "cached_tokens")

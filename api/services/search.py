@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from api.services import shown
 from api.services.datasets import checked
 from api.services.memory import sessions
-from core.tenants import LOCAL, AccessDeniedError, Caller, Role
+from core.access import LOCAL, AccessDeniedError, Caller, Role
 from retrieval.models import Route, SearchResponse, SearchType
 from retrieval.response_model import ResponseModel
 from retrieval.router import route as route_query
 from retrieval.search import QA_ID_KEY
 from retrieval.search import search as run_search
+from runtime import Runtime
 from workers.metrics import observe_search
-from workers.runtime import Runtime
 
 
 @dataclass(frozen=True)

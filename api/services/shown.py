@@ -1,6 +1,6 @@
 """What a caller is shown: a tenant's stored names mapped back to the names it knows.
 
-A tenant's dataset `docs` is stored as `<tenant>:docs` (core/tenants.py); that form, and so
+A tenant's dataset `docs` is stored as `<tenant>:docs` (core/access.py); that form, and so
 the tenant's id, never goes back to a caller. Every use case and face that answers with
 something read from the stores passes it through here, the one place that knows how a stored
 name is written: job records, nodes and edges, search and recall notes, error messages.
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from core.access import Caller
 from core.models.graph import Edge, Node
 from core.models.jobs import Job
 from core.models.vocabulary import DATASET
-from core.tenants import Caller
 from retrieval.memory import RecallResponse
 from retrieval.models import SearchResponse
 
@@ -32,7 +32,7 @@ def name(caller: Caller, stored: str) -> str:
 
 def text(caller: Caller, message: str) -> str:
     """Free text (a note, a message) with every stored name of the caller's written as the
-    caller writes it (core/tenants.py `Caller.unscoped_text`)."""
+    caller writes it (core/access.py `Caller.unscoped_text`)."""
     return caller.unscoped_text(message)
 
 

@@ -24,7 +24,7 @@ from core.models.vocabulary import ENTITY
 from core.ports import StoreError
 from retrieval.models import SearchType
 from retrieval.registry import RETRIEVERS
-from workers.runtime import Runtime
+from runtime import Runtime
 
 log = logging.getLogger("cogmill.api")
 

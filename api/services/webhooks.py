@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from api.services.jobs import checked_id, tracker
-from core.tenants import LOCAL, Caller, TenantError, Tenants, check_tenant_name
-from workers.runtime import Runtime
+from api.services.tenants import TenantError, Tenants, check_tenant_name
+from core.access import LOCAL, Caller
+from runtime import Runtime
 from workers.webhooks import Subscription, Subscriptions, delivery_log
 
 

@@ -23,7 +23,7 @@ from bench.peers.treecpu import StandIn, TreeCPU, latency, peak_rss_mib, runner_
 from core.settings import Settings  # noqa: E402
 from retrieval.models import SearchType  # noqa: E402
 from retrieval.search import search  # noqa: E402
-from workers.runtime import Runtime, use_runtime  # noqa: E402
+from runtime import Runtime, use_runtime  # noqa: E402
 
 SEARCH_TYPES = (SearchType.GRAPH_PPR, SearchType.CHUNKS)
 DATASET = "musique"  # bench/ingest_musique.py's

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from core.stores.redis_connection import RedisConnection
+from core.stores.redis.connection import RedisConnection
 
 
 def _per_second(per_minute: float | None, name: str) -> float:

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
-# ':' separates a tenant from its dataset name in the datasets' folders (core/tenants.py).
+# ':' separates a tenant from its dataset name in the datasets' folders (core/access.py).
 _KEY = re.compile(r"^[A-Za-z0-9_.\-/:]+$")
 
 

@@ -34,7 +34,7 @@ NO_CYPHER = (
 
 def graph_store(settings: Settings) -> GraphStore:
     if settings.neo4j_uri:
-        from core.stores.graph_neo4j import Neo4jGraphStore
+        from core.stores.neo4j.graph import Neo4jGraphStore
 
         return Neo4jGraphStore(
             settings.neo4j_uri,
@@ -44,7 +44,7 @@ def graph_store(settings: Settings) -> GraphStore:
             pool_size=settings.neo4j_pool_size,
             batch_size=settings.write_batch_size,
         )
-    from core.stores.graph_sqlite import SQLiteGraphStore
+    from core.stores.sqlite.graph import SQLiteGraphStore
 
     return SQLiteGraphStore(settings.home / "graph.sqlite")
 
@@ -53,7 +53,7 @@ def cypher_runner(settings: Settings) -> CypherRunner:
     """Read-only Cypher on the Neo4j graph. ValueError on the embedded graph, which has none."""
     if not settings.neo4j_uri:
         raise ValueError(NO_CYPHER)
-    from core.stores.cypher_neo4j import Neo4jCypherRunner
+    from core.stores.neo4j.cypher import Neo4jCypherRunner
 
     return Neo4jCypherRunner(
         settings.neo4j_uri,
@@ -71,13 +71,13 @@ def vector_store(settings: Settings, dim: int) -> VectorStore:
     if kind == "qdrant":
         if not settings.qdrant_url:
             raise NotAvailableError("COGMILL_VECTOR_STORE=qdrant needs COGMILL_QDRANT_URL")
-        from core.stores.vector_qdrant import QdrantVectorStore
+        from core.stores.qdrant.server import QdrantVectorStore
 
         return QdrantVectorStore(dim, url=settings.qdrant_url, api_key=settings.qdrant_api_key)
     if kind == "neo4j":
         if not settings.neo4j_uri:
             raise NotAvailableError("COGMILL_VECTOR_STORE=neo4j needs COGMILL_NEO4J_URI")
-        from core.stores.vector_neo4j import Neo4jVectorStore
+        from core.stores.neo4j.vectors import Neo4jVectorStore
 
         return Neo4jVectorStore(
             settings.neo4j_uri,
@@ -86,7 +86,7 @@ def vector_store(settings: Settings, dim: int) -> VectorStore:
             password=settings.neo4j_password,
             database=settings.neo4j_database,
         )
-    from core.stores.vector_qdrant_edge import QdrantEdgeVectorStore
+    from core.stores.qdrant.edge import QdrantEdgeVectorStore
 
     return QdrantEdgeVectorStore(
         settings.home / "vectors", dim, segment_points=settings.vector_segment_points
@@ -95,10 +95,10 @@ def vector_store(settings: Settings, dim: int) -> VectorStore:
 
 def state_store(settings: Settings) -> StateStore:
     if settings.redis_url:
-        from core.stores.state_redis import RedisStateStore
+        from core.stores.redis.state import RedisStateStore
 
         return RedisStateStore(settings.redis_url, prefix=settings.redis_prefix)
-    from core.stores.state_sqlite import SQLiteStateStore
+    from core.stores.sqlite.state import SQLiteStateStore
 
     return SQLiteStateStore(settings.home / "state.sqlite")
 
@@ -106,10 +106,10 @@ def state_store(settings: Settings) -> StateStore:
 def lexical_index(settings: Settings) -> LexicalIndex:
     """BM25 postings beside the state: in Redis when there is one, else in a SQLite file."""
     if settings.redis_url:
-        from core.stores.lexical_redis import RedisLexicalIndex
+        from core.stores.redis.lexical import RedisLexicalIndex
 
         return RedisLexicalIndex(settings.redis_url, prefix=settings.redis_prefix)
-    from core.stores.lexical_sqlite import SQLiteLexicalIndex
+    from core.stores.sqlite.lexical import SQLiteLexicalIndex
 
     return SQLiteLexicalIndex(settings.home / "lexical.sqlite")
 

@@ -19,11 +19,12 @@ import uvicorn
 from fastapi import FastAPI
 
 from api.http.app import create_app
+from api.services.tenants import Tenants
+from core.access import Role
 from core.settings import Settings
-from core.tenants import Role, Tenants
+from runtime import Runtime
 from tests.backends import llm_settings
 from tests.llm_server import LLMTestServer
-from workers.runtime import Runtime
 
 TENANT = "fuzz"
 SEEDED = "fuzzdocs"  # cognified; read by every non-destructive route

@@ -9,9 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from api.cli import app
+from api.services.tenants import Tenants
+from core.access import Role
 from core.settings import Settings
 from core.stores.factory import state_store
-from core.tenants import Role, Tenants
 
 pytestmark = pytest.mark.e2e
 

@@ -11,12 +11,13 @@ from fastapi.testclient import TestClient
 
 from api.http.app import create_app
 from api.services.demo import SAMPLE_CORPUS
+from api.services.tenants import Tenants
+from core.access import Caller, Role
 from core.settings import Settings
-from core.tenants import Caller, Role, Tenants
 from retrieval.models import SearchType
 from retrieval.search import search as run_search
+from runtime import Runtime
 from tests.backends import http_finished
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
 

@@ -13,9 +13,10 @@ from typer.testing import CliRunner
 
 from api.cli import app as cli
 from api.http.app import create_app
+from api.services.tenants import Tenants
+from core.access import Role
 from core.settings import Settings
-from core.tenants import Role, Tenants
-from workers.runtime import Runtime
+from runtime import Runtime
 
 pytestmark = pytest.mark.e2e
 

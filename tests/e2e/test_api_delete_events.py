@@ -17,9 +17,9 @@ from api.http.app import create_app
 from api.services.demo import SAMPLE_CORPUS
 from core.models.jobs import Job
 from core.settings import Settings
+from runtime import Runtime, use_runtime
 from tests.e2e.test_api import assert_error
 from workers.jobs import JobTracker
-from workers.runtime import Runtime, use_runtime
 
 pytestmark = pytest.mark.e2e
 

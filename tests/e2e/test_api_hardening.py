@@ -14,10 +14,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.http.app import create_app
+from api.services.tenants import Tenants
+from core.access import Caller, Role
 from core.settings import Settings
-from core.tenants import Caller, Role, Tenants
+from runtime import Runtime
 from tests.backends import http_finished
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
 

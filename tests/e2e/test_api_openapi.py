@@ -13,11 +13,12 @@ import schemathesis
 from fastapi.testclient import TestClient
 
 from api.http.app import create_app
+from api.services.tenants import Tenants
+from core.access import Role
 from core.settings import Settings
-from core.tenants import Role, Tenants
+from runtime import Runtime
 from tests.backends import llm_server_fixture, llm_settings  # noqa: F401  (module LLM server)
 from tests.llm_server import LLMTestServer
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
 

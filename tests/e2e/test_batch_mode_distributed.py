@@ -17,6 +17,7 @@ import redis
 from api.services import jobs
 from api.services.cognify import cognify as start_cognify
 from core.models.jobs import Job, JobStatus
+from runtime import Runtime
 from tests.backends import add_files, finished
 from tests.distributed import distributed_runtime, running_workers, worker_env, write_corpus
 from tests.e2e.faults.stores import Snapshot, compare, take
@@ -24,7 +25,6 @@ from tests.llm_server import LLMTestServer
 from tests.services import neo4j_uri, redis_url
 from workers.celery_app import app
 from workers.jobs import JobTracker
-from workers.runtime import Runtime
 
 pytestmark = [pytest.mark.e2e, pytest.mark.services]
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from api.services.tenants import Tenants
 from cogmill_client import (
     AsyncClient,
     AuthenticationError,
@@ -39,12 +40,12 @@ from cogmill_client import (
     SearchType,
     UnprocessableEntityError,
 )
+from core.access import Role
 from core.settings import Settings
-from core.tenants import Role, Tenants
+from runtime import Runtime
 from tests.backends import llm_settings
 from tests.e2e.serve_support import cogmill_serve
 from tests.llm_server import LLMTestServer
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
 

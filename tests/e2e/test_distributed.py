@@ -15,6 +15,7 @@ import redis
 
 from core.models.jobs import Job, JobStatus
 from core.models.vocabulary import INDEX_FIELDS
+from runtime import Runtime
 from tests.backends import add_files, finished
 from tests.distributed import (
     WorkerPool,
@@ -27,7 +28,6 @@ from tests.llm_server import LLMTestServer
 from tests.services import neo4j_uri, redis_url
 from workers.jobs import JobTracker
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 
 pytestmark = [pytest.mark.e2e, pytest.mark.services]
 

@@ -23,12 +23,12 @@ from core.models.graph import entity_id
 from core.models.jobs import JobStatus
 from core.models.vocabulary import ALIAS, AT, INDEX_FIELDS, INVOLVES
 from pipelines.resolve_entities import aliases_of
+from runtime import Runtime
 from tests.backends import EMBEDDED, LOCAL_DIM, Backend, add_files, finished
 from tests.distributed import distributed_runtime, running_workers, worker_env
 from tests.llm_server import LLMTestServer
 from tests.services import neo4j_uri, redis_url
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 
 pytestmark = [pytest.mark.e2e, pytest.mark.services]
 

@@ -21,11 +21,12 @@ from typing import Any
 import httpx
 import pytest
 
+from api.services.tenants import Tenants
+from core.access import Role
 from core.settings import Settings
-from core.tenants import Role, Tenants
+from runtime import Runtime
 from tests.e2e.serve_support import cogmill_serve
 from tests.llm_server import LLMTestServer
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
 

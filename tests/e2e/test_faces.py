@@ -28,12 +28,12 @@ from api.cli import app as cli_app
 from api.http.app import create_app
 from core.models.vocabulary import INDEX_FIELDS, collection
 from core.settings import Settings
+from runtime import Runtime
 from tests.backends import NEO4J, Backend, http_finished, llm_settings
 from tests.llm_server import LLMTestServer
 from tests.merge_stress import differences, snapshot
 from tests.sample_files import JS_SOURCE, PYTHON_SOURCE, docx_bytes, eml_bytes, pdf_bytes
 from tests.services import neo4j_uri, redis_url
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
 

@@ -25,11 +25,11 @@ from api.cli import app as cli_app
 from api.http.app import create_app
 from core.models.jobs import Job, JobStatus
 from core.settings import Settings
+from runtime import Runtime
 from tests.backends import http_finished, llm_settings, write_files
 from tests.llm_server import LLMTestServer
 from tests.merge_stress import differences, snapshot
 from workers.jobs import JobTracker
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
 

@@ -14,13 +14,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.http.app import create_app
+from api.services.tenants import Tenants
+from core.access import Role
 from core.models.graph import entity_id
 from core.models.vocabulary import CHUNK, ENTITY
 from core.settings import Settings
-from core.tenants import Role, Tenants
+from runtime import Runtime
 from tests.backends import http_finished, llm_settings
 from tests.llm_server import LLMTestServer
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
 

@@ -13,10 +13,10 @@ from fastapi.testclient import TestClient
 from api.http.app import create_app
 from core.models.jobs import Job
 from core.settings import Settings
+from runtime import Runtime
 from tests.backends import http_finished
 from tests.e2e.test_metrics import samples, value
 from tests.llm_server import LLMTestServer
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
 

@@ -33,12 +33,13 @@ from mcp.types import CallToolResult
 from api.mcp.face import LocalAccess
 from api.mcp.server import build_server
 from api.services.demo import SAMPLE_CORPUS
+from api.services.tenants import Tenants
+from core.access import Role
 from core.settings import Settings
-from core.tenants import Role, Tenants
+from runtime import Runtime
 from tests.backends import llm_settings
 from tests.e2e.serve_support import cogmill_serve
 from tests.llm_server import LLMTestServer
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
 

@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 from api.cli import app as cli_app
 from api.http.app import create_app
 from core.settings import Settings
+from runtime import Runtime
 from tests.backends import http_finished, llm_settings
 from tests.llm_server import LLMTestServer
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
 

@@ -12,13 +12,14 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.http.app import create_app
+from api.services.tenants import Tenants
+from core.access import Role
 from core.settings import Settings
-from core.tenants import Role, Tenants
 from pipelines.definitions import get_pipeline
+from runtime import Runtime
 from tests.backends import http_finished
 from tests.llm_server import LLMTestServer
 from workers.celery_app import FINISH
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
 

@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 
 from api.http.app import create_app
 from core.settings import Settings
+from runtime import Runtime
 from tests.backends import http_finished, llm_server_fixture, llm_settings  # noqa: F401
 from tests.llm_server import LLMTestServer
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
 

@@ -14,11 +14,12 @@ from fastapi.testclient import TestClient
 
 from api.http.app import create_app
 from api.services import memory
+from api.services.tenants import Tenants
+from core.access import Role
 from core.settings import Settings
-from core.tenants import Role, Tenants
 from retrieval.models import SearchType
+from runtime import Runtime
 from tests.backends import http_finished
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
 

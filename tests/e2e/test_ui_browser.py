@@ -29,10 +29,11 @@ import httpx
 import pytest
 
 from api.services.demo import SAMPLE_CORPUS
+from api.services.tenants import Tenants
+from core.access import Role
 from core.settings import Settings
-from core.tenants import Role, Tenants
+from runtime import Runtime
 from tests.llm_server import LLMTestServer
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.e2e
 

@@ -18,11 +18,12 @@ from typer.testing import CliRunner
 
 from api.cli import app as cli
 from api.http.app import create_app
+from api.services.tenants import Tenants
+from core.access import Role
 from core.settings import Settings
-from core.tenants import Role, Tenants
+from runtime import Runtime
 from tests.backends import http_finished
 from tests.webhook_receiver import WebhookReceiver, readme_verify
-from workers.runtime import Runtime
 from workers.webhooks import Subscriptions, deliver
 
 pytestmark = pytest.mark.e2e

@@ -18,8 +18,8 @@ from core.models.vocabulary import (
     ENTITY_COLLECTION,
     SUMMARY_COLLECTION,
 )
-from core.stores.graph_sqlite import SQLiteGraphStore
-from core.stores.vector_qdrant_edge import QdrantEdgeVectorStore
+from core.stores.qdrant.edge import QdrantEdgeVectorStore
+from core.stores.sqlite.graph import SQLiteGraphStore
 from pipelines.add_data_points import AddDataPoints
 from pipelines.models import Chunk, DocumentRef, ExtractedBatch
 

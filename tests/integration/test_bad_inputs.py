@@ -18,6 +18,7 @@ from core.catalog import AddReport
 from core.models.jobs import Job
 from core.settings import Settings
 from pipelines.classify import check_supported
+from runtime import Runtime
 from tests import sample_files as sf
 from tests.backends import (  # noqa: F401 - fixture used by name
     finished,
@@ -25,7 +26,6 @@ from tests.backends import (  # noqa: F401 - fixture used by name
     threaded_runtime,
 )
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 

@@ -26,6 +26,7 @@ from core.llm.deferral import Deferred
 from core.models.extraction import KnowledgeGraph
 from core.models.jobs import Job, JobStatus
 from core.settings import Settings
+from runtime import Runtime
 from tests.backends import (  # noqa: F401 - fixtures used by name
     Backend,
     add_files,
@@ -50,7 +51,6 @@ from workers.llm_batches import (
     poll,
     save,
 )
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 

@@ -21,11 +21,13 @@ from api.services.cognify import cognify as start_cognify
 from api.services.datasets import JobRunningError
 from api.services.delete import delete_dataset
 from api.services.export import graph_pages
+from api.services.tenants import TenantError, Tenants
+from core.access import LOCAL, Caller, Role
 from core.llm.usage import BudgetExceeded
 from core.models.documents import STATUS, DocumentStatus
 from core.models.jobs import Budget, Claim, Job, JobStatus
 from core.settings import Settings
-from core.tenants import LOCAL, Caller, Role, TenantError, Tenants
+from runtime import Runtime
 from tests.backends import (  # noqa: F401 - fixtures used by name
     Backend,
     add_files,
@@ -42,7 +44,6 @@ from tests.llm_server import LLMTestServer
 from workers.budgets import JobNotResumableError
 from workers.celery_app import configure
 from workers.jobs import JobTracker
-from workers.runtime import Runtime
 from workers.sweeper import sweep
 from workers.usage import JobBudget, job_usage
 

@@ -19,8 +19,8 @@ from core.models.documents import PIPELINE, STATUS, DocumentStatus
 from core.models.graph import Node
 from core.models.vocabulary import DOCUMENT, NODE_SET
 from pipelines.classify import check_supported
+from runtime import Runtime
 from tests.backends import Backend, backend_fixture, installed_runtime  # noqa: F401 - fixture
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 

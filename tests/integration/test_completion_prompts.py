@@ -26,10 +26,10 @@ from retrieval.models import SearchType
 from retrieval.search import search
 from retrieval.temporal import INSTRUCTIONS as TIME_INSTRUCTIONS
 from retrieval.triplets import TripletRetriever
+from runtime import Runtime
 from tests.backends import add_files, llm_settings, succeeded, threaded_runtime, write_files
 from tests.recording_llm import RecordingLLMServer
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 S = SearchType

@@ -20,6 +20,7 @@ from core.settings import Settings
 from pipelines.classify import check_supported
 from retrieval.models import SearchType
 from retrieval.search import search
+from runtime import Runtime
 from tests.backends import (  # noqa: F401 - fixtures used by name
     Backend,
     backend_fixture,
@@ -31,7 +32,6 @@ from tests.backends import (  # noqa: F401 - fixtures used by name
 from tests.llm_server import LLMTestServer
 from workers.jobs import JobTracker
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 

@@ -14,17 +14,17 @@ from core.models.graph import Edge, Node, Support, chunk_id, entity_id
 from core.ports import CypherError
 from core.settings import Settings
 from core.stores import factory
-from core.stores.cypher_neo4j import Neo4jCypherRunner
-from core.stores.graph_neo4j import Neo4jGraphStore
+from core.stores.neo4j.cypher import Neo4jCypherRunner
+from core.stores.neo4j.graph import Neo4jGraphStore
 from retrieval.cypher import ReadOnlyViolation, check_read_only
 from retrieval.models import SearchType
 from retrieval.search import search
+from runtime import Runtime
 from tests import services
 from tests.backends import installed_runtime, llm_settings
 from tests.contracts.cypher_runner import CypherRunnerContract
 from tests.llm_answers import SAFE_CYPHER
 from tests.llm_server import LLMTestServer
-from workers.runtime import Runtime
 
 pytestmark = [pytest.mark.integration, pytest.mark.services]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from core.ports import CypherError
-from core.stores.cypher_neo4j import Neo4jCypherRunner
+from core.stores.neo4j.cypher import Neo4jCypherRunner
 from retrieval.cypher import SCHEMA_QUERIES
 from retrieval.cypher_guard import ReadOnlyViolation, check_read_only
 from tests import services

@@ -29,11 +29,11 @@ from retrieval.memory import RecallResponse, recall
 from retrieval.models import SearchResponse, SearchType
 from retrieval.registry import RETRIEVERS
 from retrieval.search import search
+from runtime import Runtime
 from tests.backends import EMBEDDED, NEO4J, Backend, succeeded
 from tests.recording_llm import RecordingLLMServer
 from tests.services import neo4j_uri, redis_url
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 S = SearchType

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from api.services import datasets
+from runtime import Runtime
 from tests.backends import Backend, backend_fixture, installed_runtime  # noqa: F401 - fixture
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 

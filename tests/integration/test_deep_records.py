@@ -15,6 +15,7 @@ import pytest
 from core.models.jobs import Job
 from core.settings import Settings
 from pipelines.classify import check_supported
+from runtime import Runtime
 from tests.backends import (  # noqa: F401 - fixture used by name
     add_files,
     finished,
@@ -22,7 +23,6 @@ from tests.backends import (  # noqa: F401 - fixture used by name
     threaded_runtime,
 )
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ import pytest
 from core.entity_keys import FORMAT, FORMAT_KEY, PREFIX, EntityKeyIndex
 from core.models.graph import Node, entity_id
 from core.settings import Settings
-from core.stores.state_sqlite import SQLiteStateStore
+from core.stores.sqlite.state import SQLiteStateStore
 from pipelines.definitions import get_pipeline
 from pipelines.models import WriteReport
 from pipelines.reconcile_entities import ReconcileEntities

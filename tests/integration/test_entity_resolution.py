@@ -14,13 +14,14 @@ from core.models.extraction import KnowledgeGraph
 from core.models.graph import Edge, Node, Support, alias_id, entity_id, summary_id
 from core.models.jobs import Job
 from core.models.vocabulary import ALIAS
-from core.stores.state_sqlite import SQLiteStateStore
+from core.stores.sqlite.state import SQLiteStateStore
 from pipelines.classify import check_supported
 from pipelines.definitions import get_pipeline
 from pipelines.models import Chunk, DocumentRef, ExtractedBatch, WriteReport
 from pipelines.reconcile_entities import ReconcileEntities, merge_entities
 from pipelines.resolve_entities import aliases_of
 from pipelines.summarize_documents import SummarizeDocuments, document_summary_id
+from runtime import Runtime
 from tests.backends import (  # noqa: F401 - the fixtures `backend`, `models`
     Backend,
     backend_fixture,
@@ -30,7 +31,6 @@ from tests.backends import (  # noqa: F401 - the fixtures `backend`, `models`
 )
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 DOCUMENTS = {

@@ -17,6 +17,7 @@ from api.http.app import create_app
 from api.services import jobs
 from api.services.estimate import estimate
 from core.settings import Settings
+from runtime import Runtime
 from tests.backends import (  # noqa: F401 - fixtures used by name
     EMBEDDED,
     Backend,
@@ -30,7 +31,6 @@ from tests.backends import (  # noqa: F401 - fixtures used by name
 )
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 from workers.usage import job_usage
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from neo4j import GraphDatabase
 
 from core.models.graph import Support
 from core.ports import GraphStore, StoreError
-from core.stores.graph_neo4j import Neo4jGraphStore
+from core.stores.neo4j.graph import Neo4jGraphStore
 from tests.contracts.graph_store import GraphStoreContract
 from tests.factories import make_edge, make_graph, make_node, support_pairs
 from tests.services import neo4j_uri

@@ -13,7 +13,7 @@ import pytest
 
 from core.models.graph import Removed
 from core.ports import GraphStore, StoreError
-from core.stores.graph_sqlite import SQLiteGraphStore
+from core.stores.sqlite.graph import SQLiteGraphStore
 from tests.contracts.graph_store import GraphStoreContract
 from tests.factories import make_graph, make_node, support_pairs
 
@@ -56,7 +56,7 @@ def test_another_process_writes_while_this_one_has_the_file_open(tmp_path):
     script = textwrap.dedent(
         f"""
         from pathlib import Path
-        from core.stores.graph_sqlite import SQLiteGraphStore
+        from core.stores.sqlite.graph import SQLiteGraphStore
         from tests.factories import make_edge, make_node
         store = SQLiteGraphStore(Path({str(path)!r}))
         alice, bob = make_node("ds", "Alice", doc="d2"), make_node("ds", "Bob")

@@ -20,9 +20,9 @@ import pytest
 from core.settings import Settings
 from retrieval.models import SearchResponse, SearchType
 from retrieval.search import search
+from runtime import Runtime
 from tests.backends import add_files, succeeded, threaded_runtime
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 S = SearchType

@@ -14,8 +14,8 @@ import pytest
 
 from core.models.jobs import DocumentError, Job, JobStatus
 from core.ports import StateStore
-from core.stores.state_redis import RedisStateStore
-from core.stores.state_sqlite import SQLiteStateStore
+from core.stores.redis.state import RedisStateStore
+from core.stores.sqlite.state import SQLiteStateStore
 from pipelines.models import WriteReport
 from tests.backends import FAKEREDIS, REDIS, redis_backend_of
 from tests.contracts.state_store import _run_threads

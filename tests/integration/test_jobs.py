@@ -12,8 +12,9 @@ from core.catalog import AddReport
 from core.models.jobs import Job, JobStatus
 from core.models.vocabulary import INDEX_FIELDS
 from core.settings import Settings
-from core.stores.state_redis import RedisStateStore
+from core.stores.redis.state import RedisStateStore
 from pipelines.models import DocumentBatch
+from runtime import Runtime
 from tests.backends import (  # noqa: F401 - fixture used by name
     FAKEREDIS,
     REDIS,
@@ -28,7 +29,6 @@ from workers.celery_app import configure
 from workers.embedded import EmbeddedWorker
 from workers.jobs import JobTracker, batch_input_key
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 

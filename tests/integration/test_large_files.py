@@ -19,13 +19,13 @@ from core.models.vocabulary import INDEX_FIELDS
 from core.settings import Settings
 from pipelines.classify import check_supported
 from pipelines.formats.segments import segment_count
+from runtime import Runtime
 from tests.backends import (  # noqa: F401 - fixtures used by name
     finished,
     models_fixture,
     threaded_runtime,
 )
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 

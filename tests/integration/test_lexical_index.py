@@ -9,8 +9,8 @@ import pytest
 
 from core.models.lexical import LexicalDoc
 from core.ports import StoreError
-from core.stores.lexical_redis import RedisLexicalIndex
-from core.stores.lexical_sqlite import SQLiteLexicalIndex
+from core.stores.redis.lexical import RedisLexicalIndex
+from core.stores.sqlite.lexical import SQLiteLexicalIndex
 from tests.backends import RedisBackend, redis_backend_fixture  # noqa: F401 - fixture by name
 from tests.contracts.lexical_index import (
     DOCS,

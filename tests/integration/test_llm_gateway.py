@@ -21,7 +21,7 @@ from core.llm.cache import LLMCache
 from core.llm.client import LLMClient, LLMError, backoff_delay, retry_after_seconds
 from core.llm.extractor import ExtractionFailed, LLMExtractor
 from core.models.extraction import KnowledgeGraph
-from core.stores.state_sqlite import SQLiteStateStore
+from core.stores.sqlite.state import SQLiteStateStore
 from tests.llm_server import LLMTestServer, graph_for_text
 
 pytestmark = pytest.mark.integration
@@ -297,7 +297,7 @@ def test_openai_embedder_reads_base64_and_float_lists_alike(llm_server: LLMTestS
 
 def test_settings_choose_the_llm_extractor_and_embeddings_endpoint(tmp_path) -> None:  # noqa: ANN001
     from core.settings import Settings
-    from workers.runtime import Runtime
+    from runtime import Runtime
 
     with LLMTestServer(embedding_dim=64) as server:
         settings = Settings(

@@ -17,16 +17,16 @@ import redis
 
 from api.services.memory import forget, remember_in_dataset, remember_note, sessions
 from core.settings import Settings
-from core.stores.state_redis import RedisStateStore
+from core.stores.redis.state import RedisStateStore
 from retrieval.base import RetrievalContext
 from retrieval.memory import improve, recall
 from retrieval.models import SearchType
 from retrieval.search import QA_ID_KEY, search
 from retrieval.sessions import SessionError, SessionNotFoundError, SessionStore
+from runtime import Runtime
 from tests.backends import finished, ingest, llm_settings, threaded_runtime, write_files
 from tests.llm_server import LLMTestServer
 from tests.services import redis_url
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 

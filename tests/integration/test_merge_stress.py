@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.settings import Settings
+from runtime import Runtime
 from tests.backends import EMBEDDED, NEO4J
 from tests.merge_stress import (
     MemoEmbedder,
@@ -23,7 +24,6 @@ from tests.merge_stress import (
     writers_on,
 )
 from tests.services import neo4j_uri, redis_url
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 RUNS, WRITERS = 3, 4

@@ -21,10 +21,10 @@ from retrieval.lucky import FeelingLuckyRetriever
 from retrieval.models import SearchType
 from retrieval.registry import RETRIEVERS
 from retrieval.search import search
+from runtime import Runtime
 from tests.backends import add_files, succeeded, threaded_runtime, write_files
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 S = SearchType

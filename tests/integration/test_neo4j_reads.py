@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import pytest
 from neo4j.exceptions import CypherSyntaxError, ServiceUnavailable
 
-from core.stores.neo4j_connection import Neo4jConnection
+from core.stores.neo4j.connection import Neo4jConnection
 from tests.services import neo4j_uri
 
 pytestmark = [pytest.mark.integration, pytest.mark.services]

@@ -21,8 +21,8 @@ from retrieval.memory import recall
 from retrieval.models import SearchResult, SearchType
 from retrieval.search import search
 from retrieval.sessions import SessionStore
+from runtime import Runtime
 from tests.backends import ingest, threaded_runtime
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 S = SearchType

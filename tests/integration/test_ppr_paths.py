@@ -1,4 +1,4 @@
-"""GRAPH_PPR results carry the path that led to them (retrieval/ppr_paths.py): in `evidence`, at
+"""GRAPH_PPR results carry the path that led to them (retrieval/ppr/paths.py): in `evidence`, at
 most 3 lines naming the entities that carried a passage's PageRank mass and the entity one hop
 back, as GRAPH_COMPLETION lists its triplets. On the two-hop corpus of test_ppr_search.py the
 second hop's passage is reached through the composer the question never names."""
@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 
 from retrieval.models import SearchType
-from retrieval.pagerank import WeightedGraph, personalised_pagerank
-from retrieval.ppr_paths import MassFlows, provenance
+from retrieval.ppr.pagerank import WeightedGraph, personalised_pagerank
+from retrieval.ppr.paths import MassFlows, provenance
 from retrieval.search import search
+from runtime import Runtime
 from tests.integration.test_ppr_search import QUESTION, runtime  # noqa: F401  (the fixture)
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 

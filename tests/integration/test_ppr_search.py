@@ -15,8 +15,8 @@ import pytest
 from core.settings import Settings
 from retrieval.models import SearchType
 from retrieval.search import search
+from runtime import Runtime
 from tests.backends import ingest, threaded_runtime, write_files
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 

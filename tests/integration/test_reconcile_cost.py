@@ -17,9 +17,9 @@ from core.entity_keys import EntityKeyIndex
 from core.models.graph import Edge, Node, Support, entity_id, entity_type_id
 from core.models.vocabulary import ENTITY, ENTITY_TYPE, IS_A
 from core.ports import Embedder
-from core.stores.graph_sqlite import SQLiteGraphStore
-from core.stores.state_sqlite import SQLiteStateStore
-from core.stores.vector_qdrant_edge import QdrantEdgeVectorStore
+from core.stores.qdrant.edge import QdrantEdgeVectorStore
+from core.stores.sqlite.graph import SQLiteGraphStore
+from core.stores.sqlite.state import SQLiteStateStore
 from pipelines.models import WriteReport
 from pipelines.reconcile_entities import ReconcileEntities
 from tests.backends import models_fixture  # noqa: F401 - the fixture `models`

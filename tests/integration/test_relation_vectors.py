@@ -17,6 +17,7 @@ from core.models.vocabulary import EDGE_TYPE, EDGE_TYPE_COLLECTION
 from pipelines.classify import check_supported
 from retrieval.models import SearchType
 from retrieval.search import search
+from runtime import Runtime
 from tests.backends import (  # noqa: F401 - fixtures used by name
     Backend,
     backend_fixture,
@@ -26,7 +27,6 @@ from tests.backends import (  # noqa: F401 - fixtures used by name
 )
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 

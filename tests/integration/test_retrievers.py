@@ -13,12 +13,12 @@ from pydantic import BaseModel
 from core.lexical import bm25_search
 from core.models.lexical import LexicalDoc
 from core.settings import Settings
-from core.stores.lexical_sqlite import SQLiteLexicalIndex
+from core.stores.sqlite.lexical import SQLiteLexicalIndex
 from retrieval.models import SearchType
 from retrieval.search import NO_LLM_NOTE, search
+from runtime import Runtime
 from tests.backends import ingest, llm_settings, threaded_runtime, write_files
 from tests.llm_server import LLMTestServer
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 
@@ -195,7 +195,7 @@ def test_cypher_types_say_they_need_neo4j_on_the_embedded_graph(
 
 @pytest.mark.services
 def test_the_redis_lexical_index_ranks_like_the_sqlite_one(tmp_path: Path) -> None:
-    from core.stores.lexical_redis import RedisLexicalIndex
+    from core.stores.redis.lexical import RedisLexicalIndex
     from tests import services
 
     docs = [LexicalDoc(f"c{i}", "d", text) for i, text in enumerate(CORPUS.values())]

@@ -13,9 +13,9 @@ from core.models.vocabulary import ENTITY_COLLECTION, MENTIONS
 from core.settings import Settings
 from retrieval.models import SearchType
 from retrieval.search import search
+from runtime import Runtime
 from tests.backends import add_files, succeeded, threaded_runtime
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 DATASET = "parts"

@@ -9,7 +9,7 @@ import pytest
 
 from core.ports import StoreError
 from core.settings import Settings
-from workers.runtime import Runtime
+from runtime import Runtime
 
 pytestmark = pytest.mark.integration
 

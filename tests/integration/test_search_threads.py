@@ -26,7 +26,7 @@ SCRIPT = textwrap.dedent(
     from fastapi.testclient import TestClient
     from api.http.app import create_app
     from core.settings import Settings
-    from workers.runtime import Runtime
+    from runtime import Runtime
 
     def blas():
         return sorted({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from core.ports import StateStore
-from core.stores.state_redis import RedisStateStore
-from core.stores.state_sqlite import SQLiteStateStore
+from core.stores.redis.state import RedisStateStore
+from core.stores.sqlite.state import SQLiteStateStore
 from retrieval.sessions import INDEXED, SessionStore
 from tests.services import redis_url
 

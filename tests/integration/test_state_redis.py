@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from core.ports import StoreError
-from core.stores.state_redis import RedisStateStore
+from core.stores.redis.state import RedisStateStore
 from tests.backends import RedisBackend, redis_backend_fixture  # noqa: F401 - fixture by name
 from tests.contracts.state_store import StateStoreContract
 

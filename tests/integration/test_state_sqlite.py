@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.stores.state_sqlite import SQLiteStateStore
+from core.stores.sqlite.state import SQLiteStateStore
 from tests.contracts.state_store import StateStoreContract
 
 pytestmark = pytest.mark.integration
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 _OTHER_PROCESS = """
 import sys
 from pathlib import Path
-from core.stores.state_sqlite import SQLiteStateStore
+from core.stores.sqlite.state import SQLiteStateStore
 store = SQLiteStateStore(Path(sys.argv[1]))
 for i in range(200):
     store.incr("hits")

@@ -21,6 +21,7 @@ from pipelines.structured import row_id, table_id
 from pipelines.tables import check_source, snapshot_sql
 from retrieval.models import SearchType
 from retrieval.search import search
+from runtime import Runtime
 from tests.backends import (  # noqa: F401 - the fixtures `backend`, `embedder`
     Backend,
     backend_fixture,
@@ -29,7 +30,6 @@ from tests.backends import (  # noqa: F401 - the fixtures `backend`, `embedder`
     finished,
 )
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 

@@ -10,6 +10,7 @@ import pytest
 
 from core.models.jobs import Claim, JobStatus
 from core.settings import Settings
+from runtime import Runtime
 from tests.backends import finished, installed_runtime
 from tests.integration.test_jobs import add_sample, snapshot
 from tests.services import redis_url
@@ -17,7 +18,6 @@ from workers.celery_app import FINISH, INGEST_QUEUE, configure, task_name
 from workers.embedded import EmbeddedWorker
 from workers.jobs import JobTracker, batch_input_key, step_output_key
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 from workers.sweeper import queued_messages, resume_point, sweep
 from workers.tasks import STEP_TASKS
 

@@ -21,6 +21,7 @@ from pipelines.classify import check_supported
 from retrieval.models import SearchResult, SearchType
 from retrieval.search import search
 from retrieval.temporal import TemporalRetriever
+from runtime import Runtime
 from tests.backends import (  # noqa: F401 - the fixtures `backend`, `models`
     Backend,
     backend_fixture,
@@ -30,7 +31,6 @@ from tests.backends import (  # noqa: F401 - the fixtures `backend`, `models`
 )
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 
 pytestmark = pytest.mark.integration
 

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-import core.tenants
+import api.services.tenants
+from api.services.tenants import TenantError, Tenants
+from core.access import Caller, Role
 from core.ports import StateStore
-from core.stores.state_redis import RedisStateStore
-from core.stores.state_sqlite import SQLiteStateStore
-from core.tenants import Caller, Role, TenantError, Tenants
+from core.stores.redis.state import RedisStateStore
+from core.stores.sqlite.state import SQLiteStateStore
 from tests.services import redis_url
 
 pytestmark = pytest.mark.integration
@@ -84,7 +85,9 @@ def test_a_verified_key_skips_the_slow_hash_but_not_the_record(
     key, record = tenants.create_key("acme", Role.READER)
     other, _ = tenants.create_key("acme", Role.READER)
     assert tenants.authenticate(key) is not None
-    monkeypatch.setattr(core.tenants, "HASH_ITERATIONS", core.tenants.HASH_ITERATIONS + 1)
+    monkeypatch.setattr(
+        api.services.tenants, "HASH_ITERATIONS", api.services.tenants.HASH_ITERATIONS + 1
+    )
     assert tenants.authenticate(key) is not None  # remembered
     assert tenants.authenticate(other) is None  # never verified: hashed, and now differently
     tenants.revoke(record.id)

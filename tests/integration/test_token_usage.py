@@ -17,6 +17,7 @@ from core.llm.client import LLMClient
 from core.llm.extractor import LLMExtractor
 from core.llm.usage import Meter, cost_usd, count_tokens, metering
 from core.settings import Settings
+from runtime import Runtime
 from tests.backends import (  # noqa: F401 - fixtures used by name
     Backend,
     backend_fixture,
@@ -30,7 +31,6 @@ from tests.backends import (  # noqa: F401 - fixtures used by name
 )
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 from workers.usage import add_usage, job_usage
 
 pytestmark = pytest.mark.integration

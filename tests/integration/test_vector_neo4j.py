@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from core.ports import StoreError
-from core.stores import vector_neo4j
-from core.stores.vector_neo4j import Neo4jVectorStore
+from core.stores.neo4j import vectors as vector_neo4j
+from core.stores.neo4j.vectors import Neo4jVectorStore
 from tests.contracts.vector_store import (
     CHUNKS,
     VectorStoreContract,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from core.ports import StoreError
-from core.stores.vector_qdrant import QdrantVectorStore
+from core.stores.qdrant.server import QdrantVectorStore
 from tests.contracts.vector_store import CHUNKS, VectorStoreContract, point, random_vectors
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ from core.models.vectors import VectorPoint
 from core.ports import StoreError, batched
 from core.settings import Settings
 from core.stores import factory
-from core.stores.vector_qdrant_edge import QdrantEdgeVectorStore
+from core.stores.qdrant.edge import QdrantEdgeVectorStore
 from tests.contracts.vector_store import (
     CHUNKS,
     VectorStoreContract,

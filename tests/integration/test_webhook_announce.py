@@ -12,9 +12,9 @@ import pytest
 
 from core.models.jobs import Job, JobStatus, utcnow
 from core.settings import Settings
+from runtime import Runtime, use_runtime
 from tests.webhook_receiver import WebhookReceiver, readme_verify
 from workers.jobs import JobTracker
-from workers.runtime import Runtime, use_runtime
 from workers.webhook_post import WebhookError, check_url, signature
 from workers.webhooks import Subscriptions, delivery_log, finished_statuses
 

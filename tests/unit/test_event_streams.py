@@ -19,7 +19,7 @@ from api.services.jobs import (
     follow_job_async,
 )
 from core.models.jobs import Job, JobStatus
-from core.stores.state_sqlite import SQLiteStateStore
+from core.stores.sqlite.state import SQLiteStateStore
 from pipelines.models import WriteReport
 from workers.jobs import JobTracker
 

@@ -15,8 +15,8 @@ from api.services.export import export_lines, graph_pages, graphml_lines
 from api.services.jobs import JobEvent, follow_job
 from core.models.graph import Edge, Node
 from core.models.jobs import Job, JobStatus
-from core.stores.graph_sqlite import SQLiteGraphStore
-from core.stores.state_sqlite import SQLiteStateStore
+from core.stores.sqlite.graph import SQLiteGraphStore
+from core.stores.sqlite.state import SQLiteStateStore
 from pipelines.models import WriteReport
 from tests.factories import make_edge, make_graph, make_node
 from workers.jobs import JobTracker

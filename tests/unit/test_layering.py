@@ -15,7 +15,7 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 # Highest first: a package may import only from packages to its right.
-LAYERS = ("api", "workers", "retrieval", "pipelines", "core")
+LAYERS = ("api", "workers", "runtime", "retrieval", "pipelines", "core")
 # Beyond the order: reading the graph needs the vocabulary (core/models), never the writers.
 SEPARATE = {("retrieval", "pipelines")}
 MAX_LINES = 400

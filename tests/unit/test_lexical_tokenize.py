@@ -8,7 +8,7 @@ import pytest
 
 from core.lexical import bm25_search, tokenize
 from core.models.lexical import LexicalDoc
-from core.stores.lexical_sqlite import SQLiteLexicalIndex
+from core.stores.sqlite.lexical import SQLiteLexicalIndex
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ import pytest
 from core.catalog import CatalogError, check_dataset_name, check_node_set
 from core.document_names import MAX_DOCUMENT_NAME_CHARS, document_name
 from core.stores.blob_fs import FileBlobStore
-from core.stores.state_sqlite import SQLiteStateStore
+from core.stores.sqlite.state import SQLiteStateStore
 from retrieval.sessions import SessionError, SessionStore, check_session_id
 
 pytestmark = pytest.mark.unit

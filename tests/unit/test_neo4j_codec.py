@@ -1,4 +1,4 @@
-"""The Neo4j graph store's stored forms (core/stores/graph_neo4j_codec.py) without a server."""
+"""The Neo4j graph store's stored forms (core/stores/neo4j/codec.py) without a server."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import random
 import pytest
 
 from core.models.graph import Support
-from core.stores import graph_neo4j_codec as codec
-from core.stores.neo4j_connection import Rows
+from core.stores.neo4j import codec as codec
+from core.stores.neo4j.connection import Rows
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,5 @@
 """GRAPH_PPR sends a passage's mass on to the bridges it names, not back into the entities the
-query names (`named_backflow`, retrieval/ppr.py), on a hand-made graph."""
+query names (`named_backflow`, retrieval/ppr/retriever.py), on a hand-made graph."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from core.models.graph import Edge, Node, Support, entity_id, stable_id
 from core.models.vocabulary import MENTIONS
-from core.stores.graph_sqlite import SQLiteGraphStore
-from retrieval.pagerank import personalised_pagerank
-from retrieval.ppr import Neighbourhood, PPRParams
+from core.stores.sqlite.graph import SQLiteGraphStore
+from retrieval.ppr.pagerank import personalised_pagerank
+from retrieval.ppr.retriever import Neighbourhood, PPRParams
 
 pytestmark = pytest.mark.unit
 DS = "backflow"

@@ -1,5 +1,5 @@
 """GRAPH_PPR steps along a relation whose name the question uses ("treasurer_of" for "who is
-the treasurer of ..."), retrieval/ppr_relations.py, on a hand-made graph."""
+the treasurer of ..."), retrieval/ppr/relations.py, on a hand-made graph."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from core.models.graph import Edge, Node, Support, entity_id, stable_id
 from core.models.vocabulary import MENTIONS
-from core.stores.graph_sqlite import SQLiteGraphStore
-from retrieval.pagerank import personalised_pagerank
-from retrieval.ppr import Neighbourhood, PPRParams
+from core.stores.sqlite.graph import SQLiteGraphStore
+from retrieval.ppr.pagerank import personalised_pagerank
+from retrieval.ppr.retriever import Neighbourhood, PPRParams
 from retrieval.query_names import content_words
 
 pytestmark = pytest.mark.unit

@@ -188,7 +188,7 @@ def test_a_blank_segment_is_no_error_and_an_html_page_is_read_whole_by_its_first
 
 def test_held_batches_wait_for_their_release_even_for_the_sweeper(tmp_path: Path) -> None:
     from core.models.jobs import Job
-    from core.stores.state_sqlite import SQLiteStateStore
+    from core.stores.sqlite.state import SQLiteStateStore
     from workers.jobs import JobTracker
 
     jobs = JobTracker(SQLiteStateStore(tmp_path / "state.db"))

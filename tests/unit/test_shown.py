@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from api.services import shown
+from core.access import LOCAL, Caller, Role
 from core.models.graph import Node
 from core.models.jobs import DocumentError, Job
-from core.tenants import LOCAL, Caller, Role
 
 ACME = Caller("acme", Role.READER)
 

@@ -1,4 +1,4 @@
-"""The per-backend plumbing (core/stores/neo4j_connection.py, redis_connection.py): servers are
+"""The per-backend plumbing (core/stores/neo4j/connection.py, redis_connection.py): servers are
 named in messages without their credentials, and client errors become StoreError."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from core.ports import StoreError
-from core.stores.neo4j_connection import Neo4jConnection, redact
-from core.stores.redis_connection import RedisConnection, redact_url
+from core.stores.neo4j.connection import Neo4jConnection, redact
+from core.stores.redis.connection import RedisConnection, redact_url
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ import anyio
 from fastapi import APIRouter, Request, Response
 
 from api.http.schemas import Health, Readiness
-from workers.runtime import Runtime
+from runtime import Runtime
 
 router = APIRouter(tags=["health"])
 log = logging.getLogger("cogmill.api")

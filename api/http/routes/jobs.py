@@ -19,11 +19,11 @@ from api.http.deps import Reader, RuntimeDep, Writer, owned_job_id
 from api.http.schemas import ApiError, JobResume, error_responses
 from api.services import jobs, shown
 from api.services.jobs import JobEvent, JobReport, StreamSlots, TooManyStreamsError
+from core.access import Caller
 from core.models.jobs import Job
-from core.tenants import Caller
+from runtime import Runtime
 from workers.budgets import JobNotResumableError
 from workers.jobs import JobNotFoundError
-from workers.runtime import Runtime
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
 

@@ -27,7 +27,7 @@ from api.http.schemas import (
 )
 from api.services import memory
 from api.services.search import check_type_allowed
-from core.tenants import AccessDeniedError
+from core.access import AccessDeniedError
 from retrieval.memory import ImproveResult, RecallResponse
 
 router = APIRouter(prefix="/api/v1", tags=["memory"])

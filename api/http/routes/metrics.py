@@ -12,7 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from api.http.deps import RuntimeDep, get_caller
 from api.http.schemas import ApiError, error_responses
 from api.services.metrics import scrape
-from core.tenants import Role
+from core.access import Role
 from workers.celery_app import app as celery_app
 
 router = APIRouter(tags=["health"])

@@ -19,11 +19,11 @@ from typing import Any
 import redis
 
 from core.models.jobs import Job
+from runtime import Runtime
 from tests.distributed import worker_env
 from tests.e2e.faults import stores
 from tests.llm_server import LLMTestServer
 from workers.jobs import JobTracker
-from workers.runtime import Runtime
 
 EMBEDDING_DIM = 384  # the collections other tests made in the shared Neo4j are 384-d
 LLM_LATENCY_MS = 300.0

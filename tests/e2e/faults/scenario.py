@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from core.models.jobs import Job
+from runtime import Runtime
 from tests.backends import JobStuckError, add_files, finished
 from tests.distributed import WorkerPool, close_runtime, open_runtime
 from tests.e2e.faults import stores
@@ -31,7 +32,6 @@ from tests.e2e.faults.injectors import Kill
 from tests.llm_server import LLMTestServer
 from workers.jobs import JobTracker
 from workers.orchestration import cognify
-from workers.runtime import Runtime
 
 Tick = Callable[[Job | None], None]
 WorkerSpec = tuple[str, str, int]  # pool, queues, concurrency

@@ -32,7 +32,7 @@ VOLATILE = frozenset({"graph_write_ms", "vectors"})
 # writer wins, so two undisturbed runs differ in it. Allowed to differ only when both values
 # were written from one of the item's own supporting chunks (checked against their text).
 LAST_WRITER_WINS = "description"
-VECTOR_LABEL = "CogmillVector"  # core/stores/vector_neo4j.py, default namespace
+VECTOR_LABEL = "CogmillVector"  # core/stores/neo4j/vectors.py, default namespace
 VECTOR_PREFIX = "CogmillVec_"
 
 _NODES = """MATCH (n:Node {dataset: $dataset})
@@ -106,7 +106,7 @@ def read_graph(driver: neo4j.Driver, dataset: str, snap: Snapshot) -> None:
 
 
 def read_lexical(client: redis.Redis, prefix: str, dataset: str, snap: Snapshot) -> None:
-    """Every key of the dataset's postings (core/stores/lexical_redis.py), without the prefix."""
+    """Every key of the dataset's postings (core/stores/redis/lexical.py), without the prefix."""
     for raw in client.scan_iter(match=f"{prefix}lex:{dataset}:*", count=1000):
         key = raw.decode() if isinstance(raw, bytes) else raw
         kind = client.type(key)

@@ -16,13 +16,13 @@ from fastapi.testclient import TestClient
 from api.http.app import create_app
 from api.services.demo import SAMPLE_CORPUS
 from api.services.warmup import Warmer, questions, server_started
+from runtime import Runtime
 from tests.backends import NEO4J, Backend, ingest
 from tests.e2e.faults.conftest import check
 from tests.e2e.faults.harness import RunResult, Stack
 from tests.e2e.faults.kinds import server_kills
 from tests.e2e.faults.scenario import run
 from tests.e2e.faults.servers import OwnNeo4j, OwnRedis
-from workers.runtime import Runtime
 
 pytestmark = [pytest.mark.e2e, pytest.mark.services]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from core.lexical import term_counts
 from core.models.lexical import CorpusStats, LexicalDoc, Posting
-from core.stores.redis_connection import RedisConnection
+from core.stores.redis.connection import RedisConnection
 
 # Chunks as ARGV runs `chunk, length, n, term1, tf1, ... termn, tfn` after the term and
 # chunk-terms key prefixes. One call writes each term's postings of all its chunks in one HSET

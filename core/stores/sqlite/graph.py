@@ -42,8 +42,8 @@ from core.models.graph import (
 )
 from core.ports import StoreError
 from core.stores import graph_merge, timeline
-from core.stores import graph_sqlite_queries as q
-from core.stores import graph_sqlite_tx as tx
+from core.stores.sqlite import queries as q
+from core.stores.sqlite import tx as tx
 
 
 class SQLiteGraphStore:

@@ -9,9 +9,9 @@ from typing import Any
 from neo4j import ManagedTransaction
 
 from core.models.graph import Node, Subgraph
-from core.stores import graph_neo4j_codec as codec
-from core.stores import graph_neo4j_queries as q
 from core.stores import timeline
+from core.stores.neo4j import codec as codec
+from core.stores.neo4j import queries as q
 
 LOAD_NODES = f"UNWIND $ids AS id MATCH (n:Node {{id: id}}) RETURN collect({q.NODE})"
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from core.models.graph import RelationRead
 from core.models.vocabulary import STRUCTURAL_EDGES
-from retrieval.pagerank import WeightedGraph
+from retrieval.ppr.pagerank import WeightedGraph
 from retrieval.query_names import content_words
 
 Step = tuple[str, str, float]  # source, target, weight before specificity

@@ -36,9 +36,9 @@ from core.settings import Settings
 from retrieval.answer import CompletionMixin
 from retrieval.chunks import chunk_source
 from retrieval.models import SearchResult
-from retrieval.pagerank import WeightedGraph, personalised_pagerank
-from retrieval.ppr_paths import MassFlows, provenance
-from retrieval.ppr_relations import link_steps, relation_read, relation_steps
+from retrieval.ppr.pagerank import WeightedGraph, personalised_pagerank
+from retrieval.ppr.paths import MassFlows, provenance
+from retrieval.ppr.relations import link_steps, relation_read, relation_steps
 from retrieval.query_names import content_words, name_spans, query_ngrams
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The Cypher text of the Neo4j graph store (core/stores/graph_neo4j.py), kept apart so
+"""The Cypher text of the Neo4j graph store (core/stores/neo4j/graph.py), kept apart so
 that the adapter reads as Python. The data model is described there.
 """
 

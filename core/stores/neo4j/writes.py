@@ -11,9 +11,9 @@ from neo4j import ManagedTransaction
 from core.models.graph import Edge, Merged, Removed
 from core.ports import StoreError
 from core.stores import graph_merge, timeline
-from core.stores import graph_neo4j_codec as codec
-from core.stores import graph_neo4j_queries as q
-from core.stores.neo4j_connection import Rows
+from core.stores.neo4j import codec as codec
+from core.stores.neo4j import queries as q
+from core.stores.neo4j.connection import Rows
 
 # Writes of a batch of nodes, while other transactions delete some of them (see write_nodes).
 _NODE_WRITES = 5

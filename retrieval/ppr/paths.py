@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrieval.pagerank import WeightedGraph
+from retrieval.ppr.pagerank import WeightedGraph
 
 CO_MENTION = "MENTIONED WITH"
 RELATED = "RELATED TO"  # an entity–entity edge (read when COGMILL_PPR_RELATION_WEIGHT > 0)

@@ -16,7 +16,7 @@ from neo4j.graph import Path as DriverPath
 from neo4j.graph import Relationship as DriverRelationship
 
 from core.ports import CypherError
-from core.stores.neo4j_connection import Neo4jConnection
+from core.stores.neo4j.connection import Neo4jConnection
 
 
 def _plain(value: Any) -> Any:

@@ -8,7 +8,7 @@ from pathlib import Path
 from core.lexical import term_counts
 from core.models.lexical import CorpusStats, LexicalDoc, Posting
 from core.ports import batched
-from core.stores.sqlite_file import SQLiteFile
+from core.stores.sqlite.file import SQLiteFile
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (dataset TEXT NOT NULL, chunk_id TEXT NOT NULL,

@@ -47,12 +47,12 @@ from core.models.graph import (
     frontier_ids,
 )
 from core.ports import StoreError, batched
-from core.stores import graph_neo4j_codec as codec
-from core.stores import graph_neo4j_queries as q
-from core.stores import graph_neo4j_reads as reads
-from core.stores import graph_neo4j_writes as writes
 from core.stores import timeline
-from core.stores.neo4j_connection import Neo4jConnection
+from core.stores.neo4j import codec as codec
+from core.stores.neo4j import queries as q
+from core.stores.neo4j import reads as reads
+from core.stores.neo4j import writes as writes
+from core.stores.neo4j.connection import Neo4jConnection
 
 T = TypeVar("T")
 

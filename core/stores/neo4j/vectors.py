@@ -28,7 +28,7 @@ from neo4j.exceptions import Neo4jError
 
 from core.models.vectors import VectorHit, VectorPoint, check_collection, check_dim, point_id
 from core.ports import StoreError, VectorQuery, batched
-from core.stores.neo4j_connection import Neo4jConnection, Rows
+from core.stores.neo4j.connection import Neo4jConnection, Rows
 
 _NAMESPACE = re.compile(r"[A-Za-z][A-Za-z0-9]{0,31}")
 _WRITE_BATCH = 1000  # rows per UNWIND transaction: ~1.5 MB of parameters at 384 dims

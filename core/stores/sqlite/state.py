@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from core.ports import batched
-from core.stores.sqlite_file import SQLiteFile
+from core.stores.sqlite.file import SQLiteFile
 
 _KEYS_PER_QUERY = 500  # bound parameters per SELECT, well below SQLite's limit
 # Counters live in kv as decimal strings, so `get` reads a counter like Redis GET does.

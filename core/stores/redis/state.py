@@ -10,7 +10,7 @@ from typing import Any
 import redis
 
 from core.ports import batched
-from core.stores.redis_connection import RedisConnection
+from core.stores.redis.connection import RedisConnection
 
 _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
 # add_members: ARGV[i] says how many of the members after the counts go to KEYS[i]; each set

@@ -12,7 +12,7 @@ from typing import Any
 from core.models.graph import Edge, Node, NodeChunks, Removed, Support
 from core.ports import batched
 from core.stores import graph_merge
-from core.stores import graph_sqlite_queries as q
+from core.stores.sqlite import queries as q
 
 
 def dumps(value: Any) -> str:
