@@ -1,8 +1,9 @@
 """What the benches share: the repository on `sys.path`, the test services' addresses.
 
-A bench is a script (`.venv/bin/python bench/NAME.py`), so Python puts bench/ on `sys.path`,
-not the repository: `import common` first (before any cogmill import) puts the repository
-there too. The services are the ones `eval "$(deploy/services.sh start)"` starts and exports.
+A bench runs as a script (`.venv/bin/python bench/NAME.py`, which puts bench/ on `sys.path`)
+or as a module (`python -m bench.NAME`, which puts the working directory there): each one
+puts the repository on `sys.path` itself and then imports its siblings as `bench.NAME`, so
+both work. The services are the ones `eval "$(deploy/services.sh start)"` starts and exports.
 """
 
 from __future__ import annotations

@@ -7,9 +7,11 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from processes import Window
+from bench.processes import Window
 
 PROCESSES = ("workers", "neo4j", "redis", "stand-in", "driver")
+STORES = ("Neo4j files", "Neo4j indexes", "Redis used_memory")
+KEY_KINDS = 12  # the largest kinds of Redis key listed
 
 INCLUDES = """What each figure includes:
   wall s        add (the catalog's batched add, from the driver) + cognify (job start to its
@@ -20,6 +22,9 @@ INCLUDES = """What each figure includes:
                 process: the adds, job polling). Other users' processes are not counted.
   created/s     nodes and relationships in the whole Neo4j database after the run minus
                 before (graph :Node/:REL, vector nodes, support nodes: everything), / wall s.
+  sampled       every 2 s over add + cognify: RSS of each process; Neo4j's files on disk (the
+                database folder + transaction logs; "indexes": its schema/ folder, every
+                index); Redis used_memory (the stores', the broker's and the results').
   floor         same run, after it: the run's :Node/:REL graph rewritten by the neo4j driver
                 alone (UNWIND MERGE on a unique id, as many statements as the job's batches)
                 + the embedder alone over the run's passages (32 per call) against the
@@ -74,11 +79,25 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace, latency_ms: 
             f"own count of MERGEs: {r['merges_written']}"
         )
         print(f"  worker peak RSS so far: {r['worker_peak_rss_mib']} MiB")
-        for name, trend in r.get("rss_during_cognify", {}).items():
+        for name, trend in r.get("sampled_mib", {}).items():
             print(
-                f"  RSS of {name} during cognify: {trend['first']} → peak {trend['peak']} → "
-                f"{trend['last']} MiB; second half {trend['slope_mib_per_min']:+.1f} MiB/min"
+                f"  {name + ':':<19} {trend['first']:>6} → peak {trend['peak']:>6} → "
+                f"{trend['last']:>6} MiB; second half {trend['slope_mib_per_min']:+7.1f} MiB/min"
             )
+        sampled = r.get("sampled_mib", {})
+        if "Neo4j files" in sampled and chunks:
+            grown = {k: sampled[k]["last"] - sampled[k]["first"] for k in STORES if k in sampled}
+            print(
+                "  grown per 1,000 chunks: "
+                + ", ".join(f"{k} {1000 * v / chunks:.1f} MiB" for k, v in grown.items())
+            )
+        if keys := r.get("redis_keys"):
+            print("  Redis keys after the run, by kind (MEMORY USAGE; keys with no expiry):")
+            for kind, held in list(keys.items())[:KEY_KINDS]:
+                print(
+                    f"    {kind:<48} {held['keys']:>9,} keys {held['bytes'] / (1 << 20):9.1f} MiB"
+                    f" {held['no_ttl']:>9,} no TTL"
+                )
         if "redis_commands" in r:  # the stores' and the broker's, add + cognify
             commands = int(r["redis_commands"])
             print(f"  Redis commands: {commands:,}, {commands / max(chunks, 1):.1f} per chunk")

@@ -28,13 +28,15 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from common import services
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from core.models.jobs import JobStatus
-from tests.distributed import write_corpus
-from tests.e2e.faults.harness import Stack
-from tests.e2e.faults.injectors import RECOVERY_TARGET_S
-from tests.e2e.faults.kinds import (
+from bench.common import services  # noqa: E402
+from core.models.jobs import JobStatus  # noqa: E402
+from tests.distributed import write_corpus  # noqa: E402
+from tests.e2e.faults.harness import Stack  # noqa: E402
+from tests.e2e.faults.injectors import RECOVERY_TARGET_S  # noqa: E402
+from tests.e2e.faults.kinds import (  # noqa: E402
     SLOW_MODELS,
     FullDisk,
     delete_with_kill,
@@ -45,8 +47,8 @@ from tests.e2e.faults.kinds import (
     recognify_with_kills,
     server_kills,
 )
-from tests.e2e.faults.scenario import Outcome, Scenario, cleanup, run
-from tests.e2e.faults.servers import OwnNeo4j, OwnRedis
+from tests.e2e.faults.scenario import Outcome, Scenario, cleanup, run  # noqa: E402
+from tests.e2e.faults.servers import OwnNeo4j, OwnRedis  # noqa: E402
 
 KINDS = ("worker", "child", "llm", "hang", "redis", "neo4j", "disk", "recognify", "delete")
 

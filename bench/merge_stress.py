@@ -30,11 +30,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from common import services
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from core.settings import Settings
-from runtime import Runtime
-from tests.merge_stress import (
+from bench.common import services  # noqa: E402
+from core.settings import Settings  # noqa: E402
+from runtime import Runtime  # noqa: E402
+from tests.merge_stress import (  # noqa: E402
     Corpus,
     MemoEmbedder,
     RunResult,

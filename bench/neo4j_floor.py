@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from neo4j import Driver, GraphDatabase
-from processes import Snapshot
+
+from bench.processes import Snapshot
 
 READ_NODES = """MATCH (n:Node {dataset: $dataset}) WHERE n.id IS NOT NULL
 RETURN n.id AS id, properties(n) AS props"""

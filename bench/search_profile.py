@@ -119,13 +119,14 @@ def main() -> None:
     parser.add_argument("--home", type=Path, required=True)
     parser.add_argument("--in-place", action="store_true", help="open --home itself, no copy")
     parser.add_argument("--dataset", default="musique")
+    parser.add_argument("--data", type=Path, default=default_data_dir(), help="bench folder")
     parser.add_argument("--types", default="GRAPH_PPR,CHUNKS")
     parser.add_argument("--questions", type=int, default=100)
     parser.add_argument("--top", type=int, default=25, help="functions listed by own time")
     parser.add_argument("--dump", type=Path)
     parser.add_argument("--compare", type=Path)
     args = parser.parse_args()
-    questions = [q.text for q in load_bench("musique", default_data_dir()).questions]
+    questions = [q.text for q in load_bench("musique", args.data).questions]
     questions = questions[: args.questions]
     kinds = [SearchType(k.strip().upper()) for k in args.types.split(",")]
     work = Path(tempfile.mkdtemp(prefix="search-profile-"))

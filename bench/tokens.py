@@ -15,23 +15,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import common  # noqa: F401 - puts the repository on sys.path
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from core.llm.client import schema_of
-from core.llm.extractor import PROMPT_PATH
-from core.llm.usage import count_tokens
-from core.models.extraction import KnowledgeGraph
-from core.settings import Settings
-from pipelines.summarize_documents import PROMPT as SUMMARY_PROMPT
-from retrieval.evaluation import default_data_dir, load_bench, write_documents
-from tests.backends import add_files, llm_settings, succeeded, threaded_runtime
-from tests.llm_server import LLMTestServer
-from workers.orchestration import cognify
-from workers.usage import job_usage
+from core.llm.client import schema_of  # noqa: E402
+from core.llm.extractor import PROMPT_PATH  # noqa: E402
+from core.llm.usage import count_tokens  # noqa: E402
+from core.models.extraction import KnowledgeGraph  # noqa: E402
+from core.settings import Settings  # noqa: E402
+from pipelines.summarize_documents import PROMPT as SUMMARY_PROMPT  # noqa: E402
+from retrieval.evaluation import default_data_dir, load_bench, write_documents  # noqa: E402
+from tests.backends import add_files, llm_settings, succeeded, threaded_runtime  # noqa: E402
+from tests.llm_server import LLMTestServer  # noqa: E402
+from workers.orchestration import cognify  # noqa: E402
+from workers.usage import job_usage  # noqa: E402
 
 STEPS = ("extract_graph", "summarize_documents")
 # Input tokens per passage of indexing, as published (extraction and any summaries).
