@@ -1,9 +1,11 @@
-"""Distinct passages for the scale runs: MuSiQue, then 2WikiMultiHopQA, then HotpotQA.
+"""Distinct passages for the scale runs: MuSiQue, then 2WikiMultiHopQA, then renamed generations.
 
 1x is MuSiQue (1,890 passages); a k-times run takes the first k x 1,890 passages of the pool
-MuSiQue + 2Wiki (6,119) + HotpotQA (994) = 9,003 distinct passages, so 4x is MuSiQue plus
-5,670 2Wiki passages. Only past the pool (10x needs 18,900) do passages repeat, as tagged
-copies whose entities are the same as the original's; `describe` says how many.
+MuSiQue + 2Wiki = 8,009 distinct passages, so 4x is MuSiQue plus 5,670 2Wiki passages. Past
+the pool (10x needs 18,900, 40x 75,600) the pool is taken again as generation 1, 2, ... of
+bench/rewrite.py: the same passages with every name replaced by an invented one, the same
+within a generation, so the graph grows by new entities rather than repeating the old ones.
+`describe` says how many passages are renamed.
 """
 
 from __future__ import annotations
@@ -13,71 +15,65 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.rewrite import rewrite
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "data"
+BASE = 1890  # passages at 1x: MuSiQue's corpus
+CORPORA = (("musique", "musique_train_corpus.json"), ("2wiki", "2wiki_corpus.json"))
 
 
 @dataclass(frozen=True)
 class Passage:
-    source: str  # musique, 2wiki, hotpotqa
+    source: str  # musique, 2wiki
     title: str
     text: str
-    copy: int = 0  # 0: the passage itself; n > 0: its n-th tagged repeat
+    generation: int = 0  # 0: the passage itself; g > 0: bench/rewrite.py's generation g
 
 
 def pool(data: Path = DATA) -> list[Passage]:
-    """Every distinct passage, in order: MuSiQue, 2Wiki, HotpotQA (sentences joined)."""
-    missing = [
-        name
-        for name in ("musique_train_corpus.json", "2wiki_corpus.json", "hotpotqa_train_corpus.json")
-        if not (data / name).is_file()
-    ]
+    """Every distinct passage, in order: MuSiQue, then 2Wiki."""
+    missing = [name for _, name in CORPORA if not (data / name).is_file()]
     if missing:
         raise SystemExit(f"{data} lacks {', '.join(missing)}: see {data / 'README.md'}")
-    passages = [
-        Passage("musique", p["title"], p["text"])
-        for p in json.loads((data / "musique_train_corpus.json").read_text())
-    ]
-    passages += [
-        Passage("2wiki", p["title"], p["text"])
-        for p in json.loads((data / "2wiki_corpus.json").read_text())
-    ]
-    hotpot = json.loads((data / "hotpotqa_train_corpus.json").read_text())
-    passages += [Passage("hotpotqa", t, " ".join(s).strip()) for t, s in hotpot.items()]
     seen: set[tuple[str, str]] = set()
     distinct = []
-    for p in passages:  # the corpora are distinct already; this keeps it so
-        if (p.title, p.text) not in seen:
-            seen.add((p.title, p.text))
-            distinct.append(p)
+    for source, name in CORPORA:
+        for p in json.loads((data / name).read_text(encoding="utf-8")):
+            if (p["title"], p["text"]) not in seen:  # the corpora are distinct; this keeps it so
+                seen.add((p["title"], p["text"]))
+                distinct.append(Passage(source, p["title"], p["text"]))
     return distinct
 
 
 def corpus(scale: int, base: int, passages: list[Passage]) -> list[Passage]:
-    """`scale` x `base` passages from the pool, repeating it (tagged copies) only past its end."""
-    wanted = scale * base
+    """`scale` x `base` passages from the pool, renamed (a generation per pass) past its end."""
     out = []
-    for index in range(wanted):
+    for index in range(scale * base):
         p = passages[index % len(passages)]
-        out.append(Passage(p.source, p.title, p.text, index // len(passages)))
+        generation = index // len(passages)
+        title, text = rewrite(p.title, generation), rewrite(p.text, generation)
+        out.append(Passage(p.source, title, text, generation))
     return out
 
 
 def describe(passages: list[Passage]) -> str:
-    """E.g. '7,560 passages: 1,890 musique + 5,670 2wiki, all distinct'."""
-    originals = Counter(p.source for p in passages if p.copy == 0)
-    repeats = sum(1 for p in passages if p.copy)
+    """E.g. '18,900 passages: 1,890 musique + 6,119 2wiki; 10,891 renamed (generations 1-2)'."""
+    originals = Counter(p.source for p in passages if p.generation == 0)
     parts = " + ".join(f"{n:,} {source}" for source, n in originals.items())
-    tail = f"; {repeats:,} tagged repeats of those" if repeats else ", all distinct"
-    return f"{len(passages):,} passages: {parts}{tail}"
+    renamed = [p.generation for p in passages if p.generation]
+    if not renamed:
+        return f"{len(passages):,} passages: {parts}, all distinct"
+    first, last = min(renamed), max(renamed)
+    gens = f"generation {first}" if first == last else f"generations {first}-{last}"
+    return f"{len(passages):,} passages: {parts}; {len(renamed):,} renamed ({gens})"
 
 
 def write(folder: Path, passages: list[Passage], run: str) -> list[Path]:
-    """One file per passage, its title tagged with the run (and the repeat): no text recurs
-    within a run or across runs, so no LLM answer comes from the cache."""
+    """One file per passage, its title tagged with the run: no text recurs across runs, so no
+    LLM answer comes from the cache (the tag is lower case: no entity for the stand-in)."""
     paths = []
     for index, p in enumerate(passages):
         path = folder / f"{index:05d}.txt"
-        tag = f" ({run} copy {p.copy})"
-        path.write_text(f"{p.title}{tag}\n{p.text}", encoding="utf-8")
+        path.write_text(f"{p.title} ({run})\n{p.text}", encoding="utf-8")
         paths.append(path)
     return paths

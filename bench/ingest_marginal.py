@@ -3,7 +3,7 @@
     .venv/bin/python bench/ingest_marginal.py --base /tmp/lat_home4 [--new 300] [--skip N]
         [--only empty|full] [--keep DIR]
 
-Takes `--new` passages of `bench/corpora.py`'s pool that the 4x corpus does not hold (from
+Takes `--new` passages of `bench/corpora.py`'s corpus that the 4x corpus does not hold (from
 `--skip`, default 7,560 = 4 x 1,890), adds each as its own document to dataset "musique" and
 cognifies them through the Celery pipeline with the embedded stores, twice: (a) into an empty
 home, (b) into a copy of `--base` (a home holding the 4x corpus, READY; copied, never written).
@@ -35,9 +35,8 @@ from celery.signals import task_postrun, task_prerun
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from corpora import pool  # noqa: E402
-from ingest_musique import ingest  # noqa: E402
-
+from bench.corpora import BASE, DATA, corpus, pool  # noqa: E402
+from bench.ingest_musique import ingest  # noqa: E402
 from core.models.vocabulary import (  # noqa: E402
     CHUNK_COLLECTION,
     EDGE_TYPE_COLLECTION,
@@ -213,10 +212,10 @@ def main() -> None:
     parser.add_argument("--only", choices=("empty", "full"), help="run one home only")
     parser.add_argument("--profile", nargs="*", default=(), help="steps to run under cProfile")
     parser.add_argument("--json", type=Path, help="write the raw figures here")
+    parser.add_argument("--data", type=Path, default=DATA, help="the corpora's folder")
     args = parser.parse_args()
-    passages = pool()[args.skip : args.skip + args.new]
-    if len(passages) < args.new:
-        raise SystemExit(f"the pool has only {len(passages)} passages past {args.skip}")
+    wanted = args.skip + args.new
+    passages = corpus(-(-wanted // BASE), BASE, pool(args.data))[args.skip : wanted]
     results = {}
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
         files = write_files(passages, Path(tmp) / "docs")

@@ -6,9 +6,8 @@
 Adds each passage as its own document (the same files `cogmill eval` writes), cognifies them
 through the Celery pipeline with the embedded stores, then times CHUNKS, GRAPH_COMPLETION and
 GRAPH_PPR searches (top 10) over the 100 questions. `--scale 4` adds the distinct passages that
-follow MuSiQue's in `bench/corpora.py`'s pool (2Wiki, then HotpotQA) up to 4 x 1,890, so the
-questions are asked of a corpus four times larger (past the pool's 9,003 passages there would be
-repeats; refused).
+follow MuSiQue's in `bench/corpora.py` (2Wiki, then past its 8,009 passages renamed generations
+of them) up to 4 x 1,890, so the questions are asked of a corpus four times larger.
 Finally it times the embedder alone and the extractor alone on the same texts: together
 they are the floor the whole ingestion is compared with. Wall and CPU seconds (of this whole
 process, every thread) are printed for both, with the load average: on a shared machine the
@@ -34,8 +33,7 @@ from threadpoolctl import threadpool_limits
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from corpora import pool  # noqa: E402
-
+from bench.corpora import corpus, pool  # noqa: E402
 from core.catalog import AddReport  # noqa: E402
 from core.models.vocabulary import (  # noqa: E402
     CHUNK_COLLECTION,
@@ -132,15 +130,12 @@ def floor(runtime: Runtime, texts: list[str]) -> dict[str, float]:
 
 
 def scaled_extra(scale: int, base: int, data: Path, folder: Path) -> list[tuple[Path, str]]:
-    """The files past MuSiQue's own for a `scale` x run: the pool's next distinct passages."""
+    """The files past MuSiQue's own for a `scale` x run: bench/corpora.py's next passages
+    (2Wiki, then renamed generations of the pool)."""
     if scale <= 1:
         return []
-    passages = pool(data)[base : scale * base]
-    if len(passages) < (scale - 1) * base:
-        raise SystemExit(f"--scale {scale} needs {scale * base:,} distinct passages; the pool has "
-                         f"{base + len(passages):,}")  # fmt: skip
     files = []
-    for index, passage in enumerate(passages):
+    for index, passage in enumerate(corpus(scale, base, pool(data))[base:]):
         name = f"scale_{index:05d}.txt"
         (folder / name).write_text(f"{passage.title}\n{passage.text}", encoding="utf-8")
         files.append((folder / name, name))

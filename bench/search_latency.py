@@ -46,8 +46,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from corpora import pool  # noqa: E402
-
+from bench.corpora import corpus, pool  # noqa: E402
 from retrieval.evaluation import default_data_dir, load_bench, percentile  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -223,21 +222,25 @@ def run_phase(
     return tops
 
 
-def start_cognify(server: Server, dataset: str, count: int, tag: str | None = None) -> str:
+def start_cognify(
+    server: Server, dataset: str, count: int, data: Path, tag: str | None = None
+) -> str:
     """Add `count` MuSiQue passages to `dataset` and start its cognify; the job id. With a
     `tag` the last passages, made new by it (no cache hits); without, the first ones as
     they are (as `bench/ingest_musique.py --limit` adds them), and past 1,890 the passages
     `bench/ingest_musique.py --scale` adds."""
-    bench = load_bench("musique", default_data_dir())
+    bench = load_bench("musique", data)
     if tag is None:
         docs = [
             {"name": bench.file_name(i), "text": f"{p.title}\n{p.text}"}
             for i, p in enumerate(bench.passages[:count])
         ]
-        # Past MuSiQue's own: the pool's next distinct passages, as `ingest_musique.py --scale`.
+        # Past MuSiQue's own: bench/corpora.py's next passages, as `ingest_musique.py --scale`.
+        base = len(bench.passages)
+        scaled = corpus(-(-count // base), base, pool(data))[base:count] if count > base else []
         docs += [
             {"name": f"scale_{i:05d}.txt", "text": f"{p.title}\n{p.text}"}
-            for i, p in enumerate(pool()[len(bench.passages) : count])
+            for i, p in enumerate(scaled)
         ]
     else:
         docs = [
@@ -255,9 +258,9 @@ def start_cognify(server: Server, dataset: str, count: int, tag: str | None = No
         return str(accepted.json()["job_id"])
 
 
-def build(server: Server, dataset: str, count: int) -> None:
+def build(server: Server, dataset: str, count: int, data: Path) -> None:
     """Cognify the first `count` MuSiQue passages into `dataset` and wait for the job."""
-    started, job_id = time.perf_counter(), start_cognify(server, dataset, count)
+    started, job_id = time.perf_counter(), start_cognify(server, dataset, count, data)
     while (status := job_status(server, job_id)) in ("queued", "running"):
         time.sleep(2)
     print(
@@ -280,7 +283,7 @@ def job_state(server: Server, job_id: str) -> tuple[str, int, int]:
 def with_cognify(server: Server, args: argparse.Namespace, run: Callable[[], Phase]) -> Phase:
     """Run a phase while a cognify job runs; says whether the job outlasted the phase."""
     load_dataset = f"latency_load_{uuid.uuid4().hex[:6]}"
-    job_id = start_cognify(server, load_dataset, args.load_docs, uuid.uuid4().hex[:8])
+    job_id = start_cognify(server, load_dataset, args.load_docs, args.data, uuid.uuid4().hex[:8])
     time.sleep(args.load_lead_s)  # let the job get into its steps
     before, batches, embedded = job_state(server, job_id)
     started = time.monotonic()
@@ -316,6 +319,7 @@ def main() -> None:
     parser.add_argument("--home", type=Path, required=True, help="the stores (copied first)")
     parser.add_argument("--in-place", action="store_true", help="serve --home itself, no copy")
     parser.add_argument("--dataset", default="musique")
+    parser.add_argument("--data", type=Path, default=default_data_dir(), help="bench folder")
     parser.add_argument("--types", default="GRAPH_PPR,CHUNKS")
     parser.add_argument("--questions", type=int, default=100)
     parser.add_argument("--clients", type=int, default=16)
@@ -333,7 +337,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    questions = [q.text for q in load_bench("musique", default_data_dir()).questions]
+    questions = [q.text for q in load_bench("musique", args.data).questions]
     questions = questions[: args.questions]
     kinds = [k.strip().upper() for k in args.types.split(",")]
     jobs = [(kind, q) for q in questions for kind in kinds]
@@ -349,7 +353,7 @@ def main() -> None:
         if args.wait_warm_up:
             print(f"the server's warm-up took {server.wait_warm():.1f} s after /health answered")
         if args.build:
-            build(server, args.dataset, args.build)
+            build(server, args.dataset, args.build, args.data)
         warm = Phase("warm-up")
         run_phase(server, warm, jobs[: 4 * len(kinds)], args.dataset, 1)
         tops = {}

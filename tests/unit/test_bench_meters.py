@@ -10,40 +10,36 @@ import sys
 import time
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.append(str(BENCH))  # last: bench/ modules shadow nothing
-
-import corpora  # noqa: E402
-import processes  # noqa: E402
+from bench import corpora, processes
 
 BURN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
 
 
 def _data(folder: Path) -> Path:
     folder.mkdir()
-    musique = [{"title": f"M{i}", "text": f"musique {i}"} for i in range(3)]
-    wiki = [{"title": f"W{i}", "text": f"wiki {i}"} for i in range(4)]
+    musique = [{"title": f"Mount M{i}", "text": f"Mount M{i} is in Nowhere."} for i in range(3)]
+    wiki = [{"title": f"Lake W{i}", "text": f"Lake W{i} feeds Mount M0."} for i in range(4)]
     wiki.append(dict(musique[0]))  # a passage both corpora hold counts once
-    hotpot = {"H0": ["one.", " two."], "H1": ["three."]}
     (folder / "musique_train_corpus.json").write_text(json.dumps(musique))
     (folder / "2wiki_corpus.json").write_text(json.dumps(wiki))
-    (folder / "hotpotqa_train_corpus.json").write_text(json.dumps(hotpot))
     return folder
 
 
-def test_corpora_are_distinct_until_the_pool_runs_out(tmp_path: Path) -> None:
+def test_corpora_are_the_pool_then_renamed_generations_of_it(tmp_path: Path) -> None:
     pool = corpora.pool(_data(tmp_path / "data"))
-    assert [p.source for p in pool] == ["musique"] * 3 + ["2wiki"] * 4 + ["hotpotqa"] * 2
-    assert pool[-2].text == "one.  two."
+    assert [p.source for p in pool] == ["musique"] * 3 + ["2wiki"] * 4
     four = corpora.corpus(3, 2, pool)  # 3x a base of 2: musique, then 2wiki
     assert corpora.describe(four) == "6 passages: 3 musique + 3 2wiki, all distinct"
+    assert four == pool[:6], "within the pool the passages are the originals"
     ten = corpora.corpus(10, 2, pool)
     assert corpora.describe(ten) == (
-        "20 passages: 3 musique + 4 2wiki + 2 hotpotqa; 11 tagged repeats of those"
+        "20 passages: 3 musique + 4 2wiki; 13 renamed (generations 1-2)"
     )
+    assert [p.generation for p in ten] == [0] * 7 + [1] * 7 + [2] * 6
+    assert ten[7].source == "musique" and ten[7].text != pool[0].text
     paths = corpora.write(tmp_path, ten, "run-a")
     texts = [p.read_text() for p in paths]
-    assert len(set(texts)) == 20, "a repeat must differ from its original (the LLM cache)"
+    assert len(set(texts)) == 20, "a renamed passage must differ from its original"
     (tmp_path / "b").mkdir()
     again = corpora.write(tmp_path / "b", ten, "run-b")
     assert not set(texts) & {p.read_text() for p in again}, "runs must not share a text"
