@@ -1,34 +1,40 @@
 """Distributed-mode benchmark: worker processes on Redis, Neo4j graph + vectors, test LLM server.
 
-    .venv/bin/python bench/distributed.py throughput   # (a) 0 ms LLM: 1x and 4x (--scales 1,4,10)
+    .venv/bin/python bench/distributed.py throughput   # (a) 0 ms LLM: 1x and 4x (--scales 1,40)
     .venv/bin/python bench/distributed.py latency      # (b) 1,000 ms per call, 32 in flight
 
-Needs Redis and Neo4j (`deploy/services.sh start`; the URLs below are its defaults). The LLM
+Needs Redis and Neo4j (`eval "$(deploy/services.sh start)"`: its exported URLs, else its
+defaults). The LLM
 and the embeddings come from tests/llm_server.py, run as a process of its own, so the figures
 measure cogmill itself: the Celery chains, the stores and the bookkeeping. The same worker
 processes serve an untimed warm-up ingest and then every timed run, as a deployment's
 long-running workers would. The corpora are distinct passages (bench/corpora.py): 1x MuSiQue,
-4x MuSiQue + 2Wiki, 10x all three plus tagged repeats, said so in the output.
+4x MuSiQue + 2Wiki, 10x and 40x both plus renamed generations of them (new entity names), said
+so in the output.
 
 A timed run is everything a user waits for: `add` of one file per passage (batched as
 `cogmill add` does), then the cognify job to its end. Beside chunks/s it prints CPU-ms per
 chunk of every process (workers, Neo4j, Redis, the stand-in, this driver) from /proc, nodes
 and relationships *created* (counted in Neo4j before and after), and the floor measured in
 the same run (bench/neo4j_floor.py): the same graph written by the neo4j driver alone plus
-the embedder alone over the same passages.
+the embedder alone over the same passages (up to `--floor-up-to` x: the floor reads the
+whole graph into this process). Sampled every 2 s over add + cognify: the RSS of every
+process, Neo4j's files on disk and Redis's `used_memory` (bench/store_meter.py); at the end
+of each run, what Redis's keys hold, by kind.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,10 +43,10 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import corpora  # noqa: E402
-import dist_report  # noqa: E402
-from neo4j_floor import embed_floor, graph_counts, graph_floor  # noqa: E402
-from processes import (  # noqa: E402
+from bench import corpora, dist_report  # noqa: E402
+from bench.common import DEFAULT_NEO4J_URI, DEFAULT_REDIS_URL  # noqa: E402
+from bench.neo4j_floor import embed_floor, graph_counts, graph_floor  # noqa: E402
+from bench.processes import (  # noqa: E402
     Snapshot,
     StandIn,
     cpu_s,
@@ -50,7 +56,7 @@ from processes import (  # noqa: E402
     snapshot,
     tree_cpu_s,
 )
-
+from bench.store_meter import Neo4jFiles, Sampler, redis_keys, redis_used_memory  # noqa: E402
 from core.catalog import AddReport  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from pipelines.classify import check_supported  # noqa: E402
@@ -59,7 +65,7 @@ from workers.celery_app import configure  # noqa: E402
 from workers.jobs import JobTracker  # noqa: E402
 from workers.orchestration import cognify  # noqa: E402
 
-RSS_EVERY_S = 2.0
+SAMPLE_EVERY_S = 2.0
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -81,10 +87,18 @@ class Service:
     pool: list[corpora.Passage]
     datasets: list[str] = field(default_factory=list)
 
-    def rss_pids(self) -> dict[str, int]:
-        """The processes whose memory a run samples, by name."""
+    def gauges(self) -> dict[str, Callable[[], float]]:
+        """What a run samples, in MiB: every process's RSS, Neo4j's files, Redis's memory."""
         named = {f"worker {i}": p.pid for i, p in enumerate(self.workers)}
-        return named | {"neo4j": self.args.neo4j_pid, "redis": self.args.redis_pid}
+        pids = named | {"neo4j": self.args.neo4j_pid, "redis": self.args.redis_pid}
+        gauges: dict[str, Callable[[], float]] = {
+            f"RSS {name}": functools.partial(rss_mib, pid) for name, pid in pids.items()
+        }
+        files, mib = Neo4jFiles(self.args.neo4j), 1 << 20
+        gauges["Neo4j files"] = lambda: files.sizes()["all"] / mib
+        gauges["Neo4j indexes"] = lambda: files.sizes()["indexes"] / mib
+        gauges["Redis used_memory"] = lambda: redis_used_memory(self.args.redis) / mib
+        return gauges
 
     def mark(self) -> Snapshot:
         """CPU so far of every process the runs use; the driver without its children."""
@@ -129,7 +143,7 @@ def service(args: argparse.Namespace, latency_ms: int) -> Iterator[Service]:
     a while after a large delete.
     """
     home = Path(tempfile.mkdtemp(prefix="cogmill-dbench-"))
-    pool = corpora.pool()  # exits when a corpus is missing: before any process is started
+    pool = corpora.pool(args.data)  # exits when a corpus is missing: before any process starts
     if latency_ms:
         workers = [
             ["--queues", "ingest", "--concurrency", str(args.threads)],
@@ -209,32 +223,26 @@ def ingest(svc: Service, scale: int, *, floor: bool) -> dict[str, object]:
     svc.datasets.append(dataset)
     folder = svc.home / dataset
     folder.mkdir()
-    passages = corpora.corpus(scale, args.limit or 1890, svc.pool)
+    passages = corpora.corpus(scale, args.limit or corpora.BASE, svc.pool)
     paths = corpora.write(folder, passages, dataset)
     calls = svc.llm.calls()
     before = graph_counts(args.neo4j)
     quiet = svc.mark()
     time.sleep(args.idle)  # what the processes burn with nothing to do (Neo4j's JIT, GC)
     start, commands = svc.mark(), redis_commands(args.redis)
-    runtime.catalog.ensure_dataset(dataset)
-    report = AddReport()
-    runtime.catalog.add_files(dataset, ((p.name, p) for p in paths), report, check_supported)
-    added = svc.mark()
-    progress = f"{scale}x ({len(paths):,} files)"
-    print(f"{progress}: added in {added.at - start.at:.0f} s, cognifying", file=sys.stderr)
-    job = cognify(runtime, dataset)
-    tracker = JobTracker(runtime.state)
-    memory = svc.rss_pids()
-    rss: dict[str, list[tuple[float, float]]] = {name: [] for name in memory}
-    sampled = 0.0
-    while not job.status.finished:  # the status alone: the finished job holds the counts
-        if time.monotonic() - sampled >= RSS_EVERY_S:
-            sampled = time.monotonic()
-            for name, pid in memory.items():
-                rss[name].append((sampled, rss_mib(pid)))
-        time.sleep(0.2)
-        job = tracker.get(job.id, live=False)
-    done, commands = svc.mark(), redis_commands(args.redis) - commands
+    with Sampler(svc.gauges(), SAMPLE_EVERY_S) as sampler:
+        runtime.catalog.ensure_dataset(dataset)
+        report = AddReport()
+        runtime.catalog.add_files(dataset, ((p.name, p) for p in paths), report, check_supported)
+        added = svc.mark()
+        progress = f"{scale}x ({len(paths):,} files)"
+        print(f"{progress}: added in {added.at - start.at:.0f} s, cognifying", file=sys.stderr)
+        job = cognify(runtime, dataset)
+        tracker = JobTracker(runtime.state)
+        while not job.status.finished:  # the status alone: the finished job holds the counts
+            time.sleep(0.2)
+            job = tracker.get(job.id, live=False)
+        done, commands = svc.mark(), redis_commands(args.redis) - commands
     after = graph_counts(args.neo4j)
     counts = job.counts
     write_s = counts.get("graph_write_ms", 0) / 1000
@@ -262,8 +270,10 @@ def ingest(svc: Service, scale: int, *, floor: bool) -> dict[str, object]:
         },
         # Peak so far: flat from the 1x run to the 4x run means no growth with the corpus.
         "worker_peak_rss_mib": [round(peak_rss_mib(p.pid)) for p in svc.workers],
-        # Sampled while the job ran: still growing at its end, or flat once warm?
-        "rss_during_cognify": {name: rss_trend(s) for name, s in rss.items() if s},
+        # Sampled over add + cognify: still growing at its end, or flat once warm?
+        "sampled_mib": {name: rss_trend(s) for name, s in sampler.samples.items() if s},
+        # What Redis holds once the job is over, by kind of key (every key: the broker's too).
+        "redis_keys": redis_keys(args.redis, ""),
     }
     print(f"{progress}: cognified in {done.at - added.at:.0f} s", file=sys.stderr)
     if floor:
@@ -281,8 +291,12 @@ def ingest(svc: Service, scale: int, *, floor: bool) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mode", choices=["throughput", "latency"])
-    parser.add_argument("--redis", default="redis://127.0.0.1:6390/0")
-    parser.add_argument("--neo4j", default="bolt://127.0.0.1:7697")
+    parser.add_argument(
+        "--redis", default=os.environ.get("COGMILL_TEST_REDIS_URL", DEFAULT_REDIS_URL)
+    )
+    parser.add_argument(
+        "--neo4j", default=os.environ.get("COGMILL_TEST_NEO4J_URI", DEFAULT_NEO4J_URI)
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2, help="worker threads per process")
     parser.add_argument("--in-flight", type=int, default=32, help="LLM calls in flight, in all")
@@ -298,6 +312,10 @@ def main() -> None:
     )
     parser.add_argument("--idle", type=float, default=5.0, help="s idle, metered, before a run")
     parser.add_argument("--no-floor", action="store_true", help="skip the floor measurements")
+    parser.add_argument(
+        "--floor-up-to", type=int, default=4, help="measure the floor of runs up to this scale"
+    )
+    parser.add_argument("--data", type=Path, default=corpora.DATA, help="the corpora's folder")
     parser.add_argument("--json", action="store_true", help="also print each run as JSON")
     parser.add_argument(
         "--profile",
@@ -315,7 +333,9 @@ def main() -> None:
         # With the slow LLM, Neo4j has time to spare: no warm-up.
         if args.warmup_scale and not latency_ms:
             ingest(svc, args.warmup_scale, floor=False)
-        results = [ingest(svc, n, floor=not args.no_floor) for n in scales]
+        results = [
+            ingest(svc, n, floor=not args.no_floor and n <= args.floor_up_to) for n in scales
+        ]
     dist_report.render(results, args, latency_ms)
 
 
