@@ -242,13 +242,11 @@ def record_batch(runtime: Runtime, job_id: str, batch: int, report: WriteReport 
     """
     jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
     job = jobs.get(job_id, live=False)
-    if job.status.finished:
-        return  # a late redelivery: the job's artifacts are gone with it
+    if job.status.finished or jobs.batch_recorded(job_id, batch):
+        return  # a late or concurrent delivery: the batch's artifacts went with its recording
     source = DocumentBatch.model_validate_json(jobs.artifact(batch_input_key(job_id, batch)))
     pipeline = get_pipeline(source.pipeline)
     if report is None:
-        if jobs.batch_recorded(job_id, batch):
-            return  # a failed or parked step already recorded this batch's errors
         report = WriteReport(dataset=job.dataset)  # stopped by a cancel: nothing was written
     segmented = {ref.id: ref for ref in source.documents if ref.segments > 1}
     for e in report.errors:
@@ -270,7 +268,7 @@ def record_batch(runtime: Runtime, job_id: str, batch: int, report: WriteReport 
         if ref.id in report.documents and ref.id not in failed:
             _segment_done(runtime, job_id, ref, pipeline)
     _release_followers(runtime, jobs, job_id, source, report)
-    if jobs.finish_batch(job_id, batch, report):
+    if jobs.finish_batch(job_id, batch, report, pipeline.step_names):
         jobs.finalise(job_id)
         prune_after_finish(runtime)
 

@@ -216,3 +216,23 @@ def test_events_are_read_after_a_sequence_number(tracker: JobTracker) -> None:
     for i in range(5):
         tracker.event(job.id, "tick", i=i)
     assert [(seq, e["i"]) for seq, e in tracker.events(job.id, after=3)] == [(4, 3), (5, 4)]
+
+
+def test_a_recorded_batch_drops_its_input_and_step_outputs(tracker: JobTracker) -> None:
+    job = new_job(tracker, batches=2, documents=4)
+    keys = {
+        b: [
+            tracker.put_artifact(job.id, f"{b}:input", "documents"),
+            tracker.put_artifact(job.id, f"{b}:chunk", "chunks"),
+            tracker.put_artifact(job.id, f"{b}:extract_graph", "graphs"),
+        ]
+        for b in (0, 1)
+    }
+    tracker.count_delivery(job.id, 0, "chunk")
+    assert tracker.finish_batch(job.id, 0, report(0), ["chunk", "extract_graph"]) is False
+    for key in keys[0]:
+        with pytest.raises(LookupError):
+            tracker.artifact(key)
+    assert tracker.count_delivery(job.id, 0, "chunk") == 1, "the delivery count went too"
+    assert [tracker.artifact(key) for key in keys[1]] == ["documents", "chunks", "graphs"]
+    assert tracker.batch_recorded(job.id, 0) and tracker.batches_done(job.id) == 1

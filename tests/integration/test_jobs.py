@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from celery.signals import task_postrun
 
 from api.services.demo import SAMPLE_CORPUS
 from core.catalog import AddReport
@@ -25,7 +26,7 @@ from tests.backends import (  # noqa: F401 - fixture used by name
     redis_backend_of,
     worker_threads,
 )
-from workers.celery_app import configure
+from workers.celery_app import FINISH, configure, task_name
 from workers.embedded import EmbeddedWorker
 from workers.jobs import JobTracker, batch_input_key
 from workers.orchestration import cognify
@@ -145,3 +146,37 @@ def test_a_batch_whose_workers_keep_dying_is_parked_with_its_error(
     assert sorted(e.document_id for e in parked) == sorted(d.id for d in first.documents)
     assert parked and all(e.step == "classify" for e in parked)
     assert job.status is JobStatus.SUCCEEDED and job.counts["documents"] == 8 - len(parked)
+
+
+def test_a_recorded_batch_drops_its_artifacts_while_the_job_runs(idle_runtime: Runtime) -> None:
+    """A job's Redis memory holds its batches in flight, not every batch it ran: a batch's
+    input and step outputs go once it is recorded, not with the job's end."""
+    runtime = idle_runtime
+    add_sample(runtime)  # 8 documents, 2 a batch: 4 batches
+    app = configure(runtime.settings)
+    app.control.purge()
+    job = cognify(runtime, "sample")
+    seen: list[tuple[int, list[str], int, bool]] = []
+
+    def after_finish(task: object = None, kwargs: dict | None = None, **_: object) -> None:
+        if getattr(task, "name", "") != task_name(FINISH) or seen:
+            return
+        batch = int((kwargs or {})["batch"])
+        left = runtime.state.keys(f"job:{job.id}:artifact:{batch}:")
+        others = sum(
+            runtime.state.get(batch_input_key(job.id, b)) is not None
+            for b in range(job.total_batches)
+            if b != batch
+        )
+        seen.append((batch, left, others, JobTracker(runtime.state).get(job.id).status.finished))
+
+    task_postrun.connect(after_finish, weak=False)
+    try:
+        with EmbeddedWorker(app, threads=1):
+            job = finished(runtime, job, timeout=120)
+    finally:
+        task_postrun.disconnect(after_finish)
+    assert job.status is JobStatus.SUCCEEDED and job.total_batches == 4
+    [(batch, left, others, was_finished)] = seen
+    assert not was_finished and others >= 1, "the first batch recorded while others still ran"
+    assert left == [], f"batch {batch} kept {left}"
