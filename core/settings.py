@@ -111,7 +111,10 @@ class Settings(BaseSettings):
     )
     llm_requests_per_minute: float = Field(default=0, ge=0, description="0 = unlimited")
     llm_tokens_per_minute: float = Field(default=0, ge=0, description="0 = unlimited")
-    llm_cache_ttl_seconds: float | None = None
+    # An LLM reply is cached (compressed, ~0.6 KiB) by its request's hash: a redelivered step
+    # or a re-run after an outage pays only for what failed. Kept this long (None: for ever,
+    # and the cache grows with every chunk ever ingested).
+    llm_cache_ttl_seconds: float | None = Field(default=7 * 86_400, gt=0)
     # Prices in USD per million tokens (token accounting, core/llm/usage.py); 0 = not priced.
     llm_price_input_per_mtok: float = Field(default=0, ge=0)
     llm_price_output_per_mtok: float = Field(default=0, ge=0)

@@ -1,15 +1,24 @@
-"""LLM responses cached in the state store by a hash of (model, messages, schema)."""
+"""LLM responses cached in the state store by a hash of (model, messages, schema).
+
+A reply is stored zlib-compressed (base64, behind a `z:` mark): extraction JSON shrinks about
+4x, and the cache holds one reply per chunk and summary ingested within its TTL. A value
+without the mark is read as it is.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
 from core.ports import StateStore
 
 KEY_PREFIX = "llm-cache:"
+_COMPRESSED = "z:"
 
 
 def cache_key(model: str, messages: Sequence[dict[str, Any]], schema: dict[str, Any]) -> str:
@@ -31,9 +40,17 @@ class LLMCache:
         self.ttl = ttl
 
     def get(self, key: str) -> str | None:
-        """The cached reply, or None. Raises StoreError."""
-        return self.state.get(KEY_PREFIX + key)
+        """The cached reply, or None (also for a compressed value that does not decode: the
+        call is then made again). Raises StoreError."""
+        stored = self.state.get(KEY_PREFIX + key)
+        if stored is None or not stored.startswith(_COMPRESSED):
+            return stored
+        try:
+            return zlib.decompress(base64.b64decode(stored[len(_COMPRESSED) :])).decode("utf-8")
+        except (binascii.Error, zlib.error, UnicodeDecodeError):
+            return None
 
     def put(self, key: str, raw: str) -> None:
         """Store a validated reply. Raises StoreError."""
-        self.state.put(KEY_PREFIX + key, raw, ttl=self.ttl)
+        packed = base64.b64encode(zlib.compress(raw.encode("utf-8"), 6)).decode("ascii")
+        self.state.put(KEY_PREFIX + key, _COMPRESSED + packed, ttl=self.ttl)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -21,7 +22,11 @@ from core.llm.cache import LLMCache
 from core.llm.client import LLMClient, LLMError, backoff_delay, retry_after_seconds
 from core.llm.extractor import ExtractionFailed, LLMExtractor
 from core.models.extraction import KnowledgeGraph
+from core.settings import Settings
+from core.stores.factory import llm_client
+from core.stores.redis.state import RedisStateStore
 from core.stores.sqlite.state import SQLiteStateStore
+from tests.backends import RedisBackend, redis_backend_fixture  # noqa: F401 - fixture by name
 from tests.llm_server import LLMTestServer, graph_for_text
 
 pytestmark = pytest.mark.integration
@@ -100,6 +105,32 @@ def test_cache_hit_makes_no_second_call(llm_server: LLMTestServer, tmp_path) -> 
     assert (first.stats.cache_hits, second.stats.cache_hits) == (1, 1)
     ask(second, TEXTS[1])  # another text is a miss
     assert llm_server.calls() == 2
+    state.close()
+
+
+def test_cached_replies_are_compressed_and_expire_by_default(
+    llm_server: LLMTestServer, redis_backend: RedisBackend
+) -> None:
+    """The LLM cache is transient: a cognify job leaves one reply per chunk behind, so the
+    runtime's client stores each compressed and with a TTL, not for ever."""
+    client_of = redis_backend.adapter_client(decode_responses=True)
+    state = RedisStateStore(redis_backend.url, prefix=redis_backend.prefix, client=client_of)
+    settings = Settings(llm_base_url=llm_server.base_url, llm_model="test-model")
+    client = llm_client(settings, state)
+    assert client is not None
+    text = " ".join(TEXTS[:8])
+    assert ask(client, text) == expected(text)
+    with redis_backend.client(decode_responses=True) as raw:
+        [key] = list(raw.scan_iter(match=f"{redis_backend.prefix}llm-cache:*"))
+        assert 0 < raw.ttl(key) <= settings.llm_cache_ttl_seconds
+        reply = json.dumps(graph_for_text(text))
+        assert len(raw.get(key)) < len(reply) / 2, "stored compressed"
+        raw.set(f"{redis_backend.prefix}llm-cache:older", reply)  # written before compression
+    cache = LLMCache(state)
+    assert cache.get("older") == reply and cache.get("missing") is None
+    again = llm_client(settings, state)
+    assert again is not None and ask(again, text) == expected(text)
+    assert llm_server.calls() == 1 and again.stats.cache_hits == 1
     state.close()
 
 
