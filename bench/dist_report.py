@@ -91,6 +91,11 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace, latency_ms: 
                 "  grown per 1,000 chunks: "
                 + ", ".join(f"{k} {1000 * v / chunks:.1f} MiB" for k, v in grown.items())
             )
+        if files := r.get("neo4j_files_mib"):
+            print(f"  Neo4j files after the run (MiB, the whole database): {files}")
+        if nodes := r.get("vector_nodes_created"):
+            per = ", ".join(f"{k} {v / max(chunks, 1):.2f}" for k, v in nodes.items())
+            print(f"  vector nodes created per chunk: {per}")
         if keys := r.get("redis_keys"):
             print("  Redis keys after the run, by kind (MEMORY USAGE; keys with no expiry):")
             for kind, held in list(keys.items())[:KEY_KINDS]:

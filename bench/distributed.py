@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import corpora, dist_report  # noqa: E402
 from bench.common import DEFAULT_NEO4J_URI, DEFAULT_REDIS_URL  # noqa: E402
-from bench.neo4j_floor import embed_floor, graph_counts, graph_floor  # noqa: E402
+from bench.neo4j_floor import embed_floor, graph_counts, graph_floor, vector_nodes  # noqa: E402
 from bench.processes import (  # noqa: E402
     Snapshot,
     StandIn,
@@ -87,6 +87,10 @@ class Service:
     pool: list[corpora.Passage]
     datasets: list[str] = field(default_factory=list)
 
+    @functools.cached_property
+    def neo4j_files(self) -> Neo4jFiles:
+        return Neo4jFiles(self.args.neo4j)
+
     def gauges(self) -> dict[str, Callable[[], float]]:
         """What a run samples, in MiB: every process's RSS, Neo4j's files, Redis's memory."""
         named = {f"worker {i}": p.pid for i, p in enumerate(self.workers)}
@@ -94,7 +98,7 @@ class Service:
         gauges: dict[str, Callable[[], float]] = {
             f"RSS {name}": functools.partial(rss_mib, pid) for name, pid in pids.items()
         }
-        files, mib = Neo4jFiles(self.args.neo4j), 1 << 20
+        files, mib = self.neo4j_files, 1 << 20
         gauges["Neo4j files"] = lambda: files.sizes()["all"] / mib
         gauges["Neo4j indexes"] = lambda: files.sizes()["indexes"] / mib
         gauges["Redis used_memory"] = lambda: redis_used_memory(self.args.redis) / mib
@@ -226,7 +230,7 @@ def ingest(svc: Service, scale: int, *, floor: bool) -> dict[str, object]:
     passages = corpora.corpus(scale, args.limit or corpora.BASE, svc.pool)
     paths = corpora.write(folder, passages, dataset)
     calls = svc.llm.calls()
-    before = graph_counts(args.neo4j)
+    before, vectors_before = graph_counts(args.neo4j), vector_nodes(args.neo4j)
     quiet = svc.mark()
     time.sleep(args.idle)  # what the processes burn with nothing to do (Neo4j's JIT, GC)
     start, commands = svc.mark(), redis_commands(args.redis)
@@ -274,6 +278,11 @@ def ingest(svc: Service, scale: int, *, floor: bool) -> dict[str, object]:
         "sampled_mib": {name: rss_trend(s) for name, s in sampler.samples.items() if s},
         # What Redis holds once the job is over, by kind of key (every key: the broker's too).
         "redis_keys": redis_keys(args.redis, ""),
+        "neo4j_files_mib": {k: round(v / (1 << 20)) for k, v in svc.neo4j_files.sizes().items()},
+        "vector_nodes_created": {
+            name: count - vectors_before.get(name, 0)
+            for name, count in vector_nodes(args.neo4j).items()
+        },
     }
     print(f"{progress}: cognified in {done.at - added.at:.0f} s", file=sys.stderr)
     if floor:

@@ -45,6 +45,20 @@ def graph_counts(uri: str) -> dict[str, int]:
         return {name: int(session.run(q).single()[0]) for name, q in queries.items()}
 
 
+def vector_nodes(uri: str, namespace: str = "Cogmill") -> dict[str, int]:
+    """Vector nodes per collection in the whole database (the count store: no scan)."""
+    with _driver(uri) as driver, driver.session() as session:
+        labels = [r[0] for r in session.run("CALL db.labels()")]
+        prefix = f"{namespace}Vec_"
+        return {
+            label.removeprefix(prefix): int(
+                session.run(f"MATCH (n:`{label}`) RETURN count(n)").single()[0]
+            )
+            for label in labels
+            if label.startswith(prefix)
+        }
+
+
 def _batches(rows: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
     return [rows[i : i + size] for i in range(0, len(rows), size)]
 
