@@ -96,6 +96,17 @@ class Settings(BaseSettings):
     # Off: only the alias rules within a batch and the stored alias map resolve entities.
     entity_reconcile: bool = True
     document_summary_chars: int = Field(default=600, ge=50, le=20_000)
+    # Vectors no search type's recall needs, so not computed unless turned on
+    # (bench/ablate_vectors.py, MuSiQue tune). Relationship names: an EdgeType node per name,
+    # whose vector weighs a triplet by its relation's likeness to the question in
+    # GRAPH_COMPLETION and the types built on it; without them that R@5 rose 0.602 -> 0.625
+    # (TRIPLET_COMPLETION +0.020, HYBRID_COMPLETION +0.020, no type fell). Document
+    # summaries: a multi-chunk document's summary, found by SUMMARIES and HYBRID_COMPLETION;
+    # without them no type moved (the chunk summaries, which SUMMARIES needs, are always
+    # embedded). MuSiQue's passages are one chunk each (39 of 1,890 have a document summary):
+    # turn it on where documents are long and asked about as a whole.
+    embed_relation_names: bool = False
+    embed_document_summaries: bool = False
 
     # Models
     llm_base_url: str | None = None

@@ -41,6 +41,8 @@ class AddDataPoints:
             embed_batch_size=s.embed_batch_size,
             write_batch_size=s.write_batch_size,
             lexical=services.lexical,
+            relation_names=s.embed_relation_names,
+            document_summaries=s.embed_document_summaries,
         )
 
     def __init__(
@@ -52,7 +54,11 @@ class AddDataPoints:
         embed_batch_size: int = 64,
         write_batch_size: int = 2000,
         lexical: LexicalIndex | None = None,
+        relation_names: bool = True,
+        document_summaries: bool = True,
     ) -> None:
+        """`relation_names` / `document_summaries`: build and embed the relationship names'
+        EdgeType nodes / embed the document summaries (core/settings.py says when to)."""
         if embed_batch_size < 1 or write_batch_size < 1:
             raise ValueError(
                 f"batch sizes must be >= 1, got embed={embed_batch_size} write={write_batch_size}"
@@ -60,6 +66,7 @@ class AddDataPoints:
         self.graph, self.vectors, self.embedder = graph, vectors, embedder
         self.embed_batch_size, self.write_batch_size = embed_batch_size, write_batch_size
         self.lexical = lexical
+        self.relation_names, self.document_summaries = relation_names, document_summaries
 
     def run(self, batch: ExtractedBatch) -> WriteReport:
         failed = {error.document_id for error in batch.errors}
@@ -88,13 +95,14 @@ class AddDataPoints:
             [batch.graphs[i] for i in keep],
             node_sets={doc.id: doc.node_set for doc in documents if doc.node_set},
             events=[batch.events[i] for i in keep] if batch.events else None,
+            relation_names=self.relation_names,
         )
         # Entity resolution's aliases and the document summaries (pipelines/resolve_entities.py,
         # pipelines/summarize_documents.py), for the documents that did not fail.
         aliases = [a for a in batch.aliases if a.document_id not in failed]
         add_alias_nodes(built, batch.dataset, aliases)
         summaries = [s for s in batch.document_summaries if s.document_id not in failed]
-        add_document_summaries(built, batch.dataset, summaries)
+        add_document_summaries(built, batch.dataset, summaries, embed=self.document_summaries)
         # Vectors before the graph: a node is stored only once its vectors are. Names already
         # stored are embedded again: another batch's purge (a re-cognify) may delete the node
         # and its vector between a "stored?" check and this batch's graph write, which would

@@ -48,16 +48,19 @@ def build_graph(
     graphs: list[KnowledgeGraph],
     node_sets: dict[str, str] | None = None,
     events: list[list[ExtractedEvent]] | None = None,
+    *,
+    relation_names: bool = True,
 ) -> BuiltGraph:
     """Nodes, edges and embedding work for a batch of extracted chunks.
 
     `node_sets` maps a document id to its node set: its chunks carry it as a property and in
-    their vector payload, so a search can keep to one set (CODING_RULES).
+    their vector payload, so a search can keep to one set (CODING_RULES). Without
+    `relation_names` no EdgeType node (a relationship name, there to be embedded) is built.
     """
     built = BuiltGraph()
     node_sets = node_sets or {}
     for chunk, graph in zip(chunks, graphs, strict=True):
-        _add_chunk(built, dataset, chunk, graph)
+        _add_chunk(built, dataset, chunk, graph, relation_names)
         if node_set := node_sets.get(chunk.document_id):
             built.nodes[chunk.id].properties[NODE_SET] = node_set
     if events:  # per chunk, from the temporal pipeline (pipelines/temporal_builder.py)
@@ -79,7 +82,9 @@ def build_graph(
     return built
 
 
-def _add_chunk(built: BuiltGraph, dataset: str, chunk: Chunk, graph: KnowledgeGraph) -> None:
+def _add_chunk(
+    built: BuiltGraph, dataset: str, chunk: Chunk, graph: KnowledgeGraph, relation_names: bool
+) -> None:
     support = [Support(document_id=chunk.document_id, chunk_id=chunk.id)]
     built.add_node(
         Node(
@@ -173,6 +178,8 @@ def _add_chunk(built: BuiltGraph, dataset: str, chunk: Chunk, graph: KnowledgeGr
                 properties={"description": rel.description},
             )
         )
+        if not relation_names:
+            continue
         # The relation name's node (embedded below) carries the support of the chunks using the
         # name: deleting the last of them removes the node and, by its id, the name's vector.
         built.add_node(

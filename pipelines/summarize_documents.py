@@ -168,10 +168,10 @@ def _only_summary(texts: list[str], chunk_ids: list[str], text: str) -> str:
 
 
 def add_document_summaries(
-    built: BuiltGraph, dataset: str, summaries: list[DocumentSummary]
+    built: BuiltGraph, dataset: str, summaries: list[DocumentSummary], *, embed: bool = True
 ) -> None:
-    """TextSummary nodes (scope document) that SUMMARIZE their documents, to be embedded;
-    a one-chunk document's chunk summary SUMMARIZES it instead."""
+    """TextSummary nodes (scope document) that SUMMARIZE their documents, embedded when
+    `embed`; a one-chunk document's chunk summary SUMMARIZES it instead."""
     for summary in summaries:
         sid = summary.same_as or document_summary_id(summary.document_id, summary.segment)
         support = [Support(document_id=summary.document_id)]
@@ -200,6 +200,8 @@ def add_document_summaries(
                 },
             )
         )
+        if not embed:
+            continue
         built.embed(
             SUMMARY_COLLECTION,
             EmbedItem(

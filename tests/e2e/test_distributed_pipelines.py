@@ -173,7 +173,8 @@ def embedded_stages(
     distributed run uses too (ids derive from it)."""
     dataset = f"mixed-{uuid.uuid4().hex[:8]}"
     backend = Backend(EMBEDDED, tmp_path_factory.mktemp("embedded"))
-    with backend.runtime(llm_base_url=llm.base_url, batch_size=2) as rt:
+    # Relation names on (off by default): their nodes' lifecycle is checked on both backends.
+    with backend.runtime(llm_base_url=llm.base_url, batch_size=2, embed_relation_names=True) as rt:
         stages = ingest_and_delete(rt, dataset, corpus)
     return dataset, stages
 
@@ -189,6 +190,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> dict[st
         neo4j_uri(),
         llm.base_url,
         embedding_dim=str(LOCAL_DIM),
+        embed_relation_names="true",
     )
 
 

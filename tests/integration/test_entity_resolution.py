@@ -53,7 +53,9 @@ DOCUMENTS = {
 @pytest.fixture
 def runtime(backend: Backend, models: dict[str, object]) -> Iterator[Runtime]:
     # One document per batch on two threads: batches resolve and write at the same time.
-    with backend.runtime(models, batch_size=1, chunk_tokens=48) as rt:
+    # Document summaries embedded (off by default): their vectors' lifecycle is checked here.
+    settings = {"batch_size": 1, "chunk_tokens": 48, "embed_document_summaries": True}
+    with backend.runtime(models, **settings) as rt:
         yield rt
 
 
@@ -223,6 +225,24 @@ def test_every_document_gets_a_summary_that_goes_with_it(
     assert runtime.graph.get_nodes([summary.id]) == []
     hits = runtime.vectors.search("TextSummary_text", query, datasets=[dataset], limit=50)
     assert summary.id not in {h.id for h in hits}
+
+
+@embedded_only
+def test_by_default_a_document_summary_is_stored_but_not_embedded(
+    backend: Backend, models: dict[str, object], tmp_path: Path, dataset: str
+) -> None:
+    with backend.runtime(models, batch_size=1, chunk_tokens=48) as runtime:
+        add_documents(runtime, dataset, tmp_path, ["d_long.txt"])
+        run(runtime, dataset)
+        [doc] = runtime.graph.find_nodes(dataset, "Document")
+        [summary] = runtime.graph.get_nodes([document_summary_id(doc.id)])
+        assert summary.properties["scope"] == "document"
+        chunks = runtime.graph.find_nodes(dataset, "DocumentChunk", limit=1000)
+        # The chunk summaries are embedded (SUMMARIES needs them); the document's is not.
+        assert runtime.vectors.count("TextSummary_text", dataset=dataset) == len(chunks)
+        query = runtime.embedder.embed([summary.properties["text"]])[0].tolist()
+        hits = runtime.vectors.search("TextSummary_text", query, datasets=[dataset], limit=50)
+        assert summary.id not in {h.id for h in hits}
 
 
 def test_llm_document_summaries_are_one_cached_call_per_document(tmp_path: Path) -> None:

@@ -48,7 +48,11 @@ NO_PLACES: dict[str, Any] = {
 
 @pytest.fixture
 def runtime(backend: Backend, embedder: object, llm_server: LLMTestServer) -> Iterator[Runtime]:
-    settings = {"llm_base_url": llm_server.base_url, "llm_api_key": "test"}
+    settings = {
+        "llm_base_url": llm_server.base_url,
+        "llm_api_key": "test",
+        "embed_relation_names": True,
+    }
     with backend.runtime({"embedder": embedder}, **settings) as rt:
         yield rt
 
@@ -133,3 +137,22 @@ def test_recognify_drops_the_vectors_of_relations_that_are_gone(
     job = run(runtime, dataset, mode="all", graph_model=NO_PLACES)
     assert job.counts["documents"] == 3 and job.counts["relationships"] == 2, job.counts
     assert relation_names(runtime, dataset) == {"works_for"}
+
+
+def test_by_default_relation_names_are_neither_built_nor_embedded(
+    backend: Backend, embedder: object, llm_server: LLMTestServer, tmp_path: Path
+) -> None:
+    """Off by default (no search type's recall needed them): the relations are stored and
+    found by GRAPH_COMPLETION as before, without an EdgeType node or vector per name."""
+    settings = {"llm_base_url": llm_server.base_url, "llm_api_key": "test"}
+    dataset = backend.dataset("plain")
+    with backend.runtime({"embedder": embedder}, **settings) as rt:
+        add(rt, dataset, tmp_path, **TEXTS)
+        job = run(rt, dataset)
+        assert job.counts["relationships"] == 4
+        assert EDGE_TYPE not in rt.graph.count(dataset)
+        assert rt.vectors.count(EDGE_TYPE_COLLECTION, dataset=dataset) == 0
+        question = "Who works for Acme Corp?"
+        kind = SearchType.GRAPH_COMPLETION
+        found = search(rt.retrieval(), question, [dataset], kind, top_k=3)
+        assert "Alice Smith —works for→ Acme Corp" in found.results[0].text, found.results
