@@ -49,6 +49,7 @@ TYPES: tuple[EvalType, ...] = (
     AUTO,
 )
 PAGE = 1000
+KINDS = ("chunk-summaries", "document-summaries", "relation-names")
 
 
 def _all_nodes(runtime: Runtime, node_type: str) -> list[Node]:
@@ -91,7 +92,13 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="only the first N passages")
     parser.add_argument("--threshold", type=float, default=0.01, help="an R@5 change that counts")
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument(
+        "--kinds", default=",".join(KINDS), help=f"comma-separated, among {','.join(KINDS)}"
+    )
     args = parser.parse_args()
+    if unknown := set(args.kinds.split(",")) - set(KINDS):
+        parser.error(f"unknown kinds {sorted(unknown)}; use {','.join(KINDS)}")
+    args.kinds = [k.replace("-", " ") for k in args.kinds.split(",")]
     with tempfile.TemporaryDirectory(prefix="ablate-") as tmp:
         home = args.home or Path(tmp) / "full"
 
@@ -105,6 +112,7 @@ def main() -> None:
         finally:
             runtime.close()
         figures = {"all vectors": {k: recall(base, k) for k in (2, 5, 10)}}
+        found = {kind: ids for kind, ids in found.items() if kind in args.kinds}
         for kind, ids in found.items():
             copy = ablated(home, Path(tmp) / kind.replace(" ", "-"), ids)
             results = measure(copy)
