@@ -1,4 +1,4 @@
-"""Entity merges under concurrent batches, 50 runs against a serial run (issue 12).
+"""Entity merges under concurrent batches, 50 runs against a serial run.
 
     .venv/bin/python bench/merge_stress.py                      # both backends, 50 runs each
     .venv/bin/python bench/merge_stress.py --backend neo4j --processes 4

@@ -62,15 +62,15 @@ class Settings(BaseSettings):
     # auto: the Qdrant server when COGMILL_QDRANT_URL is set, else embedded Qdrant Edge.
     vector_store: Literal["auto", "qdrant_edge", "qdrant", "neo4j"] = "auto"
     # Qdrant Edge seals a collection's appendable segment (heap-held id map and payload index)
-    # into a memory-mapped one and cuts its WAL every this many points written (issue 17,
-    # bench/vector_memory.py); 0 never seals, and heap and WAL then grow with the collection.
+    # into a memory-mapped one and cuts its WAL every this many points written
+    # (bench/vector_memory.py); 0 never seals, and heap and WAL then grow with the collection.
     vector_segment_points: int = Field(default=20_000, ge=0)
     redis_url: str | None = None
     redis_prefix: str = "cogmill:"
 
     # Ingestion
     max_file_bytes: int = Field(default=200 * 1024 * 1024, ge=1)
-    # Decompression-bomb guards (issue 14): the bytes one document may unpack to in all (the
+    # Decompression-bomb guards: the bytes one document may unpack to in all (the
     # members of a docx/pptx/xlsx ZIP archive, the streams of a PDF), the bytes any one member
     # or stream may unpack to, and the compression ratio allowed for a member above 64 KiB
     # and for a ZIP archive as a whole.
@@ -83,7 +83,7 @@ class Settings(BaseSettings):
     parse_timeout_seconds: float = Field(default=600.0, ge=0)
     # A .txt/.md document larger than this is planned as segments of about this many bytes,
     # each a batch of its own, and a batch of smaller documents holds at most this many bytes,
-    # so no step's memory grows with the file (issue 4; 1 MiB: ~260 MiB peak above the
+    # so no step's memory grows with the file (1 MiB: ~260 MiB peak above the
     # worker's baseline with the offline extractor, 4 MiB: ~440 MiB, bench/large_file.py).
     segment_bytes: int = Field(default=1024 * 1024, ge=4096)
     chunk_tokens: int = Field(default=256, ge=16, le=8192)
