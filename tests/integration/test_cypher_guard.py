@@ -22,7 +22,7 @@ from tests import services
 pytestmark = [pytest.mark.integration, pytest.mark.services]
 
 PROBE = "GuardProbe"
-# The bypasses (and neighbours), each with what the filter's refusal names.
+# The bypasses a probe found (and neighbours), each with what the filter's refusal names.
 WRITES_AND_PROCEDURES = {
     "backticked procedure": ("CALL `dbms.setConfigValue`('db.logs.query.enabled', 'OFF')", "dbms"),
     "backticked parts": ("CALL `apoc`.`load`.`json`('file:///etc/passwd')", "apoc.load.json"),
