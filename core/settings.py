@@ -156,7 +156,7 @@ class Settings(BaseSettings):
     llm_outage_pauses_seconds: list[float] = Field(default=[15, 60, 240], max_length=10)
 
     # LLM calls in flight per worker process (all its batches share them), and the limits
-    # every worker shares through the state store (a token bucket; 0: none).
+    # every worker shares (a token bucket in Redis, or in the process without Redis; 0: none).
     llm_concurrency: int = Field(
         default=16, ge=1, le=1024, description="LLM calls in flight per worker process"
     )
