@@ -1,4 +1,4 @@
-"""The fault harness in full (issue 12), on demand: every fault kind against one salted corpus.
+"""The fault harness in full, on demand: every fault kind against one salted corpus.
 
 An undisturbed run of the corpus first, then each fault in a run of its own, compared id by id
 with it (tests/e2e/faults/): busy workers SIGKILLed (x10, thread and prefork pools, llm and

@@ -1,7 +1,7 @@
-"""Entity merges under concurrent batches, 50 runs against a serial run (issue 12).
+"""Entity merges under concurrent batches, 50 runs against a serial run.
 
     .venv/bin/python bench/merge_stress.py                      # both backends, 50 runs each
-    .venv/bin/python bench/merge_stress.py --backend neo4j --processes 4
+    .venv/bin/python bench/merge_stress.py --backend neo4j --processes
 
 The corpus, the steps and the comparison are tests/merge_stress.py's: one-document batches
 sharing names and aliases ("NYC" / "New York City", "J. Smith" / "John Smith") beside

@@ -1,4 +1,4 @@
-"""Document names from outside made safe to store and show (issue 14, fault 9).
+"""Document names from outside made safe to store and show: labels, never paths.
 
 A document name is a label, never a path: uploads over JSON once kept `../`, `/` and NUL in
 names, while multipart uploads already took the base name. `document_name` gives every entry

@@ -9,7 +9,7 @@ skos:prefLabel, skos:altLabel and the local name split at CamelCase and undersco
 Ontology files can be large, so a job carries only the blob key (`ontologies/<sha256>.<ext>`);
 the content hash in the key lets each process parse an ontology once and reuse it.
 
-Text from outside is never parsed where it is received (issue 14, fault 2): `store_ontology`
+Text from outside is never parsed where it is received (a parse can take minutes): `store_ontology`
 only runs checks linear in its size (`check_ontology`), and the worker that aligns parses it in
 a child process stopped after `ontology_parse_seconds` (`parse_bounded`), so a slow parse costs
 neither a request thread nor more than its time bound.

@@ -1,4 +1,4 @@
-"""Checks on RDF text from outside before rdflib sees it (issue 14, fault 2).
+"""Checks on RDF text from outside before rdflib sees it: no fetches, no entity expansion.
 
 rdflib fetches JSON-LD `@context` URLs (http: and file:, so a context reveals whether a local
 file exists) and expands RDF/XML entities (712 bytes of nested entities burned 60 s). Neither

@@ -5,7 +5,7 @@ body or `cogmill search --response-model schema.json`) becomes a pydantic model 
 subset understood is what structured-output APIs accept: objects with typed properties,
 arrays, enums, nullable types and local `$ref`s; the LLM is sent the caller's schema itself.
 
-The schema comes from outside, so building it is bounded (issue 14): each `$defs` entry is
+The schema comes from outside, so building it is bounded: each `$defs` entry is
 built once however often it is referenced (a fan-out of refs once cost minutes and GBs), and
 the schema's size, nodes, properties and depth are capped by settings. Anything unusable or
 over a cap is a ValueError that says what to change (the API answers it with 422).

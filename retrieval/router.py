@@ -7,7 +7,7 @@ things are related, several reasoning cues, or a question whose *subject* is a t
 happened in 2016", "events between 1910 and 1920", "latest changes"). A date or "before" that
 only qualifies an entity ("the product that shipped in March 2019") is no time cue. Without
 a strong cue the answer is `DEFAULT_TYPE`, the best general retriever `cogmill eval`
-measures (GRAPH_PPR: README, "Retrieval quality"). A cue preceded by a negation ("not
+measures (GRAPH_PPR: docs/benchmarks.md, "Retrieval quality"). A cue preceded by a negation ("not
 related to", "don't summarise", "没有关系") does not count.
 
 `route(query, limits)` also knows what the searched datasets can serve: `limits(type)` says

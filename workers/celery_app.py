@@ -1,5 +1,5 @@
-"""The Celery application: broker, queues, task routes and the reliability settings from
-DESIGN.md.
+"""The Celery application: broker, queues, task routes and the reliability settings
+(docs/architecture.md, "Orchestration and recovery").
 
 `celery -A workers.celery_app worker -Q ingest,llm` runs a worker process; embedded mode runs
 worker threads inside the cogmill process instead (workers/embedded.py).

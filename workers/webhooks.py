@@ -1,4 +1,4 @@
-"""Webhooks (issue 16): subscriptions, the announcement of a finished job, signed deliveries.
+"""Webhooks: subscriptions, the announcement of a finished job, signed deliveries.
 
 A subscription belongs to a tenant (None: the local default tenant) and names the finished
 statuses it wants; `cognify --webhook URL` makes one for a single job (all its finished

@@ -69,7 +69,7 @@ def recall_command(
         list[str] | None, typer.Option("--dataset", "-d", help="Dataset(s) to search")
     ] = None,
     scope: Annotated[
-        str, typer.Option(help="auto, session, graph or both (auto: see `recall` in the README)")
+        str, typer.Option(help="auto, session, graph or both (auto: see docs/guide.md)")
     ] = "auto",
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=1000)] = 10,
     search_type: Annotated[

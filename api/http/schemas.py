@@ -191,7 +191,7 @@ class CognifyRequest(BaseModel):
         default=None,
         max_length=2048,
         description="http(s) URL the job record is POSTed to when the job ends, signed with "
-        "the `webhook_secret` of the reply (X-Cogmill-Signature; see the README)",
+        "the `webhook_secret` of the reply (X-Cogmill-Signature; see docs/security.md)",
     )
     budget_usd: float | None = Field(default=None, gt=0, description=BUDGET_USD)
     budget_tokens: int | None = Field(default=None, gt=0, description=BUDGET_TOKENS)

@@ -1,7 +1,7 @@
 """Datasets: the one registry every face lists from, existence checks and the running-job guard.
 
 Dataset names enter every use case through `checked` (a new or any name) or `existing` (a
-dataset that must exist), which scope them by the caller's tenant (issue 14): a tenant's
+dataset that must exist), which scope them by the caller's tenant (docs/security.md): a tenant's
 `docs` is stored as `<tenant>:docs`, the local default tenant's as `docs`. Everything else
 here takes stored names, and what goes back to a caller is unscoped again.
 """

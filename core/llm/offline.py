@@ -1,6 +1,6 @@
 """The offline extractor: spaCy NER + dependency rules instead of an LLM.
 
-Used when no LLM endpoint is configured (DESIGN.md, "extract graph and summary"). It returns
+Used when no LLM endpoint is configured (the extract-graph step, docs/architecture.md). It returns
 the same `KnowledgeGraph` an LLM would: entities from NER and proper-noun runs, typed
 relations from the parse (`offline_rules`), weak `related_to` edges for the rest, and an
 extractive summary.

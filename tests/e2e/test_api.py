@@ -224,7 +224,7 @@ def test_health_and_ready(client: TestClient, runtime: Runtime, tmp_path: Any) -
     assert response.status_code == 503
     stores = response.json()["stores"]
     # Nothing listens on port 1: the graph store cannot answer (whichever adapter is built).
-    # The answer names neither the host nor the error (issue 14, fault 11): the log has them.
+    # The answer names neither the host nor the error (a probe would learn them): the log has.
     assert stores["graph"].startswith("unavailable") and "127.0.0.1" not in response.text, stores
     assert stores["vectors"] == stores["state"] == stores["embedder"] == "ok"
 

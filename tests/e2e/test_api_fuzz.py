@@ -1,4 +1,4 @@
-"""Issue 14's proof: schemathesis fuzzes every operation of the OpenAPI document against the real
+"""The API's proof: schemathesis fuzzes every operation of the OpenAPI document against the real
 app (uvicorn, embedded runtime; tests/e2e/fuzz_support.py) with an admin key, then a sample
 with a reader key. No response may be a 5xx, every status must be documented, and every body
 must be valid against the schema its status declares (errors: the one error schema).

@@ -1,5 +1,5 @@
 """Webhooks in embedded mode: real app and worker threads, a real HTTP receiver on loopback
-(allowed by `webhook_allow_private`), signatures checked with the README's own snippet."""
+(allowed by `webhook_allow_private`), signatures checked with the snippet of docs/security.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Batch API mode (issue 16): a job's LLM steps go through the test server's Files + Batches
+"""Batch API mode: a job's LLM steps go through the test server's Files + Batches
 API, the chains wait parked (no worker thread busy), and the job ends with the graph of a sync
 run of the same corpus. Failed lines and expired batches go the normal synchronous way.
 Embedded (SQLite state, the embedded worker's poller) and Neo4j + Redis on worker threads."""

@@ -1,4 +1,4 @@
-"""A JSON Schema response_model from outside is built within bounds or refused clearly (issue 14).
+"""A JSON Schema response_model from outside is built within bounds or refused clearly.
 
 Every refusal is a ValueError, which the API answers with 422; nothing may escape as another
 exception type (a 500) or run unbounded.

@@ -41,6 +41,6 @@ def metrics_access(request: Request, runtime: RuntimeDep) -> None:
 )
 async def metrics(runtime: RuntimeDep, _: Annotated[None, Depends(metrics_access)]) -> Response:
     """Jobs by state, documents, batches, step and search durations, LLM calls, tokens, cost,
-    retries and 429s, cache hits, queue depths (see the README's Runbook)."""
+    retries and 429s, cache hits, queue depths (see docs/operations.md)."""
     body = await run_in_threadpool(scrape, runtime, celery_app)
     return Response(body, media_type=CONTENT_TYPE_LATEST)
