@@ -269,18 +269,24 @@ def _encode_together(bert: _Bert, batches: list[Padded]) -> list[np.ndarray]:
     the rows of all of them at once and attention batch by batch. The vectors are the same as
     batch by batch: BLAS computes each row of a product alike whatever the row count (two or
     more; a row's context width never changes), and the rest is row-wise."""
-    x = np.concatenate([(bert.word[ids] + bert.position[: ids.shape[1]]).reshape(ids.size, -1)
-                        for ids, _ in batches])  # fmt: skip
+    x = np.concatenate(
+        [
+            (bert.word[ids] + bert.position[: ids.shape[1]]).reshape(ids.size, -1)
+            for ids, _ in batches
+        ]
+    )
     x = _layer_norm(x, bert.norm, bert.eps)
     biases = [((1.0 - mask) * _MASKED)[:, None, None, :] for _, mask in batches]
     ends = np.cumsum([ids.size for ids, _ in batches]).tolist()
     spans = list(zip([0, *ends[:-1]], ends, strict=True))
     for layer in bert.layers:
         qkv = x @ layer.qkv_w + layer.qkv_b
-        context = np.concatenate([
-            _contexts(qkv[start:end], bias, bert.heads)
-            for (start, end), bias in zip(spans, biases, strict=True)
-        ])  # fmt: skip
+        context = np.concatenate(
+            [
+                _contexts(qkv[start:end], bias, bert.heads)
+                for (start, end), bias in zip(spans, biases, strict=True)
+            ]
+        )
         attended = context @ layer.out_w + layer.out_b
         x = _layer_norm(attended + x, layer.attn_norm, bert.eps)
         x = _layer_norm(_feed_forward(x, layer) + x, layer.ffn_norm, bert.eps)
@@ -356,14 +362,28 @@ def _layer_norm(x: np.ndarray, norm: _Norm, eps: float) -> np.ndarray:
 # erf(z) ~= z * P(z^2) / Q(z^2) on [-4, 4] (beyond, erf is +-1 in float32): the rational
 # approximation Eigen and XLA use for float32, max error ~4e-7. numpy has no erf, and
 # BERT's GELU is the exact erf form; the tanh approximation is off by up to 5e-4.
-_ERF_P = tuple(np.float32(c) for c in (
-    -2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-    -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02,
-))  # fmt: skip
-_ERF_Q = tuple(np.float32(c) for c in (
-    -1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
-    -1.42647390514189e-02,
-))  # fmt: skip
+_ERF_P = tuple(
+    np.float32(c)
+    for c in (
+        -2.72614225801306e-10,
+        2.77068142495902e-08,
+        -2.10102402082508e-06,
+        -5.69250639462346e-05,
+        -7.34990630326855e-04,
+        -2.95459980854025e-03,
+        -1.60960333262415e-02,
+    )
+)
+_ERF_Q = tuple(
+    np.float32(c)
+    for c in (
+        -1.45660718464996e-05,
+        -2.13374055278905e-04,
+        -1.68282697438203e-03,
+        -7.37332916720468e-03,
+        -1.42647390514189e-02,
+    )
+)
 
 
 def _erf(z: np.ndarray) -> np.ndarray:

@@ -21,17 +21,38 @@ from core.ports import batched
 from core.priority import Pause, no_pause
 
 LABEL_TYPES = {
-    "PERSON": "Person", "ORG": "Organization", "GPE": "Location", "LOC": "Location",
-    "DATE": "Date", "WORK_OF_ART": "Work", "NORP": "Group", "EVENT": "Event",
-    "FAC": "Facility", "PRODUCT": "Product", "LANGUAGE": "Language", "LAW": "Law",
-}  # fmt: skip
+    "PERSON": "Person",
+    "ORG": "Organization",
+    "GPE": "Location",
+    "LOC": "Location",
+    "DATE": "Date",
+    "WORK_OF_ART": "Work",
+    "NORP": "Group",
+    "EVENT": "Event",
+    "FAC": "Facility",
+    "PRODUCT": "Product",
+    "LANGUAGE": "Language",
+    "LAW": "Law",
+}
 # Numbers and amounts merge across a whole dataset by name ("two", "5%") and become hubs
 # that link unrelated passages, so they are not entities.
 SKIP_LABELS = frozenset({"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONEY", "TIME"})
-MONTHS = frozenset({
-    "january", "february", "march", "april", "may", "june", "july", "august", "september",
-    "october", "november", "december",
-})  # fmt: skip
+MONTHS = frozenset(
+    {
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    }
+)
 # The rules read tags and dependencies only; skipping these two makes spaCy ~25 % faster.
 UNUSED_PIPES = ("attribute_ruler", "lemmatizer")
 REQUIRED_PIPES = ("parser", "ner")

@@ -259,8 +259,14 @@ class Neo4jGraphStore:
             WHERE n.id IS NOT NULL {named}
             WITH n ORDER BY {order} SKIP $offset LIMIT $limit
             RETURN collect({q.NODE})"""
-        params = {"dataset": dataset, "type": type, "name": name, "names": list(names or ()),
-                  "offset": offset, "limit": limit}  # fmt: skip
+        params = {
+            "dataset": dataset,
+            "type": type,
+            "name": name,
+            "names": list(names or ()),
+            "offset": offset,
+            "limit": limit,
+        }
         return codec.nodes(self._value(query, **params))
 
     def find_in_time(
@@ -353,11 +359,20 @@ class Neo4jGraphStore:
         of what they reach, in one statement (a GRAPH_PPR hop: one round trip, not three)."""
         asked, entity_ids = list(dict.fromkeys(chunks)), list(dict.fromkeys(entities))
         r = relations or RelationRead([], [], None, [], 0)
-        params = {"ids": asked, "entities": entity_ids, "names": list(names), "limit": limit,
-                  "skip": list(skip), "type": type, "relation_ids": list(dict.fromkeys(r.ids)),
-                  "exclude": list(r.exclude), "relation_limit": r.limit, "far": list(r.far),
-                  "containing": None if r.containing is None else list(r.containing),
-                  "most": most}  # fmt: skip
+        params = {
+            "ids": asked,
+            "entities": entity_ids,
+            "names": list(names),
+            "limit": limit,
+            "skip": list(skip),
+            "type": type,
+            "relation_ids": list(dict.fromkeys(r.ids)),
+            "exclude": list(r.exclude),
+            "relation_limit": r.limit,
+            "far": list(r.far),
+            "containing": None if r.containing is None else list(r.containing),
+            "most": most,
+        }
         raw, rows, raw_relations = self._value(q.FRONTIER, **params)
         ends = [(s, t) for s, t in raw if s is not None and t is not None]
         found_relations = [
