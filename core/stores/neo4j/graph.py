@@ -23,9 +23,8 @@ position for `find_in_time` (core/stores/timeline.py).
 A node merged away by `merge_nodes` leaves `(:_Redirect {id, dataset, to})`, which edge writes
 follow (core/stores/graph_merge.py). Writers lock nodes in id order, then read them again:
 under read committed, a node deleted while a writer waited for its lock is matched but gone.
-The Cypher text lives in graph_neo4j_queries.py, the stored form of nodes and edges in
-graph_neo4j_codec.py, the transaction functions in graph_neo4j_writes.py and
-graph_neo4j_reads.py; the driver and its errors in neo4j_connection.py.
+The Cypher text lives in queries.py, the stored form of nodes and edges in codec.py, the
+transaction functions in writes.py and reads.py; the driver and its errors in connection.py.
 """
 
 from __future__ import annotations
@@ -245,20 +244,7 @@ class Neo4jGraphStore:
         `names`."""
         if limit < 0 or offset < 0:
             raise ValueError(f"limit and offset must be >= 0, got {limit} and {offset}")
-        named = "" if name is None else "AND n.name = $name"
-        if names is not None:
-            named += " AND n.name IN $names"
-        # Ordered like the (dataset, type, id) index, so pages come from it without a sort; by
-        # name, from the (dataset, name) index (the planner would scan every node of the type).
-        hint, order = (
-            ("USING INDEX n:Node(dataset, name)", "n.id")
-            if named
-            else ("", "n.dataset, n.type, n.id")
-        )
-        query = f"""MATCH (n:Node {{dataset: $dataset, type: $type}}) {hint}
-            WHERE n.id IS NOT NULL {named}
-            WITH n ORDER BY {order} SKIP $offset LIMIT $limit
-            RETURN collect({q.NODE})"""
+        query = q.find_nodes(by_name=name is not None, by_names=names is not None)
         params = {
             "dataset": dataset,
             "type": type,
