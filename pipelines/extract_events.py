@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from core.llm.aio import run_sync
 from core.llm.client import LLMClient, LLMError
-from core.llm.offline import OfflineExtractor, load_pipeline
+from core.llm.offline.extractor import OfflineExtractor, load_pipeline
 from core.models.graph import normalise_name
 from core.models.jobs import DocumentError
 from core.ports import Extractor, batched
