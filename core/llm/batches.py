@@ -16,8 +16,10 @@ from typing import Any, Final
 
 import openai
 
-from core.llm.client import NO_API_KEY, response_format, short
+from core.llm.client import NO_API_KEY
 from core.llm.deferral import Deferred
+from core.llm.retries import short
+from core.llm.schemas import response_format
 
 ENDPOINT: Final = "/v1/chat/completions"
 COMPLETION_WINDOW: Final = "24h"
