@@ -225,9 +225,11 @@ class ExtractEvents:
         """The process's LLM when one is configured, else the offline extractor."""
         s = services.settings
         return cls.for_models(
-            services.llm, services.extractor, concurrency=s.llm_concurrency,
+            services.llm,
+            services.extractor,
+            concurrency=s.llm_concurrency,
             spacy_model=s.spacy_model,
-        )  # fmt: skip
+        )
 
     def __init__(self, extractor: EventExtractor) -> None:
         self.extractor = extractor

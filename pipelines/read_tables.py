@@ -74,9 +74,11 @@ class ReadTables:
                             "is named after its file (or its SQLite table): rename one of them"
                         )
             except TableProblem as err:
-                out.errors.append(DocumentError(
-                    document_id=ref.id, document_name=ref.name, step=self.name, message=str(err)
-                ))  # fmt: skip
+                out.errors.append(
+                    DocumentError(
+                        document_id=ref.id, document_name=ref.name, step=self.name, message=str(err)
+                    )
+                )
                 continue
             owners.update((info.name, ref.name) for info in tables)
             out.documents.append(ref)

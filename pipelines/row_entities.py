@@ -76,10 +76,12 @@ def add_row_entities(
             continue
         eid = entity_id(dataset, name)
         built.add_node(Node(id=eid, type=ENTITY, dataset=dataset, name=name, support=support))
-        built.add_node(Node(id=tid, type=ENTITY_TYPE, dataset=dataset, name=type_name,
-                            support=support))  # fmt: skip
-        built.add_edge(Edge(source=row_id, target=eid, name=MENTIONS, dataset=dataset,
-                            support=support))  # fmt: skip
+        built.add_node(
+            Node(id=tid, type=ENTITY_TYPE, dataset=dataset, name=type_name, support=support)
+        )
+        built.add_edge(
+            Edge(source=row_id, target=eid, name=MENTIONS, dataset=dataset, support=support)
+        )
         built.add_edge(Edge(source=eid, target=tid, name=IS_A, dataset=dataset, support=support))
         if eid not in embedded:
             built.embed(ENTITY_COLLECTION, EmbedItem(eid, name, {"type": ENTITY}))

@@ -123,8 +123,11 @@ def open_tables(blobs: BlobStore, ref: DocumentRef) -> Iterator[list[TableSource
 
 
 def _encoding(head: bytes) -> str:
-    for bom, name in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
-                      (codecs.BOM_UTF16_BE, "utf-16")):  # fmt: skip
+    for bom, name in (
+        (codecs.BOM_UTF8, "utf-8-sig"),
+        (codecs.BOM_UTF16_LE, "utf-16"),
+        (codecs.BOM_UTF16_BE, "utf-16"),
+    ):
         if head.startswith(bom):
             return name
     try:
@@ -295,10 +298,13 @@ def _sqlite_tables(path: Path, stack: ExitStack) -> list[TableSource]:
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
         stack.callback(conn.close)
-        names = [r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-            "ORDER BY name"
-        )]  # fmt: skip
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+                "ORDER BY name"
+            )
+        ]
         tables = [_sqlite_table(conn, name) for name in names]
     except sqlite3.DatabaseError as err:
         raise TableProblem(
