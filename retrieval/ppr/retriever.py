@@ -296,9 +296,15 @@ class Neighbourhood:
         self._ends, self._read_entities, self._relation_ends = [], {}, []
         if chunks or entities or relations:
             self._ends, self._read_entities, self._relation_ends = self.graph.frontier(
-                chunks, entities, names=[MENTIONS], type=ENTITY, limit=len(chunks) * fanout,
-                skip=skip, relations=relations, most=self.params.entity_fanout,
-            )  # fmt: skip
+                chunks,
+                entities,
+                names=[MENTIONS],
+                type=ENTITY,
+                limit=len(chunks) * fanout,
+                skip=skip,
+                relations=relations,
+                most=self.params.entity_fanout,
+            )
         far = relations.far_ends(self._relation_ends) if relations else []
         self._asked = set(frontier_ids(chunks, entities, self._ends, skip, far))
 
