@@ -134,9 +134,16 @@ def submit(
         _release(budget, reserved)
         return True
     state.put(claim, "1", ttl=runtime.settings.artifact_ttl_seconds)
-    record = Submission(job=job_id, batch=work.batch, step=work.step, gen=work.gen, claim=claim,
-                        requests=len(requests), claimed_at=time.time(),
-                        reserved=reserved)  # fmt: skip
+    record = Submission(
+        job=job_id,
+        batch=work.batch,
+        step=work.step,
+        gen=work.gen,
+        claim=claim,
+        requests=len(requests),
+        claimed_at=time.time(),
+        reserved=reserved,
+    )
     save(runtime, record)
     jobs.wait_llm(job_id, work.batch)
     state.add_member(PENDING, record.member)
@@ -164,9 +171,15 @@ def _submitted(runtime: Runtime, record: Submission, created: BatchState, **fiel
     save(runtime, record)  # the same by the submitter and a poller that found it meanwhile
     if runtime.state.incr(record_key(record.job, record.batch, record.step) + ":told") != 1:
         return
-    tracker(runtime).event(record.job, "llm_batch_submitted", batch=record.batch,
-                           step=record.step, requests=record.requests,
-                           openai_batch=created.id, **fields)  # fmt: skip
+    tracker(runtime).event(
+        record.job,
+        "llm_batch_submitted",
+        batch=record.batch,
+        step=record.step,
+        requests=record.requests,
+        openai_batch=created.id,
+        **fields,
+    )
 
 
 def poll(runtime: Runtime, api: BatchAPI | None = None) -> int:
@@ -231,8 +244,11 @@ def _settle(
         llm = meter.totals()["llm"]
         if (budget := job_budget(state, record.job)) is not None:  # the estimate, settled
             prompt, completion = record.reserved
-            budget.settle(llm["prompt_tokens"] - prompt,
-                          llm["completion_tokens"] - completion, llm["cached_tokens"])  # fmt: skip
+            budget.settle(
+                llm["prompt_tokens"] - prompt,
+                llm["completion_tokens"] - completion,
+                llm["cached_tokens"],
+            )
         for name, value in meter.totals()["llm"].items():
             if value:
                 state.incr(f"job:{record.job}:usage:batch_api:llm:{name}", value)
@@ -252,8 +268,15 @@ def _close(runtime: Runtime, record: Submission, outcome: str, answered: int) ->
     record.state, record.outcome, record.answered = "done", outcome, answered
     save(runtime, record)
     runtime.state.remove_member(PENDING, record.member)
-    jobs.event(record.job, "llm_batch_done", batch=record.batch, step=record.step,
-               status=outcome, answered=answered, failed=record.requests - answered)  # fmt: skip
+    jobs.event(
+        record.job,
+        "llm_batch_done",
+        batch=record.batch,
+        step=record.step,
+        status=outcome,
+        answered=answered,
+        failed=record.requests - answered,
+    )
     jobs.wait_llm(record.job, record.batch, waiting=False)
 
 
@@ -277,9 +300,13 @@ def _release(budget: Spending | None, reserved: tuple[int, int]) -> None:
 
 def _count(meter: Meter, found: Answer) -> None:
     details = found.usage.get("prompt_tokens_details") or {}
-    meter.add("llm", calls=1, prompt_tokens=int(found.usage.get("prompt_tokens") or 0),
-              completion_tokens=int(found.usage.get("completion_tokens") or 0),
-              cached_tokens=int(details.get("cached_tokens") or 0))  # fmt: skip
+    meter.add(
+        "llm",
+        calls=1,
+        prompt_tokens=int(found.usage.get("prompt_tokens") or 0),
+        completion_tokens=int(found.usage.get("completion_tokens") or 0),
+        cached_tokens=int(details.get("cached_tokens") or 0),
+    )
 
 
 def batch_usage(runtime: Runtime, job_id: str) -> dict[str, int]:

@@ -132,8 +132,11 @@ class Subscriptions:
         """The tenant's standing subscriptions, oldest first."""
         index = _tenant_index(tenant)
         ids = sorted(self.state.add_members({index: []})[index])
-        found = [Subscription(**json.loads(raw))
-                 for raw in self.state.get_many([SUB_PREFIX + i for i in ids]) if raw]  # fmt: skip
+        found = [
+            Subscription(**json.loads(raw))
+            for raw in self.state.get_many([SUB_PREFIX + i for i in ids])
+            if raw
+        ]
         return sorted(found, key=lambda sub: sub.created)
 
     def remove(self, tenant: str | None, sub_id: str) -> Subscription:
@@ -186,8 +189,14 @@ def announce(state: StateStore, job: Job) -> int:
         if settings.embedded_broker:
             deliver(state, settings, job.id, sub.id, job.status.value, 1, first, name)
         else:
-            kwargs = {"job_id": job.id, "subscription": sub.id, "event": job.status.value,
-                      "attempt": 1, "first_at": first, "occurrence": name}  # fmt: skip
+            kwargs = {
+                "job_id": job.id,
+                "subscription": sub.id,
+                "event": job.status.value,
+                "attempt": 1,
+                "first_at": first,
+                "occurrence": name,
+            }
             deliver_webhook.apply_async(kwargs=kwargs)
     return len(subs)
 
@@ -238,8 +247,13 @@ def deliver(
         return state.get(done) is not None  # a redelivered message: this attempt was made
     sub = Subscriptions(state).get(subscription)
     body = job_body(state, settings, job_id)
-    entry: dict[str, object] = {"subscription": subscription, "url": sub.url if sub else None,
-                                "event": event, "attempt": attempt, "at": time.time()}  # fmt: skip
+    entry: dict[str, object] = {
+        "subscription": subscription,
+        "url": sub.url if sub else None,
+        "event": event,
+        "attempt": attempt,
+        "at": time.time(),
+    }
     pending = PENDING_PREFIX + f"{job_id}:{subscription}:{occurrence}"
     if sub is None or body is None:
         gone = "the webhook or the job no longer exists"
@@ -260,9 +274,14 @@ def deliver(
         return False
     # Scheduled before the attempt is marked made: a crash in between repeats the attempt
     # (at least once; receivers dedupe on X-Cogmill-Delivery) instead of ending the retries.
-    next_kwargs = {"job_id": job_id, "subscription": subscription, "event": event,
-                   "attempt": attempt + 1, "first_at": first_at,
-                   "occurrence": occurrence}  # fmt: skip
+    next_kwargs = {
+        "job_id": job_id,
+        "subscription": subscription,
+        "event": event,
+        "attempt": attempt + 1,
+        "first_at": first_at,
+        "occurrence": occurrence,
+    }
     if settings.embedded_broker:
         due = {**next_kwargs, "due": time.time() + delay}
         state.put(pending, json.dumps(due), ttl=settings.webhook_retry_seconds + 86_400)
@@ -293,9 +312,14 @@ def _attempt(
 def _record(state: StateStore, job_id: str, tried: str, entry: dict[str, object]) -> None:
     state.append_event(_log_key(job_id), json.dumps(entry))
     state.put(tried, "1")
-    log.info("webhook_attempt job=%s subscription=%s attempt=%s outcome=%s status=%s",
-             job_id, entry["subscription"], entry["attempt"], entry["outcome"],
-             entry.get("status"))  # fmt: skip
+    log.info(
+        "webhook_attempt job=%s subscription=%s attempt=%s outcome=%s status=%s",
+        job_id,
+        entry["subscription"],
+        entry["attempt"],
+        entry["outcome"],
+        entry.get("status"),
+    )
 
 
 @app.task(name=TASK, bind=True, ignore_result=True)
