@@ -75,7 +75,10 @@ def main() -> None:
     if problems := settings_errors():
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
-        print("error: fix or unset those settings (in the environment or .env; README, "
-              "Configuration)", file=sys.stderr)  # fmt: skip
+        print(
+            "error: fix or unset those settings (in the environment or .env; README, "
+            "Configuration)",
+            file=sys.stderr,
+        )
         raise SystemExit(2)
     _app()()

@@ -195,10 +195,18 @@ def cognify(
             hook = job_webhook(rt, webhook) if webhook else None
             if hook is not None:
                 out.print(f"webhook {hook.id} secret (shown once): {hook.secret}", markup=False)
-            job = run_cognify(rt, dataset, pipeline=pipeline, everything=all_documents,
-                              graph_model=model, ontology=rules,
-                              webhook=hook.id if hook else None, budget_usd=budget_usd,
-                              budget_tokens=budget_tokens, llm_mode=llm_mode)  # fmt: skip
+            job = run_cognify(
+                rt,
+                dataset,
+                pipeline=pipeline,
+                everything=all_documents,
+                graph_model=model,
+                ontology=rules,
+                webhook=hook.id if hook else None,
+                budget_usd=budget_usd,
+                budget_tokens=budget_tokens,
+                llm_mode=llm_mode,
+            )
             return wait_for(job, sys.stderr.isatty())
 
     job = guarded(body)

@@ -88,8 +88,10 @@ def add_paths(
 ) -> Added:
     """`add_files` for files and folders (recursively, hidden entries skipped) named by their
     file name; a missing path is rejected."""
-    found = ((path.name if problem is None else str(path), path, problem)
-             for path, problem in iter_files(list(paths)))  # fmt: skip
+    found = (
+        (path.name if problem is None else str(path), path, problem)
+        for path, problem in iter_files(list(paths))
+    )
     return _add(rt, dataset, found, options)
 
 

@@ -35,8 +35,9 @@ def _tenant(rt: Runtime, tenant: str | None) -> str | None:
     return tenant
 
 
-def add(rt: Runtime, url: str, events: list[str] | None = None, *, tenant: str | None = None
-        ) -> Subscription:  # fmt: skip
+def add(
+    rt: Runtime, url: str, events: list[str] | None = None, *, tenant: str | None = None
+) -> Subscription:
     """Subscribe `tenant` (None: the local default tenant) to its jobs' finished statuses
     (`events`; default all). Returns the subscription with its secret, shown this once.
     Raises WebhookError (a ValueError) for a URL that may not be used, TenantError."""
@@ -56,8 +57,9 @@ def remove(rt: Runtime, sub_id: str, *, tenant: str | None = None) -> Subscripti
 def for_job(rt: Runtime, url: str, caller: Caller = LOCAL) -> Subscription:
     """A webhook for one job of the caller, every finished status: pass its id to
     `cognify(..., webhook=...)` and show its secret once. Raises WebhookError."""
-    return Subscriptions(rt.state).add(caller.tenant, url, None, settings=rt.settings,
-                                       job_only=True)  # fmt: skip
+    return Subscriptions(rt.state).add(
+        caller.tenant, url, None, settings=rt.settings, job_only=True
+    )
 
 
 def deliveries(rt: Runtime, job_id: str) -> list[Attempt]:
