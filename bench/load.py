@@ -50,8 +50,14 @@ sys.path.insert(0, str(ROOT))
 from tests.llm_server import LLMTestServer  # noqa: E402
 
 SEARCH_TYPES = [
-    "CHUNKS", "CHUNKS_LEXICAL", "SUMMARIES", "GRAPH_COMPLETION", "GRAPH_PPR", "TEMPORAL", None
-]  # fmt: skip
+    "CHUNKS",
+    "CHUNKS_LEXICAL",
+    "SUMMARIES",
+    "GRAPH_COMPLETION",
+    "GRAPH_PPR",
+    "TEMPORAL",
+    None,
+]
 # The job's routes first: each client's first call reads the job started with them, so some
 # polls see it running. Later turns can miss every running job: a turn is about as long as a
 # job of the short CI run (a routed search and a recall take seconds each), so the clients'
@@ -586,13 +592,17 @@ def run_load(config: LoadConfig) -> dict[str, Any]:
 
 def print_report(report: dict[str, Any]) -> None:
     """A table per route and the other figures, then the whole report as one JSON line."""
-    print(f"\n== pool {report['pool']}: {report['clients']} clients, {report['load_seconds']} s, "
-          f"{report['requests']} requests, {report['requests_per_s']} req/s, "
-          f"{len(report['errors'])} errors")  # fmt: skip
+    print(
+        f"\n== pool {report['pool']}: {report['clients']} clients, {report['load_seconds']} s, "
+        f"{report['requests']} requests, {report['requests_per_s']} req/s, "
+        f"{len(report['errors'])} errors"
+    )
     print(f"{'route':28} {'n':>6} {'req/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}")
     for route, f in report["routes"].items():
-        print(f"{route:28} {f['n']:>6} {f['rps']:>7} {f['p50_ms']:>8} {f['p95_ms']:>8} "
-              f"{f['p99_ms']:>8}")  # fmt: skip
+        print(
+            f"{route:28} {f['n']:>6} {f['rps']:>7} {f['p50_ms']:>8} {f['p95_ms']:>8} "
+            f"{f['p99_ms']:>8}"
+        )
     for error in report["errors"]:
         print("ERROR", error)
     print("server RSS:", json.dumps(report["rss"]))
