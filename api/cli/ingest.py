@@ -30,7 +30,7 @@ from api.services.jobs import JobReport
 from api.services.webhooks import for_job as job_webhook
 
 if TYPE_CHECKING:
-    from pipelines.key_declarations import KeyDeclarations
+    from pipelines.structured.key_declarations import KeyDeclarations
 
 app = typer.Typer()
 
@@ -70,7 +70,11 @@ def read_declarations(
     keys: Path | None, primary: list[str] | None, foreign: list[str] | None
 ) -> KeyDeclarations | None:
     """The key declarations given on the command line (None when there are none)."""
-    from pipelines.key_declarations import KeyDeclarations, parse_key_flags, parse_keys_yaml
+    from pipelines.structured.key_declarations import (
+        KeyDeclarations,
+        parse_key_flags,
+        parse_keys_yaml,
+    )
 
     if not (keys or primary or foreign):
         return None

@@ -21,8 +21,9 @@ from core.catalog import AddReport, check_node_set, iter_files
 from core.document_names import document_name
 from core.models.documents import STRUCTURED_PIPELINE
 from pipelines.definitions import get_pipeline
-from pipelines.key_declarations import KeyDeclarations, declare_keys
-from pipelines.tables import check_source, snapshot_sql
+from pipelines.structured.key_declarations import KeyDeclarations, declare_keys
+from pipelines.structured.snapshot import snapshot_sql
+from pipelines.structured.tables import check_source
 from runtime import Runtime
 
 SQL_PIPELINE = STRUCTURED_PIPELINE

@@ -14,9 +14,9 @@ from pydantic import BaseModel, Field
 from core.models.jobs import DocumentError
 from core.ports import BlobStore
 from pipelines.base import INGEST, StepContext, StepQueue, StepServices
-from pipelines.foreign_keys import TableProfile, profile_rows
 from pipelines.models import DocumentBatch, DocumentRef
-from pipelines.tables import TableProblem, TableSource, open_tables
+from pipelines.structured.foreign_keys import TableProfile, profile_rows
+from pipelines.structured.tables import TableProblem, TableSource, open_tables
 
 
 class SchemaReference(BaseModel):

@@ -37,12 +37,12 @@ from core.purge import purge_document
 from pipelines.add_data_points import AddDataPoints
 from pipelines.base import INGEST, StepContext, StepQueue, StepServices
 from pipelines.built_graph import BuiltGraph, EmbedItem
-from pipelines.foreign_keys import KeyPlan, Reference, plan_keys
-from pipelines.key_declarations import load_declarations
 from pipelines.models import DocumentRef, WriteReport
-from pipelines.read_tables import TableBatch, TableInfo
-from pipelines.row_entities import add_row_entities, name_columns
-from pipelines.tables import TableProblem, TableSource, key_text, open_tables
+from pipelines.structured.foreign_keys import KeyPlan, Reference, plan_keys
+from pipelines.structured.key_declarations import load_declarations
+from pipelines.structured.read_tables import TableBatch, TableInfo
+from pipelines.structured.row_entities import add_row_entities, name_columns
+from pipelines.structured.tables import TableProblem, TableSource, key_text, open_tables
 
 log = logging.getLogger("cogmill.structured")
 

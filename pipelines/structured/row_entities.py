@@ -20,7 +20,7 @@ from collections.abc import Container, Sequence
 from core.models.graph import Edge, Node, Support, entity_id, entity_type_id, normalise_name
 from core.models.vocabulary import ENTITY, ENTITY_COLLECTION, ENTITY_TYPE, IS_A, MENTIONS
 from pipelines.built_graph import BuiltGraph, EmbedItem
-from pipelines.foreign_keys import ColumnProfile, id_like, singular
+from pipelines.structured.foreign_keys import ColumnProfile, id_like, singular
 
 NAME_COLUMNS = frozenset({"name", "title", "label"})
 MAX_NAME_CHARS = 120  # a longer cell is prose (a description), not a name

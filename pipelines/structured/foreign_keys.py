@@ -24,8 +24,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from pipelines.key_declarations import KeyDeclarationError, KeyDeclarations, split_target
-from pipelines.tables import Row, key_text
+from pipelines.structured.key_declarations import KeyDeclarationError, KeyDeclarations, split_target
+from pipelines.structured.tables import Row, key_text
 
 log = logging.getLogger("cogmill.foreign_keys")
 
@@ -173,7 +173,7 @@ def infer_references(
 
 
 class TableLike(Protocol):
-    """What planning reads of a table (pipelines.structured.TableInfo)."""
+    """What planning reads of a table (read_tables.py's TableInfo)."""
 
     name: str
     columns: list[str]
