@@ -1,5 +1,5 @@
 """Webhooks: a tenant's subscriptions (add, list, remove), a job's own webhook (`cognify
---webhook`), and a job's delivery log. The delivery itself is workers/webhooks.py's."""
+--webhook`), and a job's delivery log. The delivery itself is workers/webhooks/'s."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from api.services.jobs import checked_id, tracker
 from api.services.tenants import TenantError, Tenants, check_tenant_name
 from core.access import LOCAL, Caller
 from runtime import Runtime
-from workers.webhooks import Subscription, Subscriptions, delivery_log
+from workers.webhooks.deliveries import delivery_log
+from workers.webhooks.subscriptions import Subscription, Subscriptions
 
 
 @dataclass(frozen=True)

@@ -41,14 +41,14 @@ from tests.backends import (  # noqa: F401 - fixtures used by name
 )
 from tests.llm_server import LLMTestServer
 from workers.jobs import JobTracker
-from workers.llm_batches import (
+from workers.llm_batches.polling import poll
+from workers.llm_batches.records import (
     CLAIM_METADATA,
     PENDING,
     Submission,
     batch_api,
     batch_usage,
     load,
-    poll,
     save,
 )
 

@@ -12,7 +12,7 @@ from api.http.schemas import ApiError, error_responses
 from api.services import webhooks
 from api.services.webhooks import Attempt
 from workers.jobs import JobNotFoundError
-from workers.webhooks import Subscription
+from workers.webhooks.subscriptions import Subscription
 
 router = APIRouter(prefix="/api/v1", tags=["webhooks"])
 JobId = Annotated[str, Depends(owned_job_id)]
