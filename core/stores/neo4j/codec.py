@@ -1,4 +1,4 @@
-"""The stored form of graph nodes and edges on Neo4j (see graph_neo4j): property encoding,
+"""The stored form of graph nodes and edges on Neo4j (see graph.py): property encoding,
 support pairs and links, write rows, and domain models back from `q.NODE` / `q.EDGE` maps."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ _JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def to_json(value: Any) -> str:
-    """Compact JSON; values JSON cannot hold (dates, ...) become their str(), as in graph_sqlite."""
+    """Compact JSON; values JSON cannot hold (dates, ...) become their str(), as in sqlite/graph."""
     return _JSON.encode(value)
 
 

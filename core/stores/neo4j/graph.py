@@ -17,7 +17,7 @@ on a node that 10,000 chunks support as on one that two do (a list property is r
 whole on every write: 33 ms per 32 entries on a node holding 8,000), and deleting a document
 starts from its own `_Support` nodes instead of scanning the dataset. Support of an edge:
 `_support` holds one JSON `["document","chunk"]` string per pair and `_docs` the distinct
-document ids, both unioned on write. Semantics otherwise follow graph_sqlite.
+document ids, both unioned on write. Semantics otherwise follow sqlite/graph.py.
 A node with a time (`start_epoch` / `end_epoch`) also gets `_tb` and `_tp`, its time bin and
 position for `find_in_time` (core/stores/timeline.py).
 A node merged away by `merge_nodes` leaves `(:_Redirect {id, dataset, to})`, which edge writes

@@ -130,7 +130,7 @@ CALL (reached) {{ UNWIND reached AS id WITH DISTINCT id WHERE NOT id IN $skip
     MATCH (n:Node {{id: id}}) WHERE n.type = $type {_NODE_CHUNKS} AS nodes }}
 RETURN [ends, nodes, relations]"""
 
-# merge_nodes (graph_neo4j._merge).
+# merge_nodes (writes.merge).
 MEMBER_SUPPORT = """UNWIND $ids AS id MATCH (:Node {id: id})<-[:SUPPORTS]-(p:_Support)
 RETURN collect([id, p.key, p.pair])"""
 MOVE_SUPPORT = """MATCH (t:Node {id: $into}) UNWIND $keys AS key MATCH (p:_Support {key: key})
