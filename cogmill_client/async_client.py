@@ -112,8 +112,9 @@ class AsyncClient:
             got = False
             resume = {"Last-Event-ID": str(parser.last_id)} if parser.last_id else {}
             try:
-                async with self._http.stream("GET", call.url, params=call.parts.params,
-                                       headers=resume) as response:  # fmt: skip
+                async with self._http.stream(
+                    "GET", call.url, params=call.parts.params, headers=resume
+                ) as response:
                     if response.is_error:
                         raise error_from(response, await response.aread())
                     async for line in response.aiter_lines():

@@ -107,8 +107,9 @@ class Client:
             got = False
             resume = {"Last-Event-ID": str(parser.last_id)} if parser.last_id else {}
             try:
-                with self._http.stream("GET", call.url, params=call.parts.params,
-                                       headers=resume) as response:  # fmt: skip
+                with self._http.stream(
+                    "GET", call.url, params=call.parts.params, headers=resume
+                ) as response:
                     if response.is_error:
                         raise error_from(response, response.read())
                     for line in response.iter_lines():

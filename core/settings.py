@@ -181,7 +181,7 @@ class Settings(BaseSettings):
     job_budget_usd: float | None = Field(default=None, gt=0)
 
     # "batch": a job's extraction, summary and event requests go through the OpenAI Batch
-    # API (half price, answers within 24 h; workers/llm_batches.py); "sync": sent one by one.
+    # API (half price, answers within 24 h; workers/llm_batches/); "sync": sent one by one.
     llm_mode: Literal["sync", "batch"] = "sync"
 
     # How often one worker (or the embedded process) asks the Batch API about pending batches.
@@ -332,7 +332,7 @@ class Settings(BaseSettings):
     api_max_connections_per_client: int = Field(default=256, ge=0)
 
     # Webhooks and metrics
-    # Webhooks (workers/webhooks.py): allow URLs resolving to loopback/private/link-local
+    # Webhooks (workers/webhooks/): allow URLs resolving to loopback/private/link-local
     # addresses (off: refused at registration and at each delivery); per-attempt timeout;
     # retries double from backoff_seconds up to backoff_max_seconds (kept under half the
     # visibility timeout) for retry_seconds after the first attempt.

@@ -8,10 +8,10 @@ from pipelines.chunk import ChunkDocuments
 from pipelines.classify import Classify
 from pipelines.extract_events import ExtractEvents
 from pipelines.extract_graph import ExtractGraph
-from pipelines.read_tables import ReadTables
 from pipelines.reconcile_entities import ReconcileEntities
 from pipelines.resolve_entities import ResolveEntities
-from pipelines.structured import LinkRows
+from pipelines.structured.link_rows import LinkRows
+from pipelines.structured.read_tables import ReadTables
 from pipelines.summarize_documents import SummarizeDocuments
 
 # Bump a version whenever a step's behaviour, prompt or model changes: documents processed by
@@ -41,8 +41,8 @@ TEMPORAL = Pipeline(
         *DEFAULT.steps[DEFAULT.steps.index(AddDataPoints) :],
     ],
 )
-# Record files and databases: rows and foreign keys, no LLM (pipelines/structured.py).
-# Version 2: a row's name cells become entities the row MENTIONS (pipelines/row_entities.py).
+# Record files and databases: rows and foreign keys, no LLM (pipelines/structured/).
+# Version 2: a row's name cells become entities the row MENTIONS (structured/row_entities.py).
 STRUCTURED = Pipeline("structured", "2", [ReadTables, LinkRows])
 
 PIPELINES: dict[str, Pipeline] = {DEFAULT.name: DEFAULT, TEMPORAL.name: TEMPORAL}

@@ -99,7 +99,7 @@ class CypherQuery(BaseModel):
 
 # The schema shown to the LLM is read from the searched datasets only ($datasets): another
 # dataset's relationship names, types and fields are its content (extracted from its text).
-# A node's type label is its `type` (graph_neo4j); labels starting with "_" are cogmill's own
+# A node's type label is its `type` (neo4j/graph.py); labels starting with "_" are cogmill's own
 # bookkeeping (its _Support nodes). Each read goes through the (dataset, type, id) index or the
 # relationships' dataset index.
 SCHEMA_QUERIES = {

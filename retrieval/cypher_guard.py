@@ -36,11 +36,33 @@ READ_STARTS = frozenset({"MATCH", "OPTIONAL", "WITH", "UNWIND", "RETURN", "CALL"
 # Words that start a clause or command that writes, administers or leaves the database.
 DENIED = frozenset(
     {
-        "CREATE", "MERGE", "SET", "DELETE", "DETACH", "NODETACH", "REMOVE", "FOREACH", "LOAD",
-        "INSERT", "USE", "SHOW", "TERMINATE", "GRANT", "DENY", "REVOKE", "ALTER", "DROP",
-        "RENAME", "START", "STOP", "ENABLE", "IMPERSONATE", "TRANSACTIONS", "PERIODIC",
+        "CREATE",
+        "MERGE",
+        "SET",
+        "DELETE",
+        "DETACH",
+        "NODETACH",
+        "REMOVE",
+        "FOREACH",
+        "LOAD",
+        "INSERT",
+        "USE",
+        "SHOW",
+        "TERMINATE",
+        "GRANT",
+        "DENY",
+        "REVOKE",
+        "ALTER",
+        "DROP",
+        "RENAME",
+        "START",
+        "STOP",
+        "ENABLE",
+        "IMPERSONATE",
+        "TRANSACTIONS",
+        "PERIODIC",
     }
-)  # fmt: skip
+)
 _SHOWN_AS = {"LOAD": "LOAD CSV", "TRANSACTIONS": "IN TRANSACTIONS", "DETACH": "DETACH DELETE"}
 READ_PROCEDURES = frozenset(
     {

@@ -209,8 +209,9 @@ def _graph_hits(
 ) -> list[_Hit]:
     retriever = RETRIEVERS.create(search_type, ctx)
     results = retriever.get_context(query, datasets, top_k)
-    elements = trace_elements(retriever, SearchResponse(query=query, search_type=search_type,
-                                                        results=results))  # fmt: skip
+    elements = trace_elements(
+        retriever, SearchResponse(query=query, search_type=search_type, results=results)
+    )
     return [
         _Hit(
             RecallResult(text=r.text, score=r.score, source="graph", sources=r.sources),
@@ -233,8 +234,10 @@ def _answer(
     if top and top.result.source == "session_qa" and top.answer and top.result.score >= threshold:
         response.answer, response.answer_source = top.answer, "session_qa"
     elif ctx.llm is not None and hits:
-        results = [SearchResult(text=h.result.text, score=h.result.score,
-                                sources=h.result.sources) for h in hits]  # fmt: skip
+        results = [
+            SearchResult(text=h.result.text, score=h.result.score, sources=h.result.sources)
+            for h in hits
+        ]
         reply = answer(ctx, response.query, results)
         response.answer, response.answer_source = str(reply), "llm"
     elif ctx.llm is None:
@@ -249,8 +252,10 @@ def _record(
     datasets: list[str],
     search_type: SearchType,
 ) -> str:
-    results = [SearchResult(text=h.result.text, score=h.result.score, sources=h.result.sources)
-               for h in hits]  # fmt: skip
+    results = [
+        SearchResult(text=h.result.text, score=h.result.score, sources=h.result.sources)
+        for h in hits
+    ]
     elements = [e.model_copy(update={"result": i}) for i, h in enumerate(hits) for e in h.elements]
     searched = SearchResponse(
         query=response.query, search_type=search_type, results=results, answer=response.answer
@@ -333,8 +338,13 @@ def _reweigh(graph: GraphStore, edges: list[tuple[TraceElement, float]]) -> tupl
         old = float(stored[0].properties.get(FEEDBACK_WEIGHT, 1.0))
         new = round(min(high, max(low, old * FEEDBACK_STEP**delta)), 6)
         updates.append(
-            Edge(source=element.source, target=element.target, name=element.name,
-                 dataset=stored[0].dataset, properties={FEEDBACK_WEIGHT: new})
-        )  # fmt: skip
+            Edge(
+                source=element.source,
+                target=element.target,
+                name=element.name,
+                dataset=stored[0].dataset,
+                properties={FEEDBACK_WEIGHT: new},
+            )
+        )
     graph.upsert_edges(updates)
     return len(updates), missing

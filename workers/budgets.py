@@ -91,8 +91,9 @@ def check_covers_spent(runtime: Runtime, job_id: str, budget: Budget) -> None:
     """A ValueError when the job already spent `budget` (a resume would pause at once)."""
     llm = job_usage(runtime.state, job_id)["llm"]
     tokens = llm["prompt_tokens"] + llm["completion_tokens"]
-    nano = nano_usd(llm["prompt_tokens"], llm["completion_tokens"], llm["cached_tokens"],
-                    runtime.settings)  # fmt: skip
+    nano = nano_usd(
+        llm["prompt_tokens"], llm["completion_tokens"], llm["cached_tokens"], runtime.settings
+    )
     if budget.tokens is not None and budget.tokens <= tokens:
         raise ValueError(
             f"job {job_id} already spent {tokens} tokens; give a larger --budget-tokens "

@@ -32,7 +32,7 @@ def task_name(step: str) -> str:
 TASK_STEPS = {task_name(name): name for name in [*STEPS, FINISH]}
 TASK_QUEUES = {task_name(name): step.queue for name, step in STEPS.items()}
 TASK_QUEUES[task_name(FINISH)] = INGEST_QUEUE
-TASK_QUEUES[task_name("deliver_webhook")] = INGEST_QUEUE  # workers/webhooks.py
+TASK_QUEUES[task_name("deliver_webhook")] = INGEST_QUEUE  # workers/webhooks/deliveries.py
 
 
 def celery_config(settings: Settings) -> dict[str, object]:
@@ -85,7 +85,14 @@ def celery_config(settings: Settings) -> dict[str, object]:
 
 
 app = Celery(
-    "cogmill", include=["workers.tasks", "workers.sweeper", "workers.webhooks", "workers.metrics"]
+    "cogmill",
+    include=[
+        "workers.tasks",
+        "workers.sweeper",
+        "workers.webhooks.deliveries",
+        "workers.metrics",
+        "workers.llm_batches.polling",
+    ],
 )
 app.conf.update(celery_config(Settings()))
 # Worker pool threads resolve `current_app` through the default app; without this, chained

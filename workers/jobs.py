@@ -15,7 +15,7 @@ from core.migrations import once
 from core.models.jobs import Claim, DocumentError, Job, JobStatus, utcnow
 from core.ports import StateStore, batched
 from pipelines.models import WriteReport
-from workers.webhooks import announce
+from workers.webhooks.deliveries import announce
 
 COUNTED = ("documents", "chunks", "entities", "relationships", "vectors")
 # Summed over the batches as they are, e.g. the graph write rate inside the pipeline.
@@ -206,7 +206,7 @@ class JobTracker:
         self.state.remove_member(_key(job_id, "parked"), str(batch))
 
     def llm_waiting(self, job_id: str) -> set[int]:
-        """The batches waiting for the Batch API's answers (workers/llm_batches.py): no
+        """The batches waiting for the Batch API's answers (workers/llm_batches/): no
         worker holds them, and the sweeper leaves them alone; the job stays running."""
         key = _key(job_id, "llm-waiting")
         return {int(b) for b in self.state.add_members({key: []})[key]}

@@ -91,8 +91,11 @@ def _broker_steps(app: Celery, queued: bool) -> list[Delivery]:
             ]
         else:
             tags = client.zrange(channel.unacked_index_key, 0, -1)
-            raws = [json.dumps(json.loads(raw)[0]) for tag in tags
-                    if (raw := client.hget(channel.unacked_key, tag)) is not None]  # fmt: skip
+            raws = [
+                json.dumps(json.loads(raw)[0])
+                for tag in tags
+                if (raw := client.hget(channel.unacked_key, tag)) is not None
+            ]
     return [work for raw in raws if (work := _delivery(json.loads(raw))) is not None]
 
 
@@ -255,10 +258,22 @@ class Sweep:
 
     def _recover(self, job: Job, abandoned: dict[int, Claim]) -> int:
         for batch, claim in sorted(abandoned.items()):
-            republish(self.jobs, job.id, batch, "batch_recovered", step=claim.step,
-                      worker=claim.worker, claimed_at=claim.at)  # fmt: skip
-            log.warning("recovered batch=%s job=%s step=%s from dead worker %s",
-                        batch, job.id, claim.step, claim.worker)  # fmt: skip
+            republish(
+                self.jobs,
+                job.id,
+                batch,
+                "batch_recovered",
+                step=claim.step,
+                worker=claim.worker,
+                claimed_at=claim.at,
+            )
+            log.warning(
+                "recovered batch=%s job=%s step=%s from dead worker %s",
+                batch,
+                job.id,
+                claim.step,
+                claim.worker,
+            )
         return len(abandoned)
 
     def _resume_stalled(self, job: Job, skip: set[int]) -> int:

@@ -1,9 +1,9 @@
 """The `cogmill` command line, a module per command group.
 
-ingest: add, add-sql, cognify, delete, export · search: search, route · jobs: list, show,
-cancel, watch · ops: worker, serve, demo, eval · memory: remember, recall, improve, forget ·
-access: tenants create|list, keys create|list|revoke · mcp: the MCP server over stdio ·
-webhooks: add|list|remove (and `jobs webhooks ID`, a job's deliveries).
+ingest: add, add-sql, cognify · datasets: delete, export · search: search, route · jobs:
+list, show, cancel, watch · ops: worker, serve, demo, eval · memory: remember, recall,
+improve, forget · access: tenants create|list, keys create|list|revoke · mcp: the MCP server
+over stdio · webhooks: add|list|remove (and `jobs webhooks ID`, a job's deliveries).
 Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback.
 
 The command groups are imported when `app` is first asked for, not with this package: they
@@ -22,7 +22,7 @@ import typer
 
 @functools.cache
 def _app() -> typer.Typer:
-    from api.cli import access, ingest, jobs, mcp, memory, ops, search, webhooks
+    from api.cli import access, datasets, ingest, jobs, mcp, memory, ops, search, webhooks
 
     app = typer.Typer(
         add_completion=False,
@@ -31,6 +31,7 @@ def _app() -> typer.Typer:
         help="cogmill: knowledge-graph memory for LLM applications.",
     )
     app.add_typer(ingest.app)
+    app.add_typer(datasets.app)
     app.add_typer(search.app)
     app.add_typer(jobs.app, name="jobs")
     app.add_typer(ops.app)

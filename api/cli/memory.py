@@ -57,8 +57,11 @@ def print_recall(response: RecallResponse, as_json: bool) -> None:
         out.print(f"[bold]answer[/bold] ({response.answer_source}): {response.answer}")
     print_ranked(response.results, lambda result: f"[magenta]{result.source}[/magenta] ")
     if response.qa_id:
-        out.print(f"qa id {response.qa_id} (cogmill improve --session {response.session} "
-                  f"--qa {response.qa_id} --feedback up|down)", markup=False)  # fmt: skip
+        out.print(
+            f"qa id {response.qa_id} (cogmill improve --session {response.session} "
+            f"--qa {response.qa_id} --feedback up|down)",
+            markup=False,
+        )
 
 
 @app.command("recall")

@@ -71,8 +71,10 @@ def guarded(action: Callable[[], T]) -> T:
         fail(f"{error}; `cogmill add` documents to it first", 2)
     except JobRunningError as error:
         job = error.job_ids[0]
-        fail(f"{error} (`cogmill jobs watch {job}` follows it, `cogmill jobs cancel {job}` "
-             "cancels it)")  # fmt: skip
+        fail(
+            f"{error} (`cogmill jobs watch {job}` follows it, `cogmill jobs cancel {job}` "
+            "cancels it)"
+        )
     except USAGE_ERRORS as error:
         fail(str(error), 2)
     except FAILURES as error:
@@ -106,8 +108,10 @@ def print_added(added: Added) -> None:
     if added.copied_tables:
         out.print(f"copied tables {', '.join(added.copied_tables)}", markup=False)
     if added.relinked_tables:
-        out.print(f"keys declared for {', '.join(added.relinked_tables)}; the next cognify "
-                  "relinks the dataset's tables")  # fmt: skip
+        out.print(
+            f"keys declared for {', '.join(added.relinked_tables)}; the next cognify "
+            "relinks the dataset's tables"
+        )
     for name in report.added:
         out.print(f"added      {name}", markup=False)
     for name in report.replaced:

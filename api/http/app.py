@@ -79,9 +79,12 @@ def _domain_handler(status: int, code: str) -> Callable[[Request, Exception], An
         if status < 500:
             return error(status, code, str(exc))
         log.warning(
-            "api_error code=%s method=%s path=%s", code, request.method, request.url.path,
+            "api_error code=%s method=%s path=%s",
+            code,
+            request.method,
+            request.url.path,
             exc_info=exc,
-        )  # fmt: skip
+        )
         return error(status, code, f"{SAFE_MESSAGES[code]} (the server log has the details)")
 
     return handle

@@ -220,8 +220,10 @@ class _PartsToFiles:
         if b"filename" not in options:
             field = options.get(b"name", b"").decode("utf-8", "replace")
             if field not in FORM_FIELDS:
-                message = (f"form field {field!r} is not a file; send files as 'files' parts "
-                           f"(and optionally {', '.join(FORM_FIELDS)})")  # fmt: skip
+                message = (
+                    f"form field {field!r} is not a file; send files as 'files' parts "
+                    f"(and optionally {', '.join(FORM_FIELDS)})"
+                )
                 raise ApiError(422, "not_a_file", message)
             self._field, self._text = field, bytearray()
             return

@@ -95,9 +95,16 @@ def recall(
     check_type_allowed(caller, search_type)
     check_bounds(face.runtime, query, datasets)
     return memory.recall(
-        face.runtime, query, session=session, datasets=datasets, scope=scope, top_k=top_k,
-        search_type=search_type, threshold=threshold, caller=caller,
-    )  # fmt: skip
+        face.runtime,
+        query,
+        session=session,
+        datasets=datasets,
+        scope=scope,
+        top_k=top_k,
+        search_type=search_type,
+        threshold=threshold,
+        caller=caller,
+    )
 
 
 def remember(
@@ -126,9 +133,12 @@ def remember(
     assert dataset is not None
     done = memory.remember_in_dataset(face.runtime, dataset, text, caller)
     return RememberResult(
-        stored_in="dataset", dataset=done.dataset, document=done.document,
-        job_id=done.job.id, job_status=done.job.status,
-    )  # fmt: skip
+        stored_in="dataset",
+        dataset=done.dataset,
+        document=done.document,
+        job_id=done.job.id,
+        job_status=done.job.status,
+    )
 
 
 def improve(
@@ -165,9 +175,12 @@ def forget(
         face.runtime, session=session, dataset=dataset, document=document, caller=caller
     )
     return ForgetResult(
-        session_keys=done.session_keys, sessions=done.sessions, datasets=done.datasets,
-        documents=done.documents, graph_items=done.graph_items,
-    )  # fmt: skip
+        session_keys=done.session_keys,
+        sessions=done.sessions,
+        datasets=done.datasets,
+        documents=done.documents,
+        graph_items=done.graph_items,
+    )
 
 
 def register(server: MCPServer[Any]) -> None:

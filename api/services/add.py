@@ -21,8 +21,9 @@ from core.catalog import AddReport, check_node_set, iter_files
 from core.document_names import document_name
 from core.models.documents import STRUCTURED_PIPELINE
 from pipelines.definitions import get_pipeline
-from pipelines.key_declarations import KeyDeclarations, declare_keys
-from pipelines.tables import check_source, snapshot_sql
+from pipelines.structured.key_declarations import KeyDeclarations, declare_keys
+from pipelines.structured.snapshot import snapshot_sql
+from pipelines.structured.tables import check_source
 from runtime import Runtime
 
 SQL_PIPELINE = STRUCTURED_PIPELINE
@@ -88,8 +89,10 @@ def add_paths(
 ) -> Added:
     """`add_files` for files and folders (recursively, hidden entries skipped) named by their
     file name; a missing path is rejected."""
-    found = ((path.name if problem is None else str(path), path, problem)
-             for path, problem in iter_files(list(paths)))  # fmt: skip
+    found = (
+        (path.name if problem is None else str(path), path, problem)
+        for path, problem in iter_files(list(paths))
+    )
     return _add(rt, dataset, found, options)
 
 

@@ -77,7 +77,7 @@ def cognify(
     if webhook is not None:
         options["webhook"] = webhook
     if mode == "batch":
-        options["llm_mode"] = mode  # read by the workers (workers/llm_batches.py)
+        options["llm_mode"] = mode  # read by the workers (workers/llm_batches/)
     # After the options: a bad one is reported even for a new dataset.
     stored = existing(rt, dataset, caller)
     return plan(rt, stored, pipeline, "all" if everything else "changed", options, budget)

@@ -23,8 +23,8 @@ from pydantic import BaseModel
 from api.services.datasets import checked, existing
 from core.access import LOCAL, Caller
 from core.llm.cache import cache_key
-from core.llm.client import response_format, schema_of
 from core.llm.extractor import LLMExtractor
+from core.llm.schemas import response_format, schema_of
 from core.llm.usage import cost_usd, count_tokens, prompt_text
 from core.models.custom import graph_model_of
 from pipelines.base import Pipeline

@@ -150,9 +150,16 @@ def recall(
     names = [checked(name, caller) for name in datasets]
     with rt.priority.urgent():  # as search's
         response = recall_memory(
-            rt.retrieval(), query, session=session, datasets=names, scope=scope, top_k=top_k,
-            search_type=search_type, threshold=threshold, sessions=sessions(rt, caller),
-        )  # fmt: skip
+            rt.retrieval(),
+            query,
+            session=session,
+            datasets=names,
+            scope=scope,
+            top_k=top_k,
+            search_type=search_type,
+            threshold=threshold,
+            sessions=sessions(rt, caller),
+        )
     return shown.recall(caller, response)
 
 

@@ -61,10 +61,20 @@ class StateCollector(Collector):
             ("failures", "LLM calls that failed for good"),
         ):
             yield CounterMetricFamily(f"cogmill_llm_{name}", doc, value=retries[name])
-        yield _histogram("cogmill_step_duration_seconds", "Step task durations", "step",
-                         histograms(state, "step", STEP_BUCKETS), STEP_BUCKETS)  # fmt: skip
-        yield _histogram("cogmill_search_duration_seconds", "Search durations", "type",
-                         histograms(state, "search", SEARCH_BUCKETS), SEARCH_BUCKETS)  # fmt: skip
+        yield _histogram(
+            "cogmill_step_duration_seconds",
+            "Step task durations",
+            "step",
+            histograms(state, "step", STEP_BUCKETS),
+            STEP_BUCKETS,
+        )
+        yield _histogram(
+            "cogmill_search_duration_seconds",
+            "Search durations",
+            "type",
+            histograms(state, "search", SEARCH_BUCKETS),
+            SEARCH_BUCKETS,
+        )
         depth = GaugeMetricFamily(
             "cogmill_queue_depth", "Messages waiting in a Celery queue", labels=["queue"]
         )
@@ -107,8 +117,9 @@ def _usage_metrics(
         "cogmill_model_cache_hits", "Calls answered by the response cache", labels=["kind"]
     )
     tokens = CounterMetricFamily("cogmill_model_tokens", "Tokens", labels=["kind", "type"])
-    cost = CounterMetricFamily("cogmill_model_cost_usd", "Cost at the settings' prices",
-                               labels=["kind"])  # fmt: skip
+    cost = CounterMetricFamily(
+        "cogmill_model_cost_usd", "Cost at the settings' prices", labels=["kind"]
+    )
     ratio = GaugeMetricFamily(
         "cogmill_model_cache_hit_ratio", "Cache hits / (calls + cache hits)", labels=["kind"]
     )

@@ -138,8 +138,10 @@ class Warmer:
                     self.rounds += 1
                     log.info(
                         "warm_up_done queries=%d datasets=%d seconds=%.1f",
-                        self.last.queries, self.last.datasets, self.last.seconds,
-                    )  # fmt: skip
+                        self.last.queries,
+                        self.last.datasets,
+                        self.last.seconds,
+                    )
             except StoreError as err:  # the server went away: tried again at the next check
                 log.warning("warm_up_failed: %s (tried again in %.0f s)", err, self.check_s)
             except Exception:  # noqa: BLE001 - a bug: logged; not tried again on this server

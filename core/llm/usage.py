@@ -256,8 +256,9 @@ def record(kind: str, usage: Mapping[str, Any] | None, *, prompt: str, completio
     else:
         counted = count_tokens([prompt, completion])
         used = (counted[0], counted[1], 0)
-    meter.add(kind, calls=1, prompt_tokens=used[0], completion_tokens=used[1],
-              cached_tokens=used[2])  # fmt: skip
+    meter.add(
+        kind, calls=1, prompt_tokens=used[0], completion_tokens=used[1], cached_tokens=used[2]
+    )
     if kind == "llm" and meter.guard is not None:
         meter.settle(_hold.get(), *used)
         _hold.set(None)

@@ -161,7 +161,7 @@ def extractor(settings: Settings, client: LLMClient | None, pause: Pause = no_pa
     """The LLM extractor on `client` (see `llm_client`), the offline one without a client
     (which calls `pause` before each spaCy component of a batch)."""
     if client is None:
-        from core.llm.offline import OfflineExtractor
+        from core.llm.offline.extractor import OfflineExtractor
 
         return OfflineExtractor(model=settings.spacy_model, pause=pause)
     from core.llm.extractor import LLMExtractor

@@ -24,7 +24,8 @@ from core.settings import Settings
 from runtime import Runtime
 from tests.backends import http_finished
 from tests.webhook_receiver import WebhookReceiver, readme_verify
-from workers.webhooks import Subscriptions, deliver
+from workers.webhooks.deliveries import deliver
+from workers.webhooks.subscriptions import Subscriptions
 
 pytestmark = pytest.mark.e2e
 

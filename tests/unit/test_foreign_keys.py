@@ -11,16 +11,16 @@ import pytest
 
 from core.catalog import record_pipeline
 from core.stores.blob_fs import FileBlobStore
-from pipelines.foreign_keys import KeyPlan, infer_primary_key, plan_keys, profile_rows
-from pipelines.key_declarations import (
+from pipelines.models import DocumentBatch, DocumentRef
+from pipelines.structured.foreign_keys import KeyPlan, infer_primary_key, plan_keys, profile_rows
+from pipelines.structured.key_declarations import (
     KeyDeclarationError,
     KeyDeclarations,
     parse_key_flags,
     parse_keys_yaml,
 )
-from pipelines.models import DocumentBatch, DocumentRef
-from pipelines.read_tables import ReadTables, TableInfo
-from pipelines.tables import TableProblem, check_source, open_tables
+from pipelines.structured.read_tables import ReadTables, TableInfo
+from pipelines.structured.tables import TableProblem, check_source, open_tables
 
 pytestmark = pytest.mark.unit
 

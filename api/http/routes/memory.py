@@ -46,10 +46,14 @@ def not_found(action: Callable[[], T]) -> T:
     "/remember",
     response_model=RememberResult,
     response_model_exclude_none=True,
-    responses={202: {"model": RememberResult,
-                     "description": "Added to a dataset; a cognify job was started"},
-               **error_responses(400, 422, 503)},
-)  # fmt: skip
+    responses={
+        202: {
+            "model": RememberResult,
+            "description": "Added to a dataset; a cognify job was started",
+        },
+        **error_responses(400, 422, 503),
+    },
+)
 def remember(
     body: RememberRequest, runtime: RuntimeDep, response: Response, caller: Writer
 ) -> RememberResult:
@@ -174,5 +178,10 @@ def session_history(
 def delete_session(session: SessionId, runtime: RuntimeDep, caller: Writer) -> ForgetResult:
     """Forget a session: every note, question and trace it holds."""
     done = not_found(lambda: memory.forget(runtime, session=session, caller=caller))
-    return ForgetResult(session_keys=done.session_keys, sessions=done.sessions, datasets=[],
-                        documents=[], graph_items=0)  # fmt: skip
+    return ForgetResult(
+        session_keys=done.session_keys,
+        sessions=done.sessions,
+        datasets=[],
+        documents=[],
+        graph_items=0,
+    )

@@ -12,7 +12,7 @@ from api.http.schemas import ApiError, error_responses
 from api.services import webhooks
 from api.services.webhooks import Attempt
 from workers.jobs import JobNotFoundError
-from workers.webhooks import Subscription
+from workers.webhooks.subscriptions import Subscription
 
 router = APIRouter(prefix="/api/v1", tags=["webhooks"])
 JobId = Annotated[str, Depends(owned_job_id)]
@@ -41,9 +41,11 @@ def _public(sub: Subscription) -> WebhookPublic:
 
 
 @router.post(
-    "/webhooks", status_code=201, response_model=WebhookCreated,
+    "/webhooks",
+    status_code=201,
+    response_model=WebhookCreated,
     responses=error_responses(422, 503),
-)  # fmt: skip
+)
 def add_webhook(body: WebhookCreate, runtime: RuntimeDep, caller: Writer) -> WebhookCreated:
     """Subscribe to the caller's jobs ending (a 422 for a URL that is not public http(s))."""
     sub = webhooks.add(runtime, body.url, body.events, tenant=caller.tenant)
@@ -73,9 +75,10 @@ def remove_webhook(
 
 
 @router.get(
-    "/jobs/{job_id}/webhooks", response_model=list[Attempt],
+    "/jobs/{job_id}/webhooks",
+    response_model=list[Attempt],
     responses=error_responses(404, 422, 503),
-)  # fmt: skip
+)
 def job_webhooks(job_id: JobId, runtime: RuntimeDep, caller: Reader) -> list[Attempt]:
     """Every delivery attempt of the job's webhooks, oldest first."""
     try:

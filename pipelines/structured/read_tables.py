@@ -14,9 +14,9 @@ from pydantic import BaseModel, Field
 from core.models.jobs import DocumentError
 from core.ports import BlobStore
 from pipelines.base import INGEST, StepContext, StepQueue, StepServices
-from pipelines.foreign_keys import TableProfile, profile_rows
 from pipelines.models import DocumentBatch, DocumentRef
-from pipelines.tables import TableProblem, TableSource, open_tables
+from pipelines.structured.foreign_keys import TableProfile, profile_rows
+from pipelines.structured.tables import TableProblem, TableSource, open_tables
 
 
 class SchemaReference(BaseModel):
@@ -74,9 +74,11 @@ class ReadTables:
                             "is named after its file (or its SQLite table): rename one of them"
                         )
             except TableProblem as err:
-                out.errors.append(DocumentError(
-                    document_id=ref.id, document_name=ref.name, step=self.name, message=str(err)
-                ))  # fmt: skip
+                out.errors.append(
+                    DocumentError(
+                        document_id=ref.id, document_name=ref.name, step=self.name, message=str(err)
+                    )
+                )
                 continue
             owners.update((info.name, ref.name) for info in tables)
             out.documents.append(ref)

@@ -37,12 +37,12 @@ from core.purge import purge_document
 from pipelines.add_data_points import AddDataPoints
 from pipelines.base import INGEST, StepContext, StepQueue, StepServices
 from pipelines.built_graph import BuiltGraph, EmbedItem
-from pipelines.foreign_keys import KeyPlan, Reference, plan_keys
-from pipelines.key_declarations import load_declarations
 from pipelines.models import DocumentRef, WriteReport
-from pipelines.read_tables import TableBatch, TableInfo
-from pipelines.row_entities import add_row_entities, name_columns
-from pipelines.tables import TableProblem, TableSource, key_text, open_tables
+from pipelines.structured.foreign_keys import KeyPlan, Reference, plan_keys
+from pipelines.structured.key_declarations import load_declarations
+from pipelines.structured.read_tables import TableBatch, TableInfo
+from pipelines.structured.row_entities import add_row_entities, name_columns
+from pipelines.structured.tables import TableProblem, TableSource, key_text, open_tables
 
 log = logging.getLogger("cogmill.structured")
 
@@ -99,9 +99,12 @@ class LinkRows:
         self.version = pipeline_version
         self.batch_size = write_batch_size
         self.writer = AddDataPoints(
-            graph, vectors, embedder,
-            embed_batch_size=embed_batch_size, write_batch_size=write_batch_size,
-        )  # fmt: skip
+            graph,
+            vectors,
+            embedder,
+            embed_batch_size=embed_batch_size,
+            write_batch_size=write_batch_size,
+        )
 
     def run(self, batch: TableBatch) -> WriteReport:
         report = WriteReport(dataset=batch.dataset, errors=list(batch.errors))
@@ -109,9 +112,10 @@ class LinkRows:
             sources = self._open(batch, stack, report)
             tables = [t for t in batch.tables if t.name in sources]
             plan = plan_keys(
-                tables, load_declarations(self.graph, batch.dataset),
+                tables,
+                load_declarations(self.graph, batch.dataset),
                 lambda name, columns: self._lookup(batch.dataset, sources[name], columns),
-            )  # fmt: skip
+            )
             for name, problem in plan.problems.items():
                 info = next(t for t in tables if t.name == name)
                 _fail(report, info.document, self.name, problem)
@@ -122,8 +126,9 @@ class LinkRows:
             report.vectors += self._write_tables(batch.dataset, tables, plan)
             written: set[str] = set()
             for info in tables:
-                rows, vectors = self._write_rows(batch.dataset, info, sources[info.name], plan,
-                                                 reuse, written)  # fmt: skip
+                rows, vectors = self._write_rows(
+                    batch.dataset, info, sources[info.name], plan, reuse, written
+                )
                 report.chunks += rows
                 report.vectors += vectors
             for info in tables:
@@ -184,18 +189,23 @@ class LinkRows:
         for info in tables:
             tid = table_id(dataset, info.name)
             refs = plan.references.get(info.name, [])
-            built.add_node(Node(
-                id=tid, type=TABLE, dataset=dataset, name=info.name,
-                support=[Support(document_id=info.document.id, chunk_id=tid)],
-                properties={
-                    "columns": info.columns,
-                    "rows": info.profile.rows,
-                    "primary_key": plan.primary_keys.get(info.name, []),
-                    "foreign_keys": [r.describe() for r in refs],
-                    "document_id": info.document.id,
-                    "document_name": info.document.name,
-                },
-            ))  # fmt: skip
+            built.add_node(
+                Node(
+                    id=tid,
+                    type=TABLE,
+                    dataset=dataset,
+                    name=info.name,
+                    support=[Support(document_id=info.document.id, chunk_id=tid)],
+                    properties={
+                        "columns": info.columns,
+                        "rows": info.profile.rows,
+                        "primary_key": plan.primary_keys.get(info.name, []),
+                        "foreign_keys": [r.describe() for r in refs],
+                        "document_id": info.document.id,
+                        "document_name": info.document.name,
+                    },
+                )
+            )
             built.embed(TABLE_COLLECTION, EmbedItem(tid, info.name, {"type": TABLE}))
         return self.writer.write(dataset, built)
 
@@ -219,18 +229,28 @@ class LinkRows:
                 rid = row_id(tid, key, index)
                 support = [Support(document_id=info.document.id, chunk_id=rid)]
                 text = row_text(info.name, row)
-                built.add_node(Node(
-                    id=rid, type=TABLE_ROW, dataset=dataset,
-                    name=f"{info.name} {'/'.join(key)}" if key else f"{info.name} row {index + 1}",
-                    support=support,
-                    properties={
-                        "table": info.name, "index": index, "values": row, "text": text,
-                        "document_id": info.document.id, "document_name": info.document.name,
-                    },
-                ))  # fmt: skip
-                built.add_edge(Edge(
-                    source=rid, target=tid, name=IN_TABLE, dataset=dataset, support=support
-                ))  # fmt: skip
+                built.add_node(
+                    Node(
+                        id=rid,
+                        type=TABLE_ROW,
+                        dataset=dataset,
+                        name=f"{info.name} {'/'.join(key)}"
+                        if key
+                        else f"{info.name} row {index + 1}",
+                        support=support,
+                        properties={
+                            "table": info.name,
+                            "index": index,
+                            "values": row,
+                            "text": text,
+                            "document_id": info.document.id,
+                            "document_name": info.document.name,
+                        },
+                    )
+                )
+                built.add_edge(
+                    Edge(source=rid, target=tid, name=IN_TABLE, dataset=dataset, support=support)
+                )
                 if rid in reuse:
                     written.add(rid)
                 else:
@@ -267,9 +287,16 @@ class LinkRows:
             self.writer.write(dataset, built)
         if dangling:
             log.info("dangling_references table=%s count=%s", info.name, dangling)
-            self.graph.upsert_nodes([Node(
-                id=tid, type=TABLE, dataset=dataset, properties={"dangling_references": dangling}
-            )])  # fmt: skip
+            self.graph.upsert_nodes(
+                [
+                    Node(
+                        id=tid,
+                        type=TABLE,
+                        dataset=dataset,
+                        properties={"dangling_references": dangling},
+                    )
+                ]
+            )
         return total
 
 
@@ -282,9 +309,13 @@ def _reference(
         # The edge stands on both rows: deleting either table's file removes it.
         support.append(Support(document_id=target_doc, chunk_id=target))
     return Edge(
-        source=source, target=target, name=REFERENCES, dataset=dataset, support=support,
+        source=source,
+        target=target,
+        name=REFERENCES,
+        dataset=dataset,
+        support=support,
         properties={"via": ref.describe(), "origin": ref.origin},
-    )  # fmt: skip
+    )
 
 
 def row_text(table: str, row: dict[str, str]) -> str:

@@ -126,15 +126,24 @@ def declare_keys(graph: GraphStore, dataset: str, more: KeyDeclarations) -> bool
     if after == before:
         return False
     graph.upsert_nodes(
-        [Node(id=dataset_id(dataset), type=DATASET, dataset=dataset, name=dataset,
-              properties={DECLARATIONS: after.model_dump()})]
-    )  # fmt: skip
+        [
+            Node(
+                id=dataset_id(dataset),
+                type=DATASET,
+                dataset=dataset,
+                name=dataset,
+                properties={DECLARATIONS: after.model_dump()},
+            )
+        ]
+    )
     stale, offset = [], 0
     while page := graph.find_nodes(dataset, DOCUMENT, limit=1000, offset=offset):
         stale += [d for d in page if d.properties.get(PIPELINE) == STRUCTURED_PIPELINE]
         offset += len(page)
     graph.upsert_nodes(
-        [Node(id=d.id, type=DOCUMENT, dataset=dataset, properties={PIPELINE_VERSION: ""})
-         for d in stale]
-    )  # fmt: skip
+        [
+            Node(id=d.id, type=DOCUMENT, dataset=dataset, properties={PIPELINE_VERSION: ""})
+            for d in stale
+        ]
+    )
     return True

@@ -24,11 +24,27 @@ OWNER_TYPES = frozenset({"Organization", "Location", "Group", "Facility", "Event
 COPULAS = frozenset({"be", "become", "remain", "serve", "elect", "name", "appoint", "make"})
 # Irregular past tenses become participles so "X wrote Y" and "Y was written by X" match.
 PAST_TO_PARTICIPLE = {
-    "wrote": "written", "took": "taken", "began": "begun", "gave": "given", "became": "become",
-    "drew": "drawn", "sang": "sung", "rode": "ridden", "grew": "grown", "chose": "chosen",
-    "spoke": "spoken", "knew": "known", "flew": "flown", "ran": "run", "saw": "seen",
-    "drove": "driven", "fell": "fallen", "rose": "risen", "forgot": "forgotten", "ate": "eaten",
-}  # fmt: skip
+    "wrote": "written",
+    "took": "taken",
+    "began": "begun",
+    "gave": "given",
+    "became": "become",
+    "drew": "drawn",
+    "sang": "sung",
+    "rode": "ridden",
+    "grew": "grown",
+    "chose": "chosen",
+    "spoke": "spoken",
+    "knew": "known",
+    "flew": "flown",
+    "ran": "run",
+    "saw": "seen",
+    "drove": "driven",
+    "fell": "fallen",
+    "rose": "risen",
+    "forgot": "forgotten",
+    "ate": "eaten",
+}
 # A sentence listing twenty places must not add twenty weak edges.
 MAX_WEAK_PER_SENTENCE = 6
 

@@ -20,7 +20,7 @@ from collections.abc import Container, Sequence
 from core.models.graph import Edge, Node, Support, entity_id, entity_type_id, normalise_name
 from core.models.vocabulary import ENTITY, ENTITY_COLLECTION, ENTITY_TYPE, IS_A, MENTIONS
 from pipelines.built_graph import BuiltGraph, EmbedItem
-from pipelines.foreign_keys import ColumnProfile, id_like, singular
+from pipelines.structured.foreign_keys import ColumnProfile, id_like, singular
 
 NAME_COLUMNS = frozenset({"name", "title", "label"})
 MAX_NAME_CHARS = 120  # a longer cell is prose (a description), not a name
@@ -76,10 +76,12 @@ def add_row_entities(
             continue
         eid = entity_id(dataset, name)
         built.add_node(Node(id=eid, type=ENTITY, dataset=dataset, name=name, support=support))
-        built.add_node(Node(id=tid, type=ENTITY_TYPE, dataset=dataset, name=type_name,
-                            support=support))  # fmt: skip
-        built.add_edge(Edge(source=row_id, target=eid, name=MENTIONS, dataset=dataset,
-                            support=support))  # fmt: skip
+        built.add_node(
+            Node(id=tid, type=ENTITY_TYPE, dataset=dataset, name=type_name, support=support)
+        )
+        built.add_edge(
+            Edge(source=row_id, target=eid, name=MENTIONS, dataset=dataset, support=support)
+        )
         built.add_edge(Edge(source=eid, target=tid, name=IS_A, dataset=dataset, support=support))
         if eid not in embedded:
             built.embed(ENTITY_COLLECTION, EmbedItem(eid, name, {"type": ENTITY}))

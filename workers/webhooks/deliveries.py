@@ -1,16 +1,5 @@
-"""Webhooks: subscriptions, the announcement of a finished job, signed deliveries.
-
-A subscription belongs to a tenant (None: the local default tenant) and names the finished
-statuses it wants; `cognify --webhook URL` makes one for a single job (all its finished
-statuses) with a secret shown once. When a job is stored finished (`JobTracker.save`) each
-matching subscription gets one delivery, announced once per status (a marker key, so a
-finalise repeated by a redelivered task announces nothing twice). A delivery is the Celery
-task `cogmill.deliver_webhook` on the default queue; in embedded mode its first attempt runs
-inline in the thread that finished the job (the one-shot CLI process would otherwise stop its
-worker threads before the message is taken). A failed attempt is retried with exponential
-backoff for `webhook_retry_seconds`; each attempt is appended to the job's delivery log.
-Embedded mode's retries live in its in-process broker, so each is also kept in the state store
-until it runs, and the next process starting worker threads schedules those left over.
+"""A finished job announced to its subscriptions and each delivery attempted, logged and, when
+it failed, retried with backoff (the Celery task `cogmill.deliver_webhook`).
 
 This module reads the job record by its key instead of through `workers.jobs.JobTracker`:
 the tracker calls `announce` when a job finishes, so importing it here would be a cycle.
@@ -21,9 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-import secrets
 import time
-from dataclasses import asdict, dataclass, field
 
 from celery import Task
 from celery.signals import worker_init
@@ -36,7 +23,7 @@ from core.settings import Settings
 from runtime import current_runtime
 from workers.celery_app import app, task_name
 from workers.usage import job_usage
-from workers.webhook_post import (
+from workers.webhooks.post import (
     SIGNATURE_HEADER,
     Reply,
     WebhookError,
@@ -44,114 +31,14 @@ from workers.webhook_post import (
     post,
     signature,
 )
+from workers.webhooks.subscriptions import Subscription, Subscriptions, job_tenant
 
 log = logging.getLogger("cogmill.webhooks")
 
-SUB_PREFIX = "webhooks:sub:"
 # Embedded mode: the retries its in-process broker holds, kept until they run so that the next
 # cogmill process starting worker threads resumes them (Redis holds them in distributed mode).
 PENDING_PREFIX = "webhooks:pending:"
 TASK = task_name("deliver_webhook")  # routed in workers/celery_app.py
-
-
-def finished_statuses() -> list[str]:
-    """The statuses a job can finish in (what a subscription may ask for)."""
-    return [status.value for status in JobStatus if status.finished]
-
-
-def job_tenant(job: Job) -> str | None:
-    """The tenant owning a job: its dataset's stored name is `tenant:name` (bare: local)."""
-    tenant, sep, _ = job.dataset.partition(":")
-    return tenant if sep else None
-
-
-@dataclass(frozen=True)
-class Subscription:
-    """Where to POST finished jobs of a tenant, and the secret their signature is made with."""
-
-    id: str
-    tenant: str | None
-    url: str
-    events: list[str]
-    secret: str
-    created: float = field(default_factory=time.time)
-    job_only: bool = False  # made by `cognify --webhook` for one job; not listed
-
-    def public(self) -> dict[str, object]:
-        """The subscription without its secret (for lists)."""
-        return {k: v for k, v in asdict(self).items() if k != "secret"}
-
-
-def _tenant_index(tenant: str | None) -> str:
-    return f"webhooks:tenant:{tenant or ''}"
-
-
-class Subscriptions:
-    """Webhook subscriptions in the state store, indexed by tenant."""
-
-    def __init__(self, state: StateStore) -> None:
-        self.state = state
-
-    def add(
-        self,
-        tenant: str | None,
-        url: str,
-        events: list[str] | None,
-        *,
-        settings: Settings,
-        job_only: bool = False,
-    ) -> Subscription:
-        """A new subscription (its secret generated); WebhookError for a URL that may not be
-        used or an unknown event."""
-        allowed = finished_statuses()
-        chosen = list(dict.fromkeys(events or allowed))
-        unknown = [event for event in chosen if event not in allowed]
-        if unknown:
-            raise WebhookError(f"unknown event(s) {', '.join(unknown)}; use {', '.join(allowed)}")
-        check_url(url, allow_private=settings.webhook_allow_private)
-        sub = Subscription(
-            id="wh_" + secrets.token_hex(8),
-            tenant=tenant,
-            url=url,
-            events=chosen,
-            secret="whsec_" + secrets.token_urlsafe(32),
-            job_only=job_only,
-        )
-        # A job's own subscription lives as long as its deliveries may be retried.
-        ttl = settings.webhook_retry_seconds + 86_400 if job_only else None
-        self.state.put(SUB_PREFIX + sub.id, json.dumps(asdict(sub)), ttl=ttl)
-        if not job_only:
-            self.state.add_member(_tenant_index(tenant), sub.id)
-        return sub
-
-    def get(self, sub_id: str) -> Subscription | None:
-        raw = self.state.get(SUB_PREFIX + sub_id)
-        return Subscription(**json.loads(raw)) if raw else None
-
-    def of_tenant(self, tenant: str | None) -> list[Subscription]:
-        """The tenant's standing subscriptions, oldest first."""
-        index = _tenant_index(tenant)
-        ids = sorted(self.state.add_members({index: []})[index])
-        found = [Subscription(**json.loads(raw))
-                 for raw in self.state.get_many([SUB_PREFIX + i for i in ids]) if raw]  # fmt: skip
-        return sorted(found, key=lambda sub: sub.created)
-
-    def remove(self, tenant: str | None, sub_id: str) -> Subscription:
-        """Remove one of the tenant's subscriptions; LookupError when it has none by that id."""
-        sub = self.get(sub_id)
-        if sub is None or sub.tenant != tenant or sub.job_only:
-            raise LookupError(f"no webhook {sub_id!r}; `cogmill webhooks list` shows them")
-        self.state.delete(SUB_PREFIX + sub_id)
-        self.state.remove_member(_tenant_index(tenant), sub_id)
-        return sub
-
-    def for_job(self, job: Job) -> list[Subscription]:
-        """The subscriptions a job's finished status goes to."""
-        subs = [s for s in self.of_tenant(job_tenant(job)) if job.status.value in s.events]
-        own = self.get(str(job.options.get("webhook", ""))) if job.options.get("webhook") else None
-        if own is not None and own.tenant == job_tenant(job):
-            subs.append(own)
-        return subs
 
 
 def _log_key(job_id: str) -> str:
@@ -186,8 +73,14 @@ def announce(state: StateStore, job: Job) -> int:
         if settings.embedded_broker:
             deliver(state, settings, job.id, sub.id, job.status.value, 1, first, name)
         else:
-            kwargs = {"job_id": job.id, "subscription": sub.id, "event": job.status.value,
-                      "attempt": 1, "first_at": first, "occurrence": name}  # fmt: skip
+            kwargs = {
+                "job_id": job.id,
+                "subscription": sub.id,
+                "event": job.status.value,
+                "attempt": 1,
+                "first_at": first,
+                "occurrence": name,
+            }
             deliver_webhook.apply_async(kwargs=kwargs)
     return len(subs)
 
@@ -238,8 +131,13 @@ def deliver(
         return state.get(done) is not None  # a redelivered message: this attempt was made
     sub = Subscriptions(state).get(subscription)
     body = job_body(state, settings, job_id)
-    entry: dict[str, object] = {"subscription": subscription, "url": sub.url if sub else None,
-                                "event": event, "attempt": attempt, "at": time.time()}  # fmt: skip
+    entry: dict[str, object] = {
+        "subscription": subscription,
+        "url": sub.url if sub else None,
+        "event": event,
+        "attempt": attempt,
+        "at": time.time(),
+    }
     pending = PENDING_PREFIX + f"{job_id}:{subscription}:{occurrence}"
     if sub is None or body is None:
         gone = "the webhook or the job no longer exists"
@@ -260,9 +158,14 @@ def deliver(
         return False
     # Scheduled before the attempt is marked made: a crash in between repeats the attempt
     # (at least once; receivers dedupe on X-Cogmill-Delivery) instead of ending the retries.
-    next_kwargs = {"job_id": job_id, "subscription": subscription, "event": event,
-                   "attempt": attempt + 1, "first_at": first_at,
-                   "occurrence": occurrence}  # fmt: skip
+    next_kwargs = {
+        "job_id": job_id,
+        "subscription": subscription,
+        "event": event,
+        "attempt": attempt + 1,
+        "first_at": first_at,
+        "occurrence": occurrence,
+    }
     if settings.embedded_broker:
         due = {**next_kwargs, "due": time.time() + delay}
         state.put(pending, json.dumps(due), ttl=settings.webhook_retry_seconds + 86_400)
@@ -293,9 +196,14 @@ def _attempt(
 def _record(state: StateStore, job_id: str, tried: str, entry: dict[str, object]) -> None:
     state.append_event(_log_key(job_id), json.dumps(entry))
     state.put(tried, "1")
-    log.info("webhook_attempt job=%s subscription=%s attempt=%s outcome=%s status=%s",
-             job_id, entry["subscription"], entry["attempt"], entry["outcome"],
-             entry.get("status"))  # fmt: skip
+    log.info(
+        "webhook_attempt job=%s subscription=%s attempt=%s outcome=%s status=%s",
+        job_id,
+        entry["subscription"],
+        entry["attempt"],
+        entry["outcome"],
+        entry.get("status"),
+    )
 
 
 @app.task(name=TASK, bind=True, ignore_result=True)

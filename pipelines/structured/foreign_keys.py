@@ -24,8 +24,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from pipelines.key_declarations import KeyDeclarationError, KeyDeclarations, split_target
-from pipelines.tables import Row, key_text
+from pipelines.structured.key_declarations import KeyDeclarationError, KeyDeclarations, split_target
+from pipelines.structured.tables import Row, key_text
 
 log = logging.getLogger("cogmill.foreign_keys")
 
@@ -158,9 +158,12 @@ def infer_references(
             )
             rank = (int(named), contained)
             if accepted and (best is None or rank > best[0]):
-                best = (rank, InferredReference(
-                    column=col.name, ref_table=other, ref_column=key, containment=contained
-                ))  # fmt: skip
+                best = (
+                    rank,
+                    InferredReference(
+                        column=col.name, ref_table=other, ref_column=key, containment=contained
+                    ),
+                )
         if best is not None:
             found.append(best[1])
     return found
@@ -170,7 +173,7 @@ def infer_references(
 
 
 class TableLike(Protocol):
-    """What planning reads of a table (pipelines.structured.TableInfo)."""
+    """What planning reads of a table (read_tables.py's TableInfo)."""
 
     name: str
     columns: list[str]
@@ -292,8 +295,14 @@ def _references(
             ref_columns = list(spec.ref_columns) or plan.primary_keys.get(spec.ref_table, [])
             if target is None or spec.ref_table in plan.problems or not ref_columns:
                 continue  # a table outside this dataset: nothing to point at
-            refs.append(Reference(columns=list(spec.columns), ref_table=spec.ref_table,
-                                  ref_columns=ref_columns, origin="schema"))  # fmt: skip
+            refs.append(
+                Reference(
+                    columns=list(spec.columns),
+                    ref_table=spec.ref_table,
+                    ref_columns=ref_columns,
+                    origin="schema",
+                )
+            )
         return refs
     keys = {
         name: (pk[0], plan.lookups[(name, tuple(pk))])
@@ -302,10 +311,11 @@ def _references(
     }
     own = plan.primary_keys.get(table.name, [])
     return [
-        Reference(columns=[r.column], ref_table=r.ref_table, ref_columns=[r.ref_column],
-                  origin="inferred")
+        Reference(
+            columns=[r.column], ref_table=r.ref_table, ref_columns=[r.ref_column], origin="inferred"
+        )
         for r in infer_references(table.name, table.profile, own, keys)
-    ]  # fmt: skip
+    ]
 
 
 def _declared(
@@ -320,5 +330,6 @@ def _declared(
             f"{', '.join(sorted(by_name))}. Add that table or fix the declaration"
         )
     _check_columns(by_name[ref_table], [ref_column], what)
-    return Reference(columns=[column], ref_table=ref_table, ref_columns=[ref_column],
-                     origin="declared")  # fmt: skip
+    return Reference(
+        columns=[column], ref_table=ref_table, ref_columns=[ref_column], origin="declared"
+    )
