@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from core.errors import InvalidInput
 from core.models.documents import PIPELINE, PIPELINE_VERSION, STRUCTURED_PIPELINE
 from core.models.graph import Node, dataset_id
 from core.models.vocabulary import DATASET, DOCUMENT
@@ -22,8 +23,10 @@ DECLARATIONS = "table_keys"  # Dataset node property holding the declared keys
 _NAME = re.compile(r"^[^.=\s][^.=]*$")
 
 
-class KeyDeclarationError(ValueError):
+class KeyDeclarationError(InvalidInput):
     """A key declaration is malformed or names something that does not exist."""
+
+    code = "invalid_key_declaration"
 
 
 class TableDeclaration(BaseModel):

@@ -29,6 +29,7 @@ from celery import Task
 from celery.signals import worker_init
 
 from core.access import Caller, Role
+from core.errors import NotFound
 from core.llm.usage import priced
 from core.models.jobs import Job, JobStatus
 from core.ports import StateStore
@@ -52,6 +53,16 @@ SUB_PREFIX = "webhooks:sub:"
 # cogmill process starting worker threads resumes them (Redis holds them in distributed mode).
 PENDING_PREFIX = "webhooks:pending:"
 TASK = task_name("deliver_webhook")  # routed in workers/celery_app.py
+
+
+class WebhookNotFoundError(NotFound):
+    """No webhook of the caller's with that id."""
+
+    code = "webhook_not_found"
+
+    def __init__(self, webhook_id: str) -> None:
+        super().__init__(f"no webhook {webhook_id!r}")
+        self.webhook_id = webhook_id
 
 
 def finished_statuses() -> list[str]:
@@ -137,10 +148,11 @@ class Subscriptions:
         return sorted(found, key=lambda sub: sub.created)
 
     def remove(self, tenant: str | None, sub_id: str) -> Subscription:
-        """Remove one of the tenant's subscriptions; LookupError when it has none by that id."""
+        """Remove one of the tenant's subscriptions; WebhookNotFoundError when it has none by
+        that id."""
         sub = self.get(sub_id)
         if sub is None or sub.tenant != tenant or sub.job_only:
-            raise LookupError(f"no webhook {sub_id!r}; `cogmill webhooks list` shows them")
+            raise WebhookNotFoundError(sub_id)
         self.state.delete(SUB_PREFIX + sub_id)
         self.state.remove_member(_tenant_index(tenant), sub_id)
         return sub

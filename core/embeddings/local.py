@@ -18,6 +18,7 @@ import numpy as np
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
+from core.errors import Unavailable
 from core.llm import usage as accounting
 from core.priority import Pause, no_pause
 
@@ -41,8 +42,11 @@ _SCORES_BLOCK = 1 << 20
 _GELU_ROWS = 64
 
 
-class ModelNotInstalledError(FileNotFoundError):
+class ModelNotInstalledError(Unavailable):
     """The all-MiniLM-L6-v2 files are not installed (or the given directory lacks them)."""
+
+    code = "model_not_installed"
+    public_message = "the embedding model is not installed on the server"
 
 
 def default_model_dir() -> Path:

@@ -24,6 +24,7 @@ import openai
 import openai.resources  # noqa: F401  (the SDK imports this lazily, ~1 s inside the first call)
 from pydantic import BaseModel, ValidationError
 
+from core.errors import UpstreamFailed
 from core.llm import aio, deferral, outage
 from core.llm import usage as accounting
 from core.llm.cache import LLMCache, cache_key
@@ -40,8 +41,11 @@ MAX_RETRY_AFTER = 120.0
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 
 
-class LLMError(RuntimeError):
+class LLMError(UpstreamFailed):
     """An LLM endpoint failed for good: after all attempts, or with a non-retryable error."""
+
+    code = "llm_failed"
+    public_message = "the LLM endpoint failed; retry later"
 
 
 class LLMClient:

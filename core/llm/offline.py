@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from core.errors import Unavailable
 from core.llm.offline_rules import Coreference, Mention, SentenceRules, Triple
 from core.models.extraction import ExtractedEntity, ExtractedRelationship, KnowledgeGraph
 from core.models.graph import normalise_name
@@ -45,8 +46,11 @@ _YEAR = re.compile(r"\b\d{3,4}s?\b")
 _NAME_EDGES = "\"'`“”‘’,;:()[]{}<>*_ "
 
 
-class OfflineModelUnavailable(RuntimeError):
+class OfflineModelUnavailable(Unavailable):
     """The spaCy model package for the offline extractor is missing or unusable."""
+
+    code = "offline_model_unavailable"
+    public_message = "the offline extraction model is not installed on the server"
 
 
 class OfflineExtractor:

@@ -6,14 +6,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from core.errors import InvalidInput
 from pipelines.models import Element
 
 BLOCK_BYTES = 1 << 20  # text is read and decoded in blocks of this size, never all at once
 ROWS_PER_ELEMENT = 20  # table rows per element; the chunker splits further by row
 
 
-class DocumentProblem(ValueError):
+class DocumentProblem(InvalidInput):
     """A document cannot be classified; the message says what is wrong and what to do."""
+
+    code = "unreadable_document"
 
 
 @dataclass(frozen=True)
