@@ -5,7 +5,6 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Any, Literal
 
-from fastapi import HTTPException
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from core.catalog import AddReport
@@ -25,23 +24,6 @@ class ErrorResponse(BaseModel):
     """The body of every 4xx and 5xx response."""
 
     error: ErrorDetail
-
-
-# A 5xx's message would carry hosts, paths and library text: it stays in the server log and
-# the answer says only what failed.
-SAFE_MESSAGES = {
-    "backend_not_available": "a backend the server is configured to use is not available",
-    "store_unavailable": "a store did not answer; retry later",
-    "model_not_installed": "the embedding model is not installed on the server",
-}
-
-
-class ApiError(HTTPException):
-    """An HTTP error raised by a route; rendered as an ErrorResponse."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(status_code=status, detail=message)
-        self.code = code
 
 
 ERROR_DESCRIPTIONS = {
