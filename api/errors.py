@@ -16,9 +16,8 @@ import importlib
 import logging
 import pkgutil
 import sys
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from core.errors import CogmillError
 
@@ -92,61 +91,6 @@ def _named(error: BaseException) -> str:
     """An unforeseen exception's type and the start of its first line, for a bug report."""
     first = (str(error).splitlines() or [""])[0][:200]
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
-
-
-# -- validation problems (pydantic's, click's) in cogmill's words ---------------------------------
-
-# By pydantic error type: what the value must be; `{ctx}` fields come from the error.
-MUST = {
-    "greater_than": "must be more than {gt}",
-    "greater_than_equal": "must be at least {ge}",
-    "less_than": "must be less than {lt}",
-    "less_than_equal": "must be at most {le}",
-    "int_parsing": "must be a whole number",
-    "int_type": "must be a whole number",
-    "int_from_float": "must be a whole number",
-    "float_parsing": "must be a number",
-    "float_type": "must be a number",
-    "bool_parsing": "must be true or false",
-    "bool_type": "must be true or false",
-    "string_type": "must be text",
-    "string_too_short": "must have at least {min_length} characters",
-    "string_too_long": "must have at most {max_length} characters",
-    "too_short": "must have at least {min_length} items",
-    "too_long": "must have at most {max_length} items",
-    "literal_error": "must be {expected}",
-    "enum": "must be {expected}",
-    "missing": "is required",
-    "extra_forbidden": "is not a known field; remove it",
-    "json_invalid": "is not valid JSON",
-    "list_type": "must be a list",
-    "dict_type": "must be an object",
-    "model_type": "must be an object",
-}
-
-
-def problem(name: str, error: Mapping[str, Any]) -> str:
-    """One pydantic error as `NAME must be ..., got VALUE`."""
-    template = MUST.get(str(error.get("type")))
-    if template is not None:
-        must = template.format(**(error.get("ctx") or {}))
-    else:  # a validator's own ValueError is our message; else pydantic's, first word lowered
-        must = lower_first(str(error.get("msg", "is not valid")).removeprefix("Value error, "))
-    value = error.get("input")
-    shown = repr(value) if isinstance(value, str | int | float | bool) else ""
-    got = f", got {shown}" if shown and error.get("type") != "missing" and len(shown) <= 80 else ""
-    return f"{name} {must}{got}"
-
-
-def lower_first(text: str) -> str:
-    """A sentence continued after a name: its first word lowered, unless it is an acronym."""
-    return text if text[:2].isupper() else text[:1].lower() + text[1:]
-
-
-def problems(errors: Iterable[Mapping[str, Any]], prefix: str = "") -> list[str]:
-    """pydantic errors (ValidationError.errors()) in cogmill's words, each named by its
-    location joined with dots after `prefix` (`body.` or `COGMILL_`)."""
-    return [problem(prefix + ".".join(str(part) for part in e.get("loc", ())), e) for e in errors]
 
 
 # -- the table of every error (docs/errors.md) ------------------------------------------------

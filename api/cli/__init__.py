@@ -56,7 +56,7 @@ def settings_errors() -> list[str]:
     from pydantic import ValidationError
     from pydantic_settings import SettingsError
 
-    from api.errors import problem
+    from core.errors import problem
     from core.settings import Settings
 
     try:

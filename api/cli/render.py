@@ -20,8 +20,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from typer.core import TyperGroup
 
-from api.errors import answer, lower_first, problem
+from api.errors import answer
 from api.services import jobs
+from core.errors import lower_first, problem
 from core.models.jobs import Job
 from core.settings import Settings
 from retrieval.models import SearchResponse

@@ -16,7 +16,6 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from api.errors import problems
 from api.http.deps import reader
 from api.http.errors import error_response
 from api.http.guards import RequestGuard
@@ -33,7 +32,7 @@ from api.http.schemas import (
     error_responses,
 )
 from api.mcp.http import mcp_router
-from core.errors import CogmillError
+from core.errors import CogmillError, problems
 from core.settings import Settings
 from runtime import Runtime
 
@@ -174,7 +173,7 @@ def create_app(runtime: Runtime | None = None, *, warm_up: bool = False) -> Fast
         "them into a graph and vectors (async jobs), and search with provenance.",
         lifespan=lambda app: _lifespan(app, runtime, warm_up),
         # The request guards (api/http/guards.py) may answer any route with these.
-        responses=error_responses(400, 403, 413, 415, 500),
+        responses=error_responses(400, 403, 413, 415, 500, 502),
     )
     # Every route but the probes takes a key once auth is on (a reader's at least; writes
     # check more).

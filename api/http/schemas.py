@@ -37,6 +37,7 @@ ERROR_DESCRIPTIONS = {
     415: "Unsupported Content-Type",
     422: "The body failed validation or names an unknown pipeline",
     500: "A bug: the server log has the traceback",
+    502: "The LLM or embeddings endpoint failed; retry later",
     503: "A store or backend is unavailable",
 }
 

@@ -99,8 +99,10 @@ def sql_source_name(url: str) -> str:
     string that is no SQLAlchemy URL."""
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError as error:
-        raise InvalidInput(f"{error}; give a SQLAlchemy URL such as sqlite:///shop.db") from None
+    except ArgumentError:
+        raise InvalidInput(
+            "the source is not a database URL; give a SQLAlchemy URL such as sqlite:///shop.db"
+        ) from None
 
 
 def add_sql(

@@ -14,10 +14,10 @@ import typer
 
 import core.errors
 from api.cli.render import guarded
-from api.errors import BUG, HINTS, LOGGED, answer, error_classes, error_table, problem, problems
+from api.errors import BUG, HINTS, LOGGED, answer, error_classes, error_table
 from api.http.errors import error_response
 from api.mcp.errors import tool_error
-from core.errors import CogmillError, RateLimited, Unauthorized
+from core.errors import CogmillError, RateLimited, Unauthorized, problem, problems
 from core.llm.client import LLMError
 
 pytestmark = pytest.mark.unit
