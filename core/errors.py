@@ -21,7 +21,7 @@ so code that catches the built-in keeps catching it.
     │   ├── InvalidResponseModel                 retrieval/response_model.py
     │   ├── InvalidGraphModel                    core/models/graph_schema.py
     │   ├── InvalidOntology, UnsafeRdf           core/ontology.py, core/rdf_guard.py
-    │   ├── DocumentProblem, TableProblem        pipelines/formats/base.py, pipelines/tables.py
+    │   ├── DocumentProblem, TableProblem        pipelines/formats/base.py
     │   ├── KeyDeclarationError                  pipelines/key_declarations.py
     │   ├── PlanError                            workers/orchestration.py
     │   ├── UnknownPipeline                      pipelines/definitions.py
@@ -47,7 +47,7 @@ so code that catches the built-in keeps catching it.
     │   └── TooManyStreamsError                  api/services/jobs.py
     ├── BudgetExceeded           budget_exceeded        402  1  core/llm/usage.py
     ├── UpstreamFailed           upstream_failed        502  1  an LLM or embeddings endpoint
-    │   ├── LLMError (ExtractionFailed, EventExtractionFailed)   core/llm/, pipelines/
+    │   ├── LLMError (ExtractionFailed, EventExtractionFailed)   core/llm/errors.py
     │   └── BatchAPIError                        core/llm/batches.py
     ├── Unavailable              unavailable            503  1  a store or backend is down
     │   ├── StoreError                           core/ports.py

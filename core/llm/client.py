@@ -24,10 +24,10 @@ import openai
 import openai.resources  # noqa: F401  (the SDK imports this lazily, ~1 s inside the first call)
 from pydantic import BaseModel, ValidationError
 
-from core.errors import UpstreamFailed
 from core.llm import aio, deferral, outage
 from core.llm import usage as accounting
 from core.llm.cache import LLMCache, cache_key
+from core.llm.errors import LLMError
 from core.llm.usage import LLMStats
 from core.ports import RateLimiter, StoreError
 
@@ -39,13 +39,6 @@ NO_API_KEY = "not-needed"
 MAX_RETRY_AFTER = 120.0
 # 408 timeout, 409 lock conflict, 429 rate limit; all 5xx are retried too.
 RETRYABLE_STATUS = frozenset({408, 409, 429})
-
-
-class LLMError(UpstreamFailed):
-    """An LLM endpoint failed for good: after all attempts, or with a non-retryable error."""
-
-    code = "llm_failed"
-    public_message = "the LLM endpoint failed; retry later"
 
 
 class LLMClient:

@@ -1,4 +1,5 @@
-"""What every partitioner shares: the Source it reads, its limits, and DocumentProblem."""
+"""What every partitioner shares: the Source it reads, its limits, and the errors a document
+that cannot be read raises (DocumentProblem, and TableProblem for pipelines/tables.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,12 @@ class DocumentProblem(InvalidInput):
     """A document cannot be classified; the message says what is wrong and what to do."""
 
     code = "unreadable_document"
+
+
+class TableProblem(InvalidInput):
+    """A document cannot be read as tables; the message says what is wrong and what to do."""
+
+    code = "unreadable_table"
 
 
 @dataclass(frozen=True)
