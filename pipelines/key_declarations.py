@@ -84,10 +84,10 @@ def parse_keys_yaml(text: str, where: str = "keys file") -> KeyDeclarations:
         return KeyDeclarations.model_validate(data)
     except ValidationError as err:
         said = problem(".".join(str(p) for p in err.errors()[0]["loc"]), err.errors()[0])
+        # The example is YAML on one line: every face prints an error as one line.
         raise KeyDeclarationError(
-            f"{where}: {said}; expected e.g.\n"
-            "tables:\n  orders:\n    primary_key: order_id\n"
-            "    foreign_keys:\n      customer_id: customers.customer_id"
+            f"{where}: {said}; expected e.g. {{tables: {{orders: {{primary_key: order_id, "
+            "foreign_keys: {customer_id: customers.customer_id}}}}"
         ) from err
 
 

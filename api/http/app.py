@@ -63,6 +63,8 @@ def _answer(request: Request, exc: Exception) -> JSONResponse:
 def _http_error(request: Request, exc: Exception) -> JSONResponse:
     """Starlette's own answers (an unknown route, a method not allowed)."""
     assert isinstance(exc, HTTPException)
+    if isinstance(exc.__cause__, CogmillError):  # FastAPI wraps what reading the body raised
+        return _answer(request, exc.__cause__)
     answer = error(exc.status_code, error_code(exc.status_code), str(exc.detail))
     answer.headers.update(exc.headers or {})
     return answer
