@@ -18,6 +18,7 @@ from pathlib import PurePath
 from typing import Any
 
 from core.catalog import check_dataset_name
+from core.errors import InvalidInput
 from core.models.documents import (
     DEFAULT_PIPELINE,
     DERIVED,
@@ -45,8 +46,10 @@ from workers.retention import prune_after_finish
 MODES = ("changed", "all")
 
 
-class PlanError(ValueError):
+class PlanError(InvalidInput):
     """The job cannot be planned (unknown dataset, pipeline or mode)."""
+
+    code = "cannot_plan"
 
 
 # Pipelines whose documents are planned together, in one batch: their steps relate documents

@@ -23,8 +23,10 @@ import typer
 @functools.cache
 def _app() -> typer.Typer:
     from api.cli import access, datasets, ingest, jobs, mcp, memory, ops, search, webhooks
+    from api.cli.render import Group
 
     app = typer.Typer(
+        cls=Group,
         add_completion=False,
         no_args_is_help=True,
         pretty_exceptions_enable=False,
@@ -55,6 +57,7 @@ def settings_errors() -> list[str]:
     from pydantic import ValidationError
     from pydantic_settings import SettingsError
 
+    from core.errors import problem
     from core.settings import Settings
 
     try:
@@ -62,11 +65,10 @@ def settings_errors() -> list[str]:
     except SettingsError as error:  # a list or mapping setting that is not JSON
         field = re.search(r'field "(\w+)"', str(error))
         name = f"COGMILL_{field[1].upper()}" if field else str(error)
-        return [f"{name} is not JSON ({error.__cause__}); such settings are, e.g. [15, 60]"]
+        return [f"{name} is not JSON; such settings are JSON lists or objects, e.g. [15, 60]"]
     except ValidationError as error:
         return [
-            f"COGMILL_{'_'.join(map(str, e['loc'])).upper()}={e.get('input')!r}: {e['msg']}"
-            for e in error.errors()
+            problem(f"COGMILL_{'_'.join(map(str, e['loc'])).upper()}", e) for e in error.errors()
         ]
     return []
 

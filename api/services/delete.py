@@ -8,12 +8,15 @@ from api.services import shown
 from api.services.datasets import ensure_idle, existing, unregister
 from core.access import LOCAL, Caller
 from core.catalog import CatalogError
+from core.errors import NotFound
 from core.models.graph import Removed
 from runtime import Runtime
 
 
-class DocumentNotFoundError(LookupError):
+class DocumentNotFoundError(NotFound):
     """No document of the dataset was added under that name."""
+
+    code = "document_not_found"
 
     def __init__(self, dataset: str, document: str, reason: str) -> None:
         super().__init__(reason)
