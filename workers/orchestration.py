@@ -43,6 +43,7 @@ from workers.jobs import JobTracker, batch_input_key
 from workers.retention import prune_after_finish
 
 MODES = ("changed", "all")
+NOTHING_TO_DO = "nothing to do: every document is already processed by this pipeline version"
 
 
 class PlanError(ValueError):
@@ -198,26 +199,42 @@ def cognify(
             f"dataset {dataset!r} does not exist; add documents with "
             f"`cogmill add PATH --dataset {dataset}` first"
         )
-    batches = plan_batches(runtime, dataset, pipeline_name, mode)
-    used = sorted({b.pipeline for b in batches}) or [pipeline_name or DEFAULT_PIPELINE]
     job = Job(
         id=uuid.uuid4().hex,
         dataset=dataset,
-        pipeline=pipeline_name or "+".join(used),
-        pipeline_version=",".join(get_pipeline(name).version for name in used),
+        pipeline=pipeline_name or DEFAULT_PIPELINE,
+        pipeline_version="",
         mode=mode,
         options=options or {},
         budget=budget,
         status=JobStatus.RUNNING,
-        total_documents=len({d.id for b in batches for d in b.documents}),
-        total_batches=len(batches),
+    )
+    return run_job(runtime, job, pipeline_name)
+
+
+def run_job(runtime: Runtime, job: Job, pipeline_name: str | None = None) -> Job:
+    """Plan a job's batches over its dataset and enqueue them; the job as saved (already
+    finished when there is nothing to do, keeping a message it came with). A sync makes its
+    job first (QUEUED while it reads its source) and plans it here once the dataset mirrors
+    the source."""
+    batches = plan_batches(runtime, job.dataset, pipeline_name, job.mode)
+    used = sorted({b.pipeline for b in batches}) or [pipeline_name or DEFAULT_PIPELINE]
+    job = job.model_copy(
+        update={
+            "pipeline": pipeline_name or "+".join(used),
+            "pipeline_version": ",".join(get_pipeline(name).version for name in used),
+            "status": JobStatus.RUNNING,
+            "total_documents": len({d.id for b in batches for d in b.documents}),
+            "total_batches": len(batches),
+        }
     )
     jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
     jobs.save(job)
     jobs.event(job.id, "planned", documents=job.total_documents, batches=len(batches))
     if not batches:
+        message = job.message
         job = jobs.finalise(job.id)
-        job.message = "nothing to do: every document is already processed by this pipeline version"
+        job.message = message or NOTHING_TO_DO
         jobs.save(job)
         return job
     for index, batch in enumerate(batches):
