@@ -126,9 +126,14 @@ def _groups(refs: list[DocumentRef], size: int, max_bytes: int) -> list[list[Doc
 
 
 def plan_batches(
-    runtime: Runtime, dataset: str, pipeline_name: str | None, mode: str
+    runtime: Runtime,
+    dataset: str,
+    pipeline_name: str | None,
+    mode: str,
+    only: set[str] | None = None,
 ) -> list[DocumentBatch]:
-    """The batches a job must run: each document through its pipeline (or the one forced).
+    """The batches a job must run: each document through its pipeline (or the one forced);
+    with `only`, just those of these ids that need it (a sync's changes).
 
     A batch whose first document is a segmented document's first segment lists the batches of
     its other segments as `followers` (they come right after it).
@@ -141,7 +146,7 @@ def plan_batches(
     for name in sorted(by_pipeline):
         pipeline = get_pipeline(name)
         docs = by_pipeline[name]
-        todo = [d for d in docs if needs_work(d, pipeline, mode)]
+        todo = [d for d in docs if needs_work(d, pipeline, mode) and (only is None or d.id in only)]
         if not todo:
             continue
         if pipeline_name is not None:
@@ -212,12 +217,14 @@ def cognify(
     return run_job(runtime, job, pipeline_name)
 
 
-def run_job(runtime: Runtime, job: Job, pipeline_name: str | None = None) -> Job:
-    """Plan a job's batches over its dataset and enqueue them; the job as saved (already
-    finished when there is nothing to do, keeping a message it came with). A sync makes its
-    job first (QUEUED while it reads its source) and plans it here once the dataset mirrors
-    the source."""
-    batches = plan_batches(runtime, job.dataset, pipeline_name, job.mode)
+def run_job(
+    runtime: Runtime, job: Job, pipeline_name: str | None = None, only: set[str] | None = None
+) -> Job:
+    """Plan a job's batches over its dataset (`only`: these documents) and enqueue them; the
+    job as saved (already finished when there is nothing to do, keeping a message it came
+    with). A sync makes its job first (QUEUED while it reads its source) and plans it here,
+    over the documents it changed, once the dataset mirrors the source."""
+    batches = plan_batches(runtime, job.dataset, pipeline_name, job.mode, only)
     used = sorted({b.pipeline for b in batches}) or [pipeline_name or DEFAULT_PIPELINE]
     job = job.model_copy(
         update={

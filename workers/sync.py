@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from core.catalog import CatalogError
+from core.models.documents import STATUS, DocumentStatus
 from core.models.jobs import Budget, Job, JobStatus, utcnow
 from core.ports import StateStore, StoreError
 from pipelines.key_declarations import KeyDeclarationError
@@ -226,7 +227,7 @@ def run_sync(runtime: Runtime, job_id: str, generation: int) -> None:
         return  # done, or a newer generation runs it
     with Lease(state, job_id, generation, runtime.settings.sync_lease_seconds) as lease:
         try:
-            report = mirror_source(runtime, job, lease)
+            outcome = mirror_source(runtime, job, lease)
         except (SourceError, CatalogError, KeyDeclarationError, OSError) as err:
             fail(runtime, job, str(err))
             return
@@ -236,19 +237,24 @@ def run_sync(runtime: Runtime, job_id: str, generation: int) -> None:
             log.exception("sync job %s failed", job_id)
             fail(runtime, job, f"unexpected error ({type(err).__name__}); see the worker log")
             return
-        if report is None or not lease.current():
+        if outcome is None or not lease.current():
             return
+        report, changed = outcome
         if jobs.cancelled(job_id):
             jobs.finalise(job_id)
             return
         sync = {**job.options[sync_cursor.SYNC], "report": report.counts()}
         options = {**job.options, sync_cursor.SYNC: sync}
         synced = f"synced {sync['name']}: {report.summary()}"
-        run_job(runtime, job.model_copy(update={"options": options, "message": synced}))
+        update = {"options": options, "message": synced}
+        run_job(runtime, job.model_copy(update=update), only=changed)
 
 
-def mirror_source(runtime: Runtime, job: Job, lease: Lease) -> SyncReport | None:
-    """Read the source and make the dataset mirror it; the report (None: superseded)."""
+def mirror_source(runtime: Runtime, job: Job, lease: Lease) -> tuple[SyncReport, set[str]] | None:
+    """Read the source and make the dataset mirror it; the report and the ids of the source's
+    documents to cognify: the new and changed ones, and those an interrupted sync left
+    unprocessed (None: superseded). A document that failed keeps its error until its content
+    changes or a plain cognify retries it."""
     state, settings = runtime.state, runtime.settings
     source_id = str(sync_cursor.source_of(job))
     record = load_source(state, source_id)
@@ -270,7 +276,9 @@ def mirror_source(runtime: Runtime, job: Job, lease: Lease) -> SyncReport | None
     state.put(f"job:{job.id}:sync", json.dumps(report.bounded()), ttl=None)
     sync_cursor.stage(state, job.id, listing.cursor, settings.artifact_ttl_seconds)
     tracker(runtime).event(job.id, "synced", **report.counts())
-    return report
+    added = DocumentStatus.ADDED.value
+    todo = {d.id for d in mirror.stored().values() if d.properties.get(STATUS) == added}
+    return report, todo
 
 
 def sync_report(state: StateStore, job_id: str) -> dict[str, Any] | None:

@@ -97,7 +97,8 @@ class Mirror:
                 report.added.append(name)
         report.replaced = list(added.replaced)
         report.unchanged += added.unchanged
-        self._mark([n for n in wanted if n not in refused], stored, listing.commit)
+        kept = {n: d for n, d in stored.items() if n in report.unchanged}  # the others are new
+        self._mark([n for n in wanted if n not in refused], kept, listing.commit)
         report.removed = self._remove(sorted(set(gone) - {old for old, _ in report.renamed}))
         return report
 
@@ -123,10 +124,11 @@ class Mirror:
             self.catalog.add_files(self.dataset, files, report, self.check)
         return report
 
-    def _mark(self, names: list[str], stored: dict[str, Node], commit: str | None) -> None:
-        """File the documents under the source (and commit) where they are not yet."""
+    def _mark(self, names: list[str], kept: dict[str, Node], commit: str | None) -> None:
+        """File the documents under the source (and commit) where they are not yet (`kept`:
+        the stored documents the sync left as they were, read before it)."""
         wanted = {SOURCE: self.source_id, **({SOURCE_COMMIT: commit} if commit else {})}
-        todo = [n for n in names if not _marked(stored.get(n), wanted)]
+        todo = [n for n in names if not _marked(kept.get(n), wanted)]
         for start in range(0, len(todo), LISTED):
             part = todo[start : start + LISTED]
             found = self.graph.find_nodes(self.dataset, DOCUMENT, names=part, limit=10 * len(part))
