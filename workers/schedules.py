@@ -219,7 +219,7 @@ class Schedules:
         key = f"{PREFIX}{schedule.id}:slot:{slot:.3f}"
         won = self.state.incr(key) == 1
         if won:  # the key only has to outlive the beats' look at this time
-            self.state.put(key, "claimed", ttl=max(3600.0, 3 * (schedule.every or 60)))
+            self.state.put(key, "1", ttl=max(3600.0, 3 * (schedule.every or 60)))
         return won
 
     def last(self, schedule_id: str) -> LastRun | None:
