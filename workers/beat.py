@@ -16,7 +16,9 @@ lead (a paused process waking up) fire it once.
 
 A run is skipped, and counted, while its schedule's previous run is still going (its job
 unfinished or paused by its budget, or its message not yet taken by a worker). Run times the
-beat was down for are counted missed, and the schedule runs once when it is back.
+beat was down for are counted missed, and the schedule runs once when it is back. A run no
+worker started within COGMILL_SYNC_LEASE_SECONDS is sent again (its message went with a
+killed worker); a claim per run time lets one delivery start it.
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ def fire_due(runtime: Runtime, now: float) -> float:
     for schedule in schedules.all():
         if schedule.paused:
             continue
+        resend_untaken(runtime, schedules, schedule, now)
         due = schedules.due(schedule)
         if now >= due:
             claimed = schedules.claim(schedule, due)
@@ -120,13 +123,31 @@ def fire_due(runtime: Runtime, now: float) -> float:
     return wait
 
 
+def resend_untaken(runtime: Runtime, schedules: Schedules, schedule: Schedule, now: float) -> None:
+    """Send a run again that no worker started within COGMILL_SYNC_LEASE_SECONDS (its message
+    went with a worker killed as it took it, whose broker would hand it on only after its
+    visibility timeout); whichever delivery comes first starts it, the others do nothing."""
+    last = schedules.last(schedule.id)
+    grace = runtime.settings.sync_lease_seconds
+    if last is None or last.outcome != "fired" or last.job is not None:
+        return
+    if now - last.fired_at >= grace:
+        schedules.set_last(schedule.id, last.model_copy(update={"fired_at": now}))
+        log.warning("schedule %s: run at %.0f not started; sent again", schedule.id, last.slot)
+        send(schedule, last.slot)
+
+
+def send(schedule: Schedule, slot: float) -> None:
+    kwargs = {"schedule": schedule.id, "slot": slot, "dataset": schedule.dataset}
+    app.send_task(RUN_TASK, kwargs=kwargs, queue=INGEST_QUEUE, priority=0)
+
+
 def still_going(runtime: Runtime, last: LastRun | None, now: float) -> str:
     """Why the schedule's previous run is still going ("" when it is not)."""
     if last is None or last.outcome != "fired":
         return ""
     if last.job is None:
-        waited = now - last.fired_at
-        return "its run waits for a worker" if waited < runtime.settings.sweep_stall_seconds else ""
+        return "its run waits for a worker"
     try:
         job = JobTracker(runtime.state).get(last.job, live=False)
     except JobNotFoundError:
@@ -147,8 +168,7 @@ def fire(
         return
     schedules.set_last(schedule.id, LastRun(slot=slot, fired_at=now))
     schedules.count(schedule.id, "fired")
-    kwargs = {"schedule": schedule.id, "slot": slot, "dataset": schedule.dataset}
-    app.send_task(RUN_TASK, kwargs=kwargs, queue=INGEST_QUEUE, priority=0)
+    send(schedule, slot)
 
 
 @app.task(name=RUN_TASK)
@@ -164,6 +184,8 @@ def scheduled_run(schedule: str, slot: float, dataset: str = "") -> str | None:
     last = schedules.last(found.id)
     if last is None or last.slot != slot or last.job is not None or last.outcome != "fired":
         return None  # a later run superseded it, or a redelivery of a started run
+    if not schedules.start(found, slot):
+        return None  # another delivery of this run (sent again) started it
     try:
         return start_run(runtime, schedules, found, last)
     except (DatasetBusyError, PlanError) as err:
@@ -176,7 +198,7 @@ def scheduled_run(schedule: str, slot: float, dataset: str = "") -> str | None:
 
 def start_run(runtime: Runtime, schedules: Schedules, schedule: Schedule, last: LastRun) -> str:
     """Make the run's job (its id is recorded at once), then run a sync's source phase here."""
-    options: dict[str, Any] = {"schedule": schedule.id}
+    options: dict[str, Any] = {"schedule": schedule.id, "slot": last.slot}
     if schedule.action == "sync":
         sync = {"schedule": schedule.id}
         job = queue_sync(

@@ -222,6 +222,14 @@ class Schedules:
             self.state.put(key, "1", ttl=max(3600.0, 3 * (schedule.every or 60)))
         return won
 
+    def start(self, schedule: Schedule, slot: float) -> bool:
+        """True for the one delivery of a run (it may be sent more than once) that starts it."""
+        key = f"{PREFIX}{schedule.id}:start:{slot:.3f}"
+        won = self.state.incr(key) == 1
+        if won:
+            self.state.put(key, "1", ttl=max(3600.0, 3 * (schedule.every or 60)))
+        return won
+
     def last(self, schedule_id: str) -> LastRun | None:
         raw = self.state.get(f"{PREFIX}{schedule_id}:last")
         return LastRun.model_validate_json(raw) if raw else None

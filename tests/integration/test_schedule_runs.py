@@ -1,7 +1,8 @@
 """A schedule's runs, fired by the beat's own function at chosen times (embedded, worker
 threads): each run time fires once whatever number of beats look, a run whose previous run is
 still going is skipped and counted, run times the beat was down for are counted missed, a
-paused schedule fires nothing, and a stale run message starts nothing."""
+paused schedule fires nothing, a stale run message starts nothing, and a run sent but never
+taken is sent again and started once."""
 
 from __future__ import annotations
 
@@ -74,3 +75,11 @@ def test_runs_fire_once_skip_while_going_count_missed_and_pause(
         assert store.counts(schedule.id)["fired"] == fired
         resumed = service.set_paused(rt, schedule.id, False)
         assert resumed.next_run is not None and resumed.next_run.timestamp() > time.time()
+
+        # A run sent but never taken (its worker killed as it took the message) is sent again;
+        # of its deliveries only one starts it.
+        store.set_last(schedule.id, LastRun(slot=due + 60, fired_at=time.time() - 60))
+        fire_due(rt, time.time())
+        again = JobTracker(rt.state).get(last_job(rt, schedule.id))
+        assert again.options["slot"] == due + 60
+        assert scheduled_run(schedule.id, due + 60) is None
