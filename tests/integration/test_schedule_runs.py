@@ -2,7 +2,7 @@
 threads): each run time fires once whatever number of beats look, a run whose previous run is
 still going is skipped and counted, run times the beat was down for are counted missed, a
 paused schedule fires nothing, a stale run message starts nothing, and a run sent but never
-taken is sent again and started once."""
+taken is sent again and started once; /metrics counts the runs by outcome."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from api.services import schedules as service
+from api.services.metrics import scrape
 from core.models.jobs import JobStatus
 from core.settings import Settings
 from pipelines.sources.spec import parse_source
@@ -19,6 +21,7 @@ from runtime import Runtime
 from tests.backends import embedder_fixture, finished, threaded_runtime  # noqa: F401 - fixture
 from tests.sync_support import write
 from workers.beat import fire_due, scheduled_run
+from workers.celery_app import app
 from workers.jobs import JobTracker
 from workers.schedules import LastRun, Schedules
 from workers.sync import fail, queue_sync
@@ -83,3 +86,15 @@ def test_runs_fire_once_skip_while_going_count_missed_and_pause(
         again = JobTracker(rt.state).get(last_job(rt, schedule.id))
         assert again.options["slot"] == due + 60
         assert scheduled_run(schedule.id, due + 60) is None
+
+        # /metrics counts the runs by outcome (over every schedule: this home has one).
+        text = scrape(rt, app).decode()
+        runs = {
+            sample.labels["outcome"]: sample.value
+            for family in text_string_to_metric_families(text)
+            if family.name == "cogmill_schedule_runs"
+            for sample in family.samples
+            if sample.name == "cogmill_schedule_runs_total"
+        }
+        assert runs == {k: float(v) for k, v in store.counts(schedule.id).items()}
+        assert runs["started"] == 3 and runs["skipped"] == 1 and runs["missed"] == 2
