@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import uuid
 from pathlib import Path
 from types import TracebackType
@@ -42,6 +43,7 @@ from pipelines.tables import check_source
 from runtime import Runtime
 from workers import sync_cursor
 from workers.celery_app import INGEST_QUEUE, app
+from workers.heartbeat import running_steps
 from workers.jobs import JOBS, RUNNING, JobTracker
 from workers.orchestration import run_job
 
@@ -88,16 +90,30 @@ def tracker(runtime: Runtime) -> JobTracker:
 
 
 def unfinished_on(runtime: Runtime, dataset: str, but: str = "") -> list[str]:
-    """Ids of the unfinished jobs on a dataset (but one), ending stale syncs in embedded mode."""
+    """Ids of the unfinished jobs on a dataset (but one). In embedded mode a job whose process
+    died (its queue went with it) is ended as failed here instead: its documents are left
+    unprocessed, so the sync about to run cognifies them."""
     found = []
     for job in tracker(runtime).running():
         if job.dataset != dataset or job.id == but:
             continue
-        if runtime.settings.embedded_broker and stale(runtime, job):
-            fail(runtime, job, "interrupted: the process running its source phase stopped")
+        if runtime.settings.embedded_broker and (stale(runtime, job) or orphaned(runtime, job)):
+            fail(runtime, job, "interrupted: the process running it stopped")
             continue
         found.append(job.id)
     return found
+
+
+def orphaned(runtime: Runtime, job: Job) -> bool:
+    """Whether a running job made no progress for COGMILL_SWEEP_STALL_SECONDS and no live
+    worker holds a step of it (embedded: the process that ran it is gone)."""
+    jobs = tracker(runtime)
+    idle = time.time() - jobs.last_progress(job)
+    if job.status is not JobStatus.RUNNING or idle < runtime.settings.sweep_stall_seconds:
+        return False
+    claims = {b: c for b, c in jobs.claims(job).items() if c.held}
+    listed = running_steps(runtime.state, {c.worker for c in claims.values()})
+    return not any(c.token(job.id, b) in listed.get(c.worker, ()) for b, c in claims.items())
 
 
 def stale(runtime: Runtime, job: Job) -> bool:
