@@ -4,11 +4,16 @@ other models are, by tests/unit/test_client_schema.py)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from cogmill_client.models import ApiModel, Budget
+
+
+class TableDeclaration(ApiModel):
+    primary_key: str | None = None
+    foreign_keys: dict[str, str] = Field(default_factory=dict)  # column -> "table.column"
 
 
 class SyncSource(ApiModel):
@@ -18,7 +23,7 @@ class SyncSource(ApiModel):
     include: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
     tables: list[str] = Field(default_factory=list)
-    keys: dict[str, Any] | None = None
+    keys: dict[str, TableDeclaration] | None = None
     updated: dict[str, str] = Field(default_factory=dict)
 
 

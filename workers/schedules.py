@@ -17,7 +17,7 @@ import secrets
 import time
 from typing import Literal
 
-from celery.schedules import crontab
+from celery.schedules import ParseException, crontab
 from pydantic import BaseModel, Field
 
 from core.models.jobs import Budget
@@ -32,6 +32,7 @@ OUTCOMES = ("fired", "started", "skipped", "missed")
 SCHEDULE_ID = re.compile(r"^sch_[0-9a-f]{12}$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 _INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+MAX_INTERVAL = 366 * 86_400
 _CRON_SCAN_DAYS = 366 * 8  # a cron day exists within 8 years (29 February on a Monday: 28)
 
 
@@ -85,6 +86,8 @@ def parse_interval(text: str, minimum: float) -> float:
     if found is None:
         raise ScheduleError(f"invalid interval {text!r}: give a number and a unit, e.g. 15m, 1h")
     seconds = float(found[1]) * _UNITS[found[2]]
+    if seconds > MAX_INTERVAL:
+        raise ScheduleError(f"interval {text!r} is longer than a year; use a cron expression")
     if seconds < minimum:
         raise ScheduleError(
             f"interval {text!r} is shorter than the minimum of {minimum:g} s "
@@ -103,7 +106,7 @@ def parse_cron(text: str) -> crontab:
         )
     try:
         return crontab.from_string(" ".join(fields))
-    except (ValueError, IndexError) as err:
+    except (ValueError, IndexError, TypeError, ParseException) as err:
         raise ScheduleError(f"invalid cron expression {text!r}: {err}") from None
 
 

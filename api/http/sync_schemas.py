@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from pipelines.key_declarations import TableDeclaration
+
 SOURCE_HELP = (
     "A folder or git repository on the server (inside COGMILL_SYNC_ROOTS), a git URL "
     "(https, ssh) or a SQLAlchemy URL"
@@ -23,10 +25,10 @@ class SyncSource(BaseModel):
     include: list[str] = Field(default_factory=list, description="Globs of files to take")
     exclude: list[str] = Field(default_factory=list, description="Globs of files to leave out")
     tables: list[str] = Field(default_factory=list, description="SQL tables (default: all)")
-    keys: dict[str, Any] | None = Field(
+    keys: dict[str, TableDeclaration] | None = Field(
         default=None,
-        description="SQL: declared keys, {table: {primary_key: col, foreign_keys: {col: "
-        "'table.col'}}}",
+        description="SQL: declared keys by table, {primary_key: col, foreign_keys: {col: "
+        "'table.col'}}",
     )
     updated: dict[str, str] = Field(
         default_factory=dict,
@@ -39,7 +41,7 @@ class SyncSource(BaseModel):
         from pipelines.key_declarations import KeyDeclarations
         from pipelines.sources.spec import parse_source
 
-        keys = None if self.keys is None else KeyDeclarations.model_validate({"tables": self.keys})
+        keys = None if self.keys is None else KeyDeclarations(tables=self.keys)
         fields = self.model_dump(exclude={"source", "kind", "keys"})
         return parse_source(self.source, self.kind, **fields, keys=keys)
 

@@ -132,10 +132,14 @@ def guess_kind(location: str) -> SourceKind:
         return SourceKind.GIT
     if scheme:
         return SourceKind.SQL
-    path = Path(location).expanduser()
-    if (path / ".git").exists() or all((path / p).exists() for p in ("HEAD", "objects", "refs")):
-        return SourceKind.GIT
-    return SourceKind.FOLDER
+    path = Path(location)
+    try:
+        repository = (path / ".git").exists() or all(
+            (path / p).exists() for p in ("HEAD", "objects", "refs")
+        )
+    except OSError as err:  # a name too long for the file system, say
+        raise SourceError(f"cannot read {location[:80]!r}: {err.strerror or err}") from None
+    return SourceKind.GIT if repository else SourceKind.FOLDER
 
 
 def parse_source(location: str, kind: str | None = None, **fields: object) -> SourceSpec:
@@ -144,13 +148,16 @@ def parse_source(location: str, kind: str | None = None, **fields: object) -> So
     location = location.strip()
     if not location:
         raise SourceError("give a source: a folder, a git repository URL or path, or a SQL URL")
-    try:
-        chosen = SourceKind(kind) if kind else guess_kind(location)
-    except ValueError:
-        raise SourceError(f"unknown source kind {kind!r}; use folder, git or sql") from None
+    if kind and kind not in {k.value for k in SourceKind}:
+        raise SourceError(f"unknown source kind {kind!r}; use folder, git or sql")
+    chosen = SourceKind(kind) if kind else guess_kind(location)
     if chosen is not SourceKind.SQL and "://" not in location and not SCP_LIKE.match(location):
-        path = Path(location).expanduser()
-        if not path.is_dir():
-            raise SourceError(f"no folder {location!r} (a {chosen.value} source is a folder)")
+        path = Path(location)
+        try:
+            found = path.is_dir()
+        except OSError as err:
+            raise SourceError(f"cannot read {location[:80]!r}: {err.strerror or err}") from None
+        if not found:
+            raise SourceError(f"no folder {location[:200]!r} (a {chosen.value} source is a folder)")
         location = str(path.resolve())
     return SourceSpec.model_validate({"kind": chosen, "location": location, **fields})
