@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -33,6 +34,7 @@ from pydantic import BaseModel
 from core.catalog import CatalogError
 from core.models.documents import STATUS, DocumentStatus
 from core.models.jobs import Budget, Job, JobStatus, utcnow
+from core.models.vocabulary import DOCUMENT
 from core.ports import StateStore, StoreError
 from pipelines.key_declarations import KeyDeclarationError
 from pipelines.sources import SourceError, SourceSpec, read_source
@@ -288,13 +290,40 @@ def mirror_source(runtime: Runtime, job: Job, lease: Lease) -> tuple[SyncReport,
         listing = read_source(record.spec, cursor, settings, scratch, previous, source_id)
         if not lease.current():
             return None
-        report = mirror.apply(listing)
+        report = mirror.apply(listing, tenant_quota(runtime, record))
     state.put(f"job:{job.id}:sync", json.dumps(report.bounded()), ttl=None)
     sync_cursor.stage(state, job.id, listing.cursor, settings.artifact_ttl_seconds)
     tracker(runtime).event(job.id, "synced", **report.counts())
     added = DocumentStatus.ADDED.value
     todo = {d.id for d in mirror.stored().values() if d.properties.get(STATUS) == added}
     return report, todo
+
+
+# The dataset registry of api/services/datasets.py (every use case that creates a dataset files
+# its stored name there), read here by its key: a tenant's stored bytes are summed over it.
+DATASETS = "api:datasets"
+
+
+def tenant_quota(runtime: Runtime, record: SourceRecord) -> Callable[[int], None] | None:
+    """The check of a tenant's storage quota (COGMILL_TENANT_STORAGE_BYTES) before a sync stores
+    `incoming` bytes: SourceError when they would take it over (None: no quota applies)."""
+    quota = runtime.settings.tenant_storage_bytes
+    if record.tenant is None or not quota:
+        return None
+    prefix = f"{record.tenant}:"
+
+    def check(incoming: int) -> None:
+        names = runtime.state.add_members({DATASETS: []})[DATASETS] | {record.dataset}
+        mine = sorted(n for n in names if n.startswith(prefix))
+        used = runtime.graph.total(mine, DOCUMENT, "size")
+        if used + incoming > quota:
+            raise SourceError(
+                f"this tenant stores {used} bytes of documents; the sync would add {incoming} "
+                f"more, past its quota of {quota} (COGMILL_TENANT_STORAGE_BYTES): delete "
+                "documents or narrow the source with include/exclude globs"
+            )
+
+    return check
 
 
 def sync_report(state: StateStore, job_id: str) -> dict[str, Any] | None:

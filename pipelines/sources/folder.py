@@ -157,7 +157,7 @@ class FolderScan:
                 out.rejected.append((rel, str(err)))
                 return
         out.cursor["files"][rel] = [info.st_size, info.st_mtime_ns, digest]
-        out.entries[rel] = Entry(rel, digest, lambda: self._copy(target))
+        out.entries[rel] = Entry(rel, digest, lambda: self._copy(target), info.st_size)
 
     def _copy(self, target: str) -> Path:
         copy = self.scratch.path()

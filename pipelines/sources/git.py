@@ -229,7 +229,7 @@ class GitScan:
                 copied = self.scratch.path()
                 digest = self.repo.copy_blob(oid, copied)
             listing.cursor["files"][path] = [mode, oid, digest, size]
-            listing.entries[path] = Entry(path, digest, self._materializer(oid, copied))
+            listing.entries[path] = Entry(path, digest, self._materializer(oid, copied), size)
 
     def _materializer(self, oid: str, copied: Path | None) -> Callable[[], Path]:
         def materialize() -> Path:

@@ -21,11 +21,12 @@ BLOCK = 1 << 20
 @dataclass
 class Entry:
     """One document of a source: its name (a relative path, or URL#table), its content's
-    sha256, and how to put its bytes in a file for the catalog to add."""
+    sha256, how to put its bytes in a file for the catalog to add, and its size."""
 
     name: str
     digest: str
     materialize: Callable[[], Path]
+    size: int = 0
 
 
 @dataclass

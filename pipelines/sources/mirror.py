@@ -12,6 +12,7 @@ is stored once, under the first name in sorted order; the others are reported.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,11 +77,15 @@ class Mirror:
             return None
         return into
 
-    def apply(self, listing: Listing) -> SyncReport:
+    def apply(self, listing: Listing, quota: Callable[[int], None] | None = None) -> SyncReport:
+        """Make the dataset hold the listing's documents; `quota` is asked first with the bytes
+        about to be stored (it raises to refuse them)."""
         report = SyncReport(rejected=list(listing.rejected))
         stored = self.stored()
         wanted = self._unique(listing.entries, report)
         stale = [e for e in wanted.values() if _hash(stored.get(e.name)) != e.digest]
+        if quota is not None:
+            quota(sum(e.size for e in stale))
         report.unchanged = sorted(set(wanted) - {e.name for e in stale})
         if listing.keys is not None:
             declare_keys(self.graph, self.dataset, listing.keys)

@@ -183,7 +183,8 @@ class SqlScan:
         document = self.scratch.path()
         digest = canonical(work, document, table, ddl, key)
         out.cursor["tables"][table] = {"ddl": ddl, "digest": digest, "mark": encode_mark(mark)}
-        out.entries[self.name(table)] = Entry(self.name(table), digest, lambda: document)
+        size = document.stat().st_size
+        out.entries[self.name(table)] = Entry(self.name(table), digest, lambda: document, size)
 
     def _base(
         self, table: str, known: dict[str, Any] | None, ddl: str, updated: str | None

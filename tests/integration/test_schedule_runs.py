@@ -1,8 +1,8 @@
 """A schedule's runs, fired by the beat's own function at chosen times (embedded, worker
 threads): each run time fires once whatever number of beats look, a run whose previous run is
-still going is skipped and counted, run times the beat was down for are counted missed, a
-paused schedule fires nothing, a stale run message starts nothing, and a run sent but never
-taken is sent again and started once; /metrics counts the runs by outcome."""
+still going (or paused by its budget) is skipped and counted, run times the beat was down for
+are counted missed, a paused schedule fires nothing, a stale run message starts nothing, a run
+sent but never taken is sent again and started once, and /metrics counts the runs by outcome."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pipelines.sources.spec import parse_source
 from runtime import Runtime
 from tests.backends import embedder_fixture, finished, threaded_runtime  # noqa: F401 - fixture
 from tests.sync_support import write
-from workers.beat import fire_due, scheduled_run
+from workers.beat import fire_due, scheduled_run, still_going
 from workers.celery_app import app
 from workers.jobs import JobTracker
 from workers.schedules import LastRun, Schedules
@@ -65,6 +65,12 @@ def test_runs_fire_once_skip_while_going_count_missed_and_pause(
         assert store.counts(schedule.id)["skipped"] == 1
         assert store.last(schedule.id).job == going.id  # type: ignore[union-attr]
         fail(rt, going, "stopped by the test")
+        # A run paused by its budget is still going too: the next runs wait for its resume.
+        paused = going.model_copy(update={"id": "paused-job", "status": JobStatus.PAUSED_BUDGET})
+        JobTracker(rt.state).save(paused)
+        budgeted = LastRun(slot=due + 10, fired_at=due + 10, job=paused.id)
+        assert "paused by its budget" in still_going(rt, budgeted, due + 20)
+        assert not still_going(rt, budgeted.model_copy(update={"job": going.id}), due + 20)
 
         # The beat was down for two run times: one run now, two counted missed.
         fire_due(rt, due + 55)
