@@ -243,6 +243,9 @@ def run_sync(runtime: Runtime, job_id: str, generation: int) -> None:
     newer = int(state.get(GEN_PREFIX + job_id) or 0) != generation
     if job.status is not JobStatus.QUEUED or newer:
         return  # done, or a newer generation runs it
+    if jobs.cancelled(job_id):
+        jobs.finalise(job_id)  # cancelled before its source was read: nothing to undo
+        return
     with Lease(state, job_id, generation, runtime.settings.sync_lease_seconds) as lease:
         try:
             outcome = mirror_source(runtime, job, lease)

@@ -45,6 +45,9 @@ def test_schedules_from_the_command_line(tmp_path: Path) -> None:
     assert "--sync SOURCE or --cognify" in run("schedules", "add", "docs", "--every", "1h", code=2)
     run("schedules", "remove", schedule)
     assert "no schedule" in run("schedules", "remove", schedule, code=2)
+    run("schedules", "add", "docs", "--sync", str(folder), "--every", "1h")
+    run("delete", "--dataset", "docs")  # its schedules go with it
+    assert "sch_" not in run("schedules", "list")
     assert "memory://" in run("beat", code=2)  # embedded: `serve` fires them
 
 
