@@ -160,4 +160,24 @@ def parse_source(location: str, kind: str | None = None, **fields: object) -> So
         if not found:
             raise SourceError(f"no folder {location[:200]!r} (a {chosen.value} source is a folder)")
         location = str(path.resolve())
+    if chosen is SourceKind.SQL:
+        location = _absolute_sqlite(location)
     return SourceSpec.model_validate({"kind": chosen, "location": location, **fields})
+
+
+def _absolute_sqlite(url: str) -> str:
+    """A SQLite URL with its file's path made absolute (a worker's working folder is not the
+    caller's); other URLs as they are."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError as err:
+        raise SourceError(f"{err}; give a SQLAlchemy URL such as sqlite:///shop.db") from None
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return url
+    if Path(database).is_absolute():
+        return url
+    return parsed.set(database=str(Path(database).resolve())).render_as_string(hide_password=False)
