@@ -22,11 +22,13 @@ so code that catches the built-in keeps catching it.
     │   ├── InvalidGraphModel                    core/models/graph_schema.py
     │   ├── InvalidOntology, UnsafeRdf           core/ontology.py, core/rdf_guard.py
     │   ├── DocumentProblem, TableProblem        pipelines/formats/base.py
-    │   ├── KeyDeclarationError                  pipelines/key_declarations.py
+    │   ├── KeyDeclarationError                  pipelines/structured/key_declarations.py
     │   ├── PlanError                            workers/orchestration.py
     │   ├── UnknownPipeline                      pipelines/definitions.py
     │   ├── InvalidBudget                        workers/budgets.py
-    │   ├── WebhookError                         workers/webhook_post.py
+    │   ├── WebhookError                         workers/webhooks/post.py
+    │   ├── ScheduleError                        workers/schedules.py
+    │   ├── SourceError                          pipelines/sources/errors.py
     │   ├── SessionError                         retrieval/sessions.py
     │   ├── TenantError                          api/services/tenants.py
     │   ├── BenchDataError                       retrieval/evaluation.py
@@ -35,14 +37,17 @@ so code that catches the built-in keeps catching it.
     ├── Unauthorized             unauthorized           401  2  no usable API key
     ├── Forbidden                forbidden              403  2  not allowed (PermissionError)
     │   ├── AccessDeniedError                    core/access.py
+    │   │   └── SourceAccessError                pipelines/sources/errors.py
     │   └── ForeignOrigin                        api/http/errors.py
     ├── NotFound                 not_found              404  2  no such thing (LookupError)
     │   ├── DatasetNotFoundError, DocumentNotFoundError, NodeNotFoundError   api/services/
     │   ├── JobNotFoundError, ArtifactMissingError, WebhookNotFoundError      workers/
+    │   ├── ScheduleNotFoundError                workers/schedules.py
     │   └── SessionNotFoundError                 retrieval/sessions.py
     ├── Conflict                 conflict               409  1  the state does not allow it now
     │   ├── JobRunningError                      api/services/datasets.py
-    │   └── JobNotResumableError                 workers/budgets.py
+    │   ├── JobNotResumableError                 workers/budgets.py
+    │   └── DatasetBusyError                     workers/sync.py
     ├── RateLimited              rate_limited           429  1  too many requests; retry later
     │   └── TooManyStreamsError                  api/services/jobs.py
     ├── BudgetExceeded           budget_exceeded        402  1  core/llm/usage.py
@@ -53,7 +58,7 @@ so code that catches the built-in keeps catching it.
     │   ├── StoreError                           core/ports.py
     │   ├── NotAvailableError                    core/stores/factory.py
     │   ├── ModelNotInstalledError               core/embeddings/local.py
-    │   └── OfflineModelUnavailable              core/llm/offline.py
+    │   └── OfflineModelUnavailable              core/llm/offline/
     ├── PipelineStepError        step_failed            500  1  pipelines/base.py
     ├── JobFailedError           job_failed             500  1  api/services/jobs.py
     └── EvalError                eval_failed            500  1  api/services/evaluation.py

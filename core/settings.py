@@ -345,6 +345,30 @@ class Settings(BaseSettings):
     # GET /metrics also answers a request bearing this token (besides admin keys).
     metrics_token: str | None = None
 
+    # Sync (`cogmill sync`, pipelines/sources/): bounds on what a source may hold and ask for.
+    sync_max_files: int = Field(default=100_000, ge=1)
+    sync_max_globs: int = Field(default=64, ge=0, le=10_000)
+    sync_max_glob_chars: int = Field(default=256, ge=1, le=4096)
+    sync_max_path_chars: int = Field(default=1024, ge=1, le=4096)
+    # Folders on the server's disk that HTTP and MCP-over-HTTP callers may sync (folders, local
+    # git repositories, SQLite files): the local tenant anywhere below a root, a tenant only
+    # below <root>/<tenant>. Empty: none (the CLI and MCP over stdio may read any path).
+    sync_roots: list[Path] = []
+    # Network sources asked for over HTTP may resolve to private addresses (off: refused).
+    sync_allow_private: bool = False
+    sync_git_schemes: list[str] = ["https", "ssh"]
+    sync_git_timeout_seconds: float = Field(default=600.0, gt=0)
+    sync_sql_max_tables: int = Field(default=200, ge=1)
+    sync_sql_max_rows: int = Field(default=1_000_000, ge=1, description="Rows per SQL table")
+    # A sync's source phase renews a lease every third of this; unrenewed for this long, its
+    # worker is taken as dead and the phase is run again (workers/sync.py).
+    sync_lease_seconds: float = Field(default=30.0, gt=0)
+    # Schedules (`cogmill schedules`, workers/schedules.py) and the beat that fires them.
+    schedule_min_seconds: float = Field(default=60.0, gt=0)
+    schedules_per_tenant: int = Field(default=20, ge=0)
+    beat_tick_seconds: float = Field(default=1.0, gt=0, le=60)
+    beat_lock_seconds: float = Field(default=15.0, gt=0)
+
     @field_validator("home")
     @classmethod
     def _absolute_home(cls, value: Path) -> Path:

@@ -16,6 +16,7 @@ from core.migrations import once
 from core.models.jobs import Claim, DocumentError, Job, JobStatus, utcnow
 from core.ports import StateStore, batched
 from pipelines.models import WriteReport
+from workers.sync_cursor import keep as keep_sync_cursor
 from workers.webhooks.deliveries import announce
 
 COUNTED = ("documents", "chunks", "entities", "relationships", "vectors")
@@ -69,6 +70,8 @@ class JobTracker:
 
     def save(self, job: Job) -> None:
         self.state.add_member(JOBS, job.id)
+        # A sync's cursor first: whoever sees the job succeeded finds the source's new cursor.
+        keep_sync_cursor(self.state, job)
         self.state.put(_key(job.id), job.model_dump_json())
         if job.status.finished:
             self.state.remove_member(RUNNING, job.id)

@@ -3,7 +3,8 @@
 ingest: add, add-sql, cognify · datasets: delete, export · search: search, route · jobs:
 list, show, cancel, watch · ops: worker, serve, demo, eval · memory: remember, recall,
 improve, forget · access: tenants create|list, keys create|list|revoke · mcp: the MCP server
-over stdio · webhooks: add|list|remove (and `jobs webhooks ID`, a job's deliveries).
+over stdio · webhooks: add|list|remove (and `jobs webhooks ID`, a job's deliveries) · sync: sync,
+beat · schedules: add|list|pause|resume|remove.
 Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback.
 
 The command groups are imported when `app` is first asked for, not with this package: they
@@ -22,7 +23,19 @@ import typer
 
 @functools.cache
 def _app() -> typer.Typer:
-    from api.cli import access, datasets, ingest, jobs, mcp, memory, ops, search, webhooks
+    from api.cli import (
+        access,
+        datasets,
+        ingest,
+        jobs,
+        mcp,
+        memory,
+        ops,
+        schedules,
+        search,
+        sync,
+        webhooks,
+    )
     from api.cli.render import Group
 
     app = typer.Typer(
@@ -43,6 +56,8 @@ def _app() -> typer.Typer:
     app.add_typer(webhooks.app, name="webhooks")
     jobs.app.command("webhooks")(webhooks.job_deliveries)
     app.add_typer(mcp.app)
+    app.add_typer(sync.app)
+    app.add_typer(schedules.app, name="schedules")
     return app
 
 

@@ -21,6 +21,7 @@ from api.http.errors import error_response
 from api.http.guards import RequestGuard
 from api.http.routes import cognify, datasets, export, health, jobs, memory, route, search
 from api.http.routes import metrics as metrics_routes
+from api.http.routes import sync as sync_routes
 from api.http.routes import webhooks as webhook_routes
 from api.http.routes.graph import router as graph_router
 from api.http.routes.ui import router as ui_router
@@ -42,6 +43,7 @@ TAGS = [
     {"name": "datasets", "description": "Datasets and their documents"},
     {"name": "cognify", "description": "Turn documents into graph and vectors (async jobs)"},
     {"name": "jobs", "description": "Status and cancellation of cognify jobs"},
+    {"name": "sync", "description": "Datasets that follow a source, now or on a schedule"},
     {"name": "search", "description": "Synchronous retrieval with provenance"},
     {"name": "memory", "description": "Session memory: remember, recall, improve, forget"},
     {"name": "health", "description": "Liveness and readiness probes"},
@@ -77,9 +79,12 @@ def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 @asynccontextmanager
-async def _lifespan(app: FastAPI, runtime: Runtime | None, warm_up: bool) -> AsyncIterator[None]:
+async def _lifespan(
+    app: FastAPI, runtime: Runtime | None, warm_up: bool, schedules_here: bool
+) -> AsyncIterator[None]:
     from api.services.warmup import Warmer
     from runtime import share_cores_between_threads, use_runtime
+    from workers.beat import embedded_beat
     from workers.celery_app import configure
     from workers.embedded import EmbeddedWorker
 
@@ -88,7 +93,7 @@ async def _lifespan(app: FastAPI, runtime: Runtime | None, warm_up: bool) -> Asy
     # Searches run on many request threads at once; a query's embedding split over BLAS
     # threads cost ~20x the CPU (idle threads spin) on a loaded 2-core machine.
     share_cores_between_threads(2)
-    worker = None
+    worker = clock = None
     try:
         if rt.settings.embedded_broker:
             # memory:// is visible only in this process, so jobs must run here.
@@ -98,6 +103,9 @@ async def _lifespan(app: FastAPI, runtime: Runtime | None, warm_up: bool) -> Asy
                 nice=rt.settings.serve_ingest_nice,  # searches first
             )
             await run_in_threadpool(worker.start)
+            if schedules_here:  # and so must schedules fire here (workers/beat.py)
+                clock = embedded_beat()
+                clock.start()
         else:
             configure(rt.settings)
         app.state.runtime = rt
@@ -108,6 +116,8 @@ async def _lifespan(app: FastAPI, runtime: Runtime | None, warm_up: bool) -> Asy
     finally:
         if getattr(app.state, "warmer", None) is not None:
             await run_in_threadpool(app.state.warmer.stop)
+        if clock is not None:
+            await run_in_threadpool(clock.stop)
         if worker is not None:
             await run_in_threadpool(worker.stop)
         rt.close()
@@ -164,16 +174,19 @@ def _version() -> str:
         return "0.0.0"
 
 
-def create_app(runtime: Runtime | None = None, *, warm_up: bool = False) -> FastAPI:
+def create_app(
+    runtime: Runtime | None = None, *, warm_up: bool = False, schedules: bool = False
+) -> FastAPI:
     """The API app; with no runtime, one is built from Settings() at startup. `warm_up`: a
     Neo4j graph server is warmed at startup and after each of its restarts (`cogmill serve`;
-    api/services/warmup.py)."""
+    api/services/warmup.py). `schedules`: on the embedded broker, the schedules fire from a
+    thread of this process (`cogmill serve`)."""
     app = FastAPI(
         title="cogmill",
         version=_version(),
         description="Knowledge-graph memory for LLM applications: add documents, cognify "
         "them into a graph and vectors (async jobs), and search with provenance.",
-        lifespan=lambda app: _lifespan(app, runtime, warm_up),
+        lifespan=lambda app: _lifespan(app, runtime, warm_up, schedules),
         # The request guards (api/http/guards.py) may answer any route with these.
         responses=error_responses(400, 403, 413, 415, 500, 502),
     )
@@ -190,6 +203,7 @@ def create_app(runtime: Runtime | None = None, *, warm_up: bool = False) -> Fast
     app.include_router(memory.router, **keyed)
     app.include_router(export.router, **keyed)
     app.include_router(webhook_routes.router, **keyed)
+    app.include_router(sync_routes.router, **keyed)
     app.include_router(mcp_router())  # MCP at /mcp; it checks keys itself (api/mcp/http.py)
     app.include_router(metrics_routes.router)  # its own access check: admin or metrics token
     app.include_router(graph_router, **keyed)

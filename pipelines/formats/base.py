@@ -1,5 +1,5 @@
 """What every partitioner shares: the Source it reads, its limits, and the errors a document
-that cannot be read raises (DocumentProblem, and TableProblem for pipelines/tables.py)."""
+that cannot be read raises (DocumentProblem; TableProblem for pipelines/structured/tables.py)."""
 
 from __future__ import annotations
 

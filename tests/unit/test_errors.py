@@ -35,6 +35,7 @@ SAMPLES: dict[str, Callable[[Any], CogmillError]] = {
     "JobNotFoundError": lambda kind: kind("0123456789abcdef"),
     "JobNotResumableError": lambda kind: kind("0123456789abcdef", "job is running"),
     "WebhookNotFoundError": lambda kind: kind("w-1"),
+    "DatasetBusyError": lambda kind: kind("papers", ["0123456789abcdef"]),
     "ExtractionFailed": lambda kind: kind({0: LLMError(SECRET)}, [None]),
     "EventExtractionFailed": lambda kind: kind({0: LLMError(SECRET)}, [None]),
     "PipelineStepError": lambda kind: kind("extract_graph", SECRET),
