@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.llm.client import schema_of  # noqa: E402
 from core.llm.extractor import PROMPT_PATH  # noqa: E402
+from core.llm.schemas import schema_of  # noqa: E402
 from core.llm.usage import count_tokens  # noqa: E402
 from core.models.extraction import KnowledgeGraph  # noqa: E402
 from core.settings import Settings  # noqa: E402

@@ -126,6 +126,12 @@ def test_ablate_vectors(data: Path) -> None:
     )
 
 
+def test_resync(data: Path) -> None:
+    # As a module: bench.resync imports bench.corpora and bench.common, not bare siblings.
+    out = bench(f"resync --data {data} --limit 6", module=True)
+    has(out, r"6 files, embedded stores", r"unchanged re-sync / first sync \(wall\): ")
+
+
 def test_tokens(data: Path) -> None:
     has(bench(f"tokens --data {data} --limit 4"), r"HippoRAG 2")
 
@@ -186,6 +192,7 @@ def test_load(services: dict[str, str]) -> None:
     redis = services["COGMILL_TEST_REDIS_URL"].rsplit("/", 1)[0] + "/8"
     out = bench(
         "load --pool threads --clients 1 --duration 3 --warmup 1 --documents 4 --batch-size 2 "
-        f"--llm-latency-ms 0 --redis {redis} --neo4j {services['COGMILL_TEST_NEO4J_URI']}"
+        f"--llm-latency-ms 0 --redis {redis} --neo4j {services['COGMILL_TEST_NEO4J_URI']}",
+        module=True,  # bench.load and its package bench.loadtest, as modules
     )
     has(out, r"job undisturbed:")

@@ -19,8 +19,9 @@ import pytest
 
 from core.embeddings.openai_embedder import OpenAIEmbedder
 from core.llm.cache import LLMCache
-from core.llm.client import LLMClient, LLMError, backoff_delay, retry_after_seconds
+from core.llm.client import LLMClient, LLMError
 from core.llm.extractor import ExtractionFailed, LLMExtractor
+from core.llm.retries import backoff_delay, retry_after_seconds
 from core.models.extraction import KnowledgeGraph
 from core.settings import Settings
 from core.stores.factory import llm_client
