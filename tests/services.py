@@ -2,7 +2,9 @@
 
 `COGMILL_TEST_REDIS_URL` (e.g. redis://127.0.0.1:6390/0) and `COGMILL_TEST_NEO4J_URI`
 (e.g. bolt://127.0.0.1:7697) name the services; `COGMILL_REQUIRE_SERVICES=1` (set by `.ci/run`)
-turns a missing one into a failure, so CI cannot pass by skipping.
+turns a missing one into a failure, so CI cannot pass by skipping. A test that asks for a
+server must be marked `services` (tests/conftest.py tells `expect_services` which test runs),
+or it fails: the fast tier, which leaves those tests out, must not need a server.
 """
 
 from __future__ import annotations
@@ -14,6 +16,15 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis
+
+# (the running test's node id, whether it is marked `services`); None outside a test run.
+_running: tuple[str, bool] | None = None
+
+
+def expect_services(marked: bool, test: str) -> None:
+    """Note the test about to run and whether it is marked `services`."""
+    global _running
+    _running = (test, marked)
 
 
 def redis_url() -> str:
@@ -56,6 +67,13 @@ def neo4j_problem(uri: str) -> str | None:
 
 
 def _env(name: str, service: str) -> str:
+    if _running is not None and not _running[1]:
+        pytest.fail(
+            f"{_running[0]} uses the {service} test server but is not marked `services`: "
+            "mark it (pytest.mark.services, or the parameter that needs the server) so "
+            "that the fast tier leaves it out",
+            pytrace=False,
+        )
     value = os.environ.get(name, "").strip()
     if not value:
         _unavailable(f"{service} tests need {name} (set it to a running {service} server)")

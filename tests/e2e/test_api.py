@@ -19,8 +19,6 @@ from retrieval.search import search as run_search
 from runtime import Runtime
 from tests.backends import http_finished
 
-pytestmark = pytest.mark.e2e
-
 LIMIT = 64 * 1024  # max_file_bytes of the module's runtime
 DATA = "/api/v1/datasets/sample/data"
 NOTE = {"name": "notes.txt", "text": "Ada Lovelace wrote the first algorithm for a machine."}

@@ -18,8 +18,6 @@ from core.access import Role
 from core.settings import Settings
 from runtime import Runtime
 
-pytestmark = pytest.mark.e2e
-
 DATA = "/api/v1/datasets/docs/data"
 NOTE = {"documents": [{"name": "note.txt", "text": "Ada Lovelace wrote the first algorithm."}]}
 

@@ -21,8 +21,6 @@ from runtime import Runtime, use_runtime
 from tests.e2e.test_api import assert_error
 from workers.jobs import JobTracker
 
-pytestmark = pytest.mark.e2e
-
 DOCS = {
     "ada.txt": "Ada Lovelace worked with Charles Babbage on the Analytical Engine in London.",
     "alan.txt": "Alan Turing studied at Cambridge and worked at Bletchley Park during the war.",

@@ -33,11 +33,10 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.backends import llm_server_fixture  # noqa: F401  (the module's test LLM server)
 from tests.e2e.fuzz_support import SEEDED, SESSION, SPARE, FuzzWorld, fuzz_world
 from tests.llm_server import LLMTestServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.slow  # a fuzz run
 
 EXAMPLES = 10  # drawn per operation and generation mode, admin key
 READER_EXAMPLES = 3  # drawn per operation, valid data, reader key (403s are fine, 5xx never)

@@ -20,8 +20,6 @@ from core.settings import Settings
 from runtime import Runtime
 from tests.backends import http_finished
 
-pytestmark = pytest.mark.e2e
-
 TENANT = Caller("bounds", Role.WRITER)
 DATA = "/api/v1/datasets/docs/data"
 BOUNDS = {

@@ -17,10 +17,8 @@ from api.services.tenants import Tenants
 from core.access import Role
 from core.settings import Settings
 from runtime import Runtime
-from tests.backends import llm_server_fixture, llm_settings  # noqa: F401  (module LLM server)
+from tests.backends import llm_settings
 from tests.llm_server import LLMTestServer
-
-pytestmark = pytest.mark.e2e
 
 ERROR_REF = "#/components/schemas/ErrorResponse"
 NOTE = {"documents": [{"name": "note.txt", "text": "Ada Lovelace wrote the first algorithm."}]}

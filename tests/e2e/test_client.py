@@ -47,7 +47,7 @@ from tests.backends import llm_settings
 from tests.e2e.serve_support import cogmill_serve
 from tests.llm_server import LLMTestServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.slow  # a `cogmill serve` process
 
 ROOT = Path(__file__).parents[2]
 CORPUS = ROOT / "api" / "sample_corpus"

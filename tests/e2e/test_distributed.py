@@ -29,7 +29,7 @@ from tests.services import neo4j_uri, redis_url
 from workers.jobs import JobTracker
 from workers.orchestration import cognify
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services]
+pytestmark = [pytest.mark.services, pytest.mark.slow]  # worker processes
 
 
 @pytest.fixture(scope="module")

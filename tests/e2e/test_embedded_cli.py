@@ -14,8 +14,6 @@ from typer.testing import CliRunner
 from api.cli import app
 from api.services.demo import SAMPLE_CORPUS
 
-pytestmark = pytest.mark.e2e
-
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -28,7 +28,7 @@ from runtime import Runtime
 from tests.e2e.serve_support import cogmill_serve
 from tests.llm_server import LLMTestServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.slow  # a `cogmill serve` process
 
 STREAMS = 100
 HEALTH_BOUND_S = 1.0  # issue 14: /health under 1 s with 100 streams open

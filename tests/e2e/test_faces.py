@@ -35,8 +35,6 @@ from tests.merge_stress import differences, snapshot
 from tests.sample_files import JS_SOURCE, PYTHON_SOURCE, docx_bytes, eml_bytes, pdf_bytes
 from tests.services import neo4j_uri, redis_url
 
-pytestmark = pytest.mark.e2e
-
 DATASET = "kinds"
 RULES = "coding_rules"
 TEXTS = {

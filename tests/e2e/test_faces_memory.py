@@ -31,8 +31,6 @@ from tests.llm_server import LLMTestServer
 from tests.merge_stress import differences, snapshot
 from workers.jobs import JobTracker
 
-pytestmark = pytest.mark.e2e
-
 DATASET = "faces"
 CORPUS = {
     "curie.txt": "Marie Curie was born in Warsaw. Marie Curie discovered Polonium with Pierre "

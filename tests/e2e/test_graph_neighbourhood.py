@@ -23,8 +23,6 @@ from runtime import Runtime
 from tests.backends import http_finished, llm_settings
 from tests.llm_server import LLMTestServer
 
-pytestmark = pytest.mark.e2e
-
 TEXT = (
     "Marie Curie was born in Warsaw. Marie Curie worked with Pierre Curie in Paris. "
     "Warsaw lies in Poland."

@@ -18,8 +18,6 @@ from tests.backends import http_finished
 from tests.e2e.test_metrics import samples, value
 from tests.llm_server import LLMTestServer
 
-pytestmark = pytest.mark.e2e
-
 
 def documents(tag: str) -> list[dict[str, str]]:
     return [{"name": f"{tag}{i}.txt", "text": f"Ada Lovelace wrote note {tag}{i} for Babbage."}

@@ -21,8 +21,6 @@ from tests.backends import http_finished
 from tests.llm_server import LLMTestServer
 from workers.celery_app import FINISH
 
-pytestmark = pytest.mark.e2e
-
 DOCS = [
     {"name": f"note{i}.txt", "text": f"Ada Lovelace met Charles Babbage in London in 18{30 + i}. "
      f"Babbage designed Engine {i}."}

@@ -128,8 +128,8 @@ FILES = {
 PIPELINE_OF = {"history.txt": "temporal"}  # the csv files go through `structured` on their own
 
 
-@pytest.mark.e2e
 @pytest.mark.services
+@pytest.mark.slow  # a worker process
 def test_a_jobs_tasks_are_named_by_step_with_job_dataset_and_batch(
     env: dict[str, str], tmp_path: Path
 ) -> None:

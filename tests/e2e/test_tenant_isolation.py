@@ -21,8 +21,6 @@ from retrieval.models import SearchType
 from runtime import Runtime
 from tests.backends import http_finished
 
-pytestmark = pytest.mark.e2e
-
 TEXTS = {
     "acme": "Zanzibar the aardvark digs burrows near Mombasa every monsoon season.",
     "beta": "Quentin the quokka hops around Rottnest Island eating saltbush leaves.",

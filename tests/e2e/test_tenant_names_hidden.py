@@ -23,8 +23,6 @@ from retrieval.models import SearchType
 from runtime import Runtime
 from tests.backends import http_finished
 
-pytestmark = pytest.mark.e2e
-
 TENANT, OTHER = "zq7tenant", "yx4other"
 TEXT = "Zanzibar the aardvark digs burrows near Mombasa every monsoon season of 2019."
 DOCS = "/api/v1/datasets/docs"

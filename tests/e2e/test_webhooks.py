@@ -26,8 +26,6 @@ from tests.backends import http_finished
 from tests.webhook_receiver import WebhookReceiver, readme_verify
 from workers.webhooks import Subscriptions, deliver
 
-pytestmark = pytest.mark.e2e
-
 ROOT = Path(__file__).resolve().parents[2]
 NOTE = {"name": "note.txt", "text": "Ada Lovelace wrote the first algorithm for a machine."}
 FAST_RETRIES = {"webhook_backoff_seconds": 0.2, "webhook_backoff_max_seconds": 1.0}
@@ -217,6 +215,7 @@ def test_cli_cognify_webhook_and_delivery_log(
     assert runner.invoke(cli, ["webhooks", "list"]).output == ""
 
 
+@pytest.mark.slow  # `cogmill` processes, and the retries' backoff
 def test_embedded_retries_outlive_the_process_that_scheduled_them(tmp_path: Path) -> None:
     """A one-shot `cogmill cognify` process ends before its retry is due; the next cogmill
     process that starts worker threads on the same home makes it."""

@@ -23,8 +23,6 @@ from core.stores.sqlite.graph import SQLiteGraphStore
 from pipelines.add_data_points import AddDataPoints
 from pipelines.models import Chunk, DocumentRef, ExtractedBatch
 
-pytestmark = pytest.mark.integration
-
 TEXTS = [
     "Ada Lovelace was born in London. She worked with Charles Babbage.",
     "Charles Babbage designed the Analytical Engine in London.",

@@ -27,10 +27,9 @@ from core.models.extraction import KnowledgeGraph
 from core.models.jobs import Job, JobStatus
 from core.settings import Settings
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - fixtures used by name
+from tests.backends import (
     Backend,
     add_files,
-    backend_fixture,
     embedded_only,
     finished,
     http_finished,
@@ -51,8 +50,6 @@ from workers.llm_batches import (
     poll,
     save,
 )
-
-pytestmark = pytest.mark.integration
 
 # Four documents of three paragraphs: several chunks each, so every batch of two documents
 # asks for extractions and then for document summaries (two submissions per batch).
@@ -196,6 +193,7 @@ def test_http_and_refusals(backend: Backend, server: LLMTestServer, tmp_path: Pa
 
 
 @embedded_only
+@pytest.mark.slow  # waits out the batch's 1 s turnaround
 def test_a_batch_whose_submitter_died_is_found_not_sent_again(
     backend: Backend, server: LLMTestServer, tmp_path: Path
 ) -> None:

@@ -28,10 +28,9 @@ from core.models.documents import STATUS, DocumentStatus
 from core.models.jobs import Budget, Claim, Job, JobStatus
 from core.settings import Settings
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - fixtures used by name
+from tests.backends import (
     Backend,
     add_files,
-    backend_fixture,
     embedded_only,
     finished,
     http_finished,
@@ -46,8 +45,6 @@ from workers.celery_app import configure
 from workers.jobs import JobTracker
 from workers.sweeper import sweep
 from workers.usage import JobBudget, job_usage
-
-pytestmark = pytest.mark.integration
 
 # Eight documents of three paragraphs: three chunks, three extractions and a summary each.
 TEXTS = {

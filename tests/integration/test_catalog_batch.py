@@ -20,9 +20,7 @@ from core.models.graph import Node
 from core.models.vocabulary import DOCUMENT, NODE_SET
 from pipelines.classify import check_supported
 from runtime import Runtime
-from tests.backends import Backend, backend_fixture, installed_runtime  # noqa: F401 - fixture
-
-pytestmark = pytest.mark.integration
+from tests.backends import Backend, installed_runtime
 
 MAX_FILE_BYTES = 4096
 PROCESSED = DocumentStatus.PROCESSED.value

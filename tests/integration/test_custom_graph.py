@@ -21,19 +21,14 @@ from pipelines.classify import check_supported
 from retrieval.models import SearchType
 from retrieval.search import search
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - fixtures used by name
+from tests.backends import (
     Backend,
-    backend_fixture,
-    embedder_fixture,
     http_finished,
-    llm_server_fixture,
     succeeded,
 )
 from tests.llm_server import LLMTestServer
 from workers.jobs import JobTracker
 from workers.orchestration import cognify
-
-pytestmark = pytest.mark.integration
 
 DATASET = "science"
 CURIE = (

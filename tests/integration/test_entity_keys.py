@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from core.entity_keys import FORMAT, FORMAT_KEY, PREFIX, EntityKeyIndex
 from core.models.graph import Node, entity_id
 from core.settings import Settings
@@ -15,8 +13,6 @@ from pipelines.definitions import get_pipeline
 from pipelines.models import WriteReport
 from pipelines.reconcile_entities import ReconcileEntities
 from tests.backends import installed_runtime
-
-pytestmark = pytest.mark.integration
 
 
 def test_candidates_are_the_stored_names_an_alias_rule_could_join(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,17 +21,14 @@ from pipelines.reconcile_entities import ReconcileEntities, merge_entities
 from pipelines.resolve_entities import aliases_of
 from pipelines.summarize_documents import SummarizeDocuments, document_summary_id
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - the fixtures `backend`, `models`
+from tests.backends import (
     Backend,
-    backend_fixture,
     embedded_only,
-    models_fixture,
     succeeded,
 )
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
 
-pytestmark = pytest.mark.integration
 DOCUMENTS = {
     "a_maria.txt": "Prof. Maria Lopez moved to New York City in 2019. "
     "She teaches physics at Columbia University.",
@@ -51,10 +47,9 @@ DOCUMENTS = {
 
 
 @pytest.fixture
-def runtime(backend: Backend, models: dict[str, object]) -> Iterator[Runtime]:
+def runtime_settings() -> dict[str, object]:
     # One document per batch on two threads: batches resolve and write at the same time.
-    with backend.runtime(models, batch_size=1, chunk_tokens=48) as rt:
-        yield rt
+    return {"batch_size": 1, "chunk_tokens": 48}
 
 
 @pytest.fixture

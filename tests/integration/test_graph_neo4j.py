@@ -21,7 +21,7 @@ from tests.contracts.graph_store import GraphStoreContract
 from tests.factories import make_edge, make_graph, make_node, support_pairs
 from tests.services import neo4j_uri
 
-pytestmark = [pytest.mark.integration, pytest.mark.services]
+pytestmark = pytest.mark.services
 
 
 @pytest.fixture(scope="module")
@@ -259,6 +259,7 @@ def test_support_lives_in_one_node_per_chunk_and_goes_with_what_it_supports(
     assert _support_nodes(uri, dataset) == set()
 
 
+@pytest.mark.exclusive  # removes the schema marker: any store opened meanwhile migrates too
 def test_support_stored_in_node_lists_by_earlier_versions_moves_at_start(uri, dataset):
     old = [("old-1", "Alice", ['["d1","c1"]', '["d2",""]'], ["d1", "d2"]), ("old-2", "Bob", [], [])]
     for id_, name, pairs, docs in old:

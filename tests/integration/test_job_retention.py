@@ -16,11 +16,9 @@ import pytest
 from core.models.jobs import DocumentError, Job, JobStatus
 from pipelines.models import WriteReport
 from tests.contracts.state_store import _run_threads
-from tests.integration.test_job_tracker import tracker  # noqa: F401 - fixture by name
 from workers.jobs import JobNotFoundError, JobTracker
 from workers.retention import PER_CALL, prune_jobs, retired
 
-pytestmark = pytest.mark.integration
 DAY = 86_400
 NOW = time.time()
 
@@ -55,7 +53,7 @@ def keys_of(jobs: JobTracker, job_id: str) -> list[str]:
     return jobs.state.keys(f"job:{job_id}")  # the record and every job:<id>: key
 
 
-def test_jobs_ended_past_the_retention_go_with_every_key(tracker: JobTracker) -> None:  # noqa: F811
+def test_jobs_ended_past_the_retention_go_with_every_key(tracker: JobTracker) -> None:
     old = [job_of(tracker, f"old-{s.value}", s, 40) for s in (JobStatus.SUCCEEDED,
            JobStatus.FAILED, JobStatus.CANCELLED)]  # fmt: skip
     kept = [
@@ -88,7 +86,7 @@ def test_jobs_ended_past_the_retention_go_with_every_key(tracker: JobTracker) ->
     assert retired(tracker.state) == (counts, usage)  # nothing counted twice
 
 
-def test_concurrent_pruners_delete_and_count_each_job_once(tracker: JobTracker) -> None:  # noqa: F811
+def test_concurrent_pruners_delete_and_count_each_job_once(tracker: JobTracker) -> None:
     old = [job_of(tracker, f"old{i}", JobStatus.SUCCEEDED, 31 + i) for i in range(PER_CALL + 2)]
     pruned: list[str] = []
     lock = threading.Lock()
@@ -105,7 +103,7 @@ def test_concurrent_pruners_delete_and_count_each_job_once(tracker: JobTracker) 
     assert retired(tracker.state)[0]["documents"] == 2 * len(old)
 
 
-def test_a_call_deletes_at_most_its_share_oldest_first(tracker: JobTracker) -> None:  # noqa: F811
+def test_a_call_deletes_at_most_its_share_oldest_first(tracker: JobTracker) -> None:
     old = [job_of(tracker, f"old{i}", JobStatus.SUCCEEDED, 31 + i) for i in range(PER_CALL + 2)]
     first = prune_jobs(tracker.state, 30, now=NOW)
     assert first == [job.id for job in reversed(old)][:PER_CALL]

@@ -7,7 +7,6 @@ import json
 import random
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,18 +15,14 @@ from core.catalog import AddReport
 from core.models.graph import Node, chunk_id
 from core.models.jobs import Job, JobStatus
 from core.models.vocabulary import INDEX_FIELDS
-from core.settings import Settings
 from pipelines.classify import check_supported
 from pipelines.formats.segments import segment_count
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - fixtures used by name
+from tests.backends import (
+    embedded_only,
     finished,
-    models_fixture,
-    threaded_runtime,
 )
 from workers.orchestration import cognify
-
-pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 SEGMENT_BYTES = 16 * 1024
@@ -63,10 +58,8 @@ def prose(seed: int, size: int) -> str:
 
 
 @pytest.fixture
-def runtime(tmp_path: Path, models: dict[str, object]) -> Iterator[Runtime]:
-    settings = Settings(home=tmp_path / "home", segment_bytes=SEGMENT_BYTES, chunk_tokens=128)
-    with threaded_runtime(settings, models) as rt:
-        yield rt
+def runtime_settings() -> dict[str, object]:
+    return {"segment_bytes": SEGMENT_BYTES, "chunk_tokens": 128}
 
 
 def add(rt: Runtime, tmp_path: Path, name: str, data: bytes) -> Node:
@@ -97,6 +90,7 @@ def snapshot(rt: Runtime) -> dict[str, int]:
     return counts
 
 
+@embedded_only  # what is tested is the parsing; the stores are the embedded ones
 def test_a_large_document_is_one_document_made_of_segments(
     runtime: Runtime, tmp_path: Path
 ) -> None:
@@ -137,6 +131,7 @@ def junk(size: int) -> bytes:
     return bytes(rng.choice([1, 2, 3, 200, 201, 250]) for _ in range(size))
 
 
+@embedded_only
 @pytest.mark.parametrize("where", ["first", "middle"])
 def test_a_failing_segment_fails_its_document_and_nothing_else(
     runtime: Runtime, tmp_path: Path, where: str

@@ -24,8 +24,6 @@ from core.models.extraction import KnowledgeGraph
 from core.stores.sqlite.state import SQLiteStateStore
 from tests.llm_server import LLMTestServer, graph_for_text
 
-pytestmark = pytest.mark.integration
-
 TEXTS = [
     f"Person{i} Smith founded Company{i} Labs in City{i}. Person{i} Smith works for "
     f"Company{i} Labs. The work was published in Journal{i}."

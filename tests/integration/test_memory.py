@@ -28,8 +28,6 @@ from tests.backends import finished, ingest, llm_settings, threaded_runtime, wri
 from tests.llm_server import LLMTestServer
 from tests.services import redis_url
 
-pytestmark = pytest.mark.integration
-
 CORPUS = {
     "curie.txt": "Marie Curie was born in Warsaw. Marie Curie discovered Polonium with Pierre "
     "Curie. Marie Curie won two Nobel prizes.",

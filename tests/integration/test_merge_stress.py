@@ -25,7 +25,6 @@ from tests.merge_stress import (
 )
 from tests.services import neo4j_uri, redis_url
 
-pytestmark = pytest.mark.integration
 RUNS, WRITERS = 3, 4
 
 

@@ -26,7 +26,6 @@ from tests.backends import add_files, succeeded, threaded_runtime, write_files
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
 
-pytestmark = pytest.mark.integration
 S = SearchType
 DATASET = "lab"
 CORPUS = {

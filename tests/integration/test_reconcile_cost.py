@@ -22,9 +22,7 @@ from core.stores.sqlite.graph import SQLiteGraphStore
 from core.stores.sqlite.state import SQLiteStateStore
 from pipelines.models import WriteReport
 from pipelines.reconcile_entities import ReconcileEntities
-from tests.backends import models_fixture  # noqa: F401 - the fixture `models`
 
-pytestmark = pytest.mark.integration
 DATASET = "people"
 
 

@@ -18,17 +18,12 @@ from pipelines.classify import check_supported
 from retrieval.models import SearchType
 from retrieval.search import search
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - fixtures used by name
+from tests.backends import (
     Backend,
-    backend_fixture,
-    embedder_fixture,
-    llm_server_fixture,
     succeeded,
 )
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
-
-pytestmark = pytest.mark.integration
 
 # The test LLM server reads "A <lowercase words> B" between two names as a relation A -> B.
 TEXTS = {

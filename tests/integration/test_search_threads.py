@@ -10,10 +10,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
-pytestmark = pytest.mark.integration
-
 # Run in a process of its own: BLAS's thread count is process-wide, and earlier tests of a
 # session set it. The app starts under TestClient, whose lifespan runs on another thread,
 # as uvicorn's does not: the limit must hold from there too.

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,16 +21,12 @@ from pipelines.tables import check_source, snapshot_sql
 from retrieval.models import SearchType
 from retrieval.search import search
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - the fixtures `backend`, `embedder`
+from tests.backends import (
     Backend,
-    backend_fixture,
     embedded_only,
-    embedder_fixture,
     finished,
 )
 from workers.orchestration import cognify
-
-pytestmark = pytest.mark.integration
 
 CUSTOMERS = """customer_id,name,city,email
 C001,Alice Martin,Lisbon,alice@example.com
@@ -55,15 +50,9 @@ PRODUCTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def models(embedder: object) -> dict[str, object]:
-    return {"embedder": embedder}
-
-
 @pytest.fixture
-def runtime(backend: Backend, models: dict[str, object]) -> Iterator[Runtime]:
-    with backend.runtime(models, write_batch_size=4) as rt:  # several row batches
-        yield rt
+def runtime_settings() -> dict[str, object]:
+    return {"write_batch_size": 4}  # several row batches
 
 
 @pytest.fixture

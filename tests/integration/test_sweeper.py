@@ -21,12 +21,10 @@ from workers.orchestration import cognify
 from workers.sweeper import queued_messages, resume_point, sweep
 from workers.tasks import STEP_TASKS
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
-def runtime(tmp_path: Path) -> Iterator[Runtime]:
-    with installed_runtime(Settings(home=tmp_path / "home", batch_size=3)) as rt:
+def runtime(tmp_path: Path, models: dict[str, object]) -> Iterator[Runtime]:
+    with installed_runtime(Settings(home=tmp_path / "home", batch_size=3), models) as rt:
         yield rt
 
 

@@ -7,7 +7,6 @@ Offline (spaCy dates, local embedder) and with the test LLM server (events from 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
@@ -22,17 +21,13 @@ from retrieval.models import SearchResult, SearchType
 from retrieval.search import search
 from retrieval.temporal import TemporalRetriever
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - the fixtures `backend`, `models`
+from tests.backends import (
     Backend,
-    backend_fixture,
     embedded_only,
-    models_fixture,
     succeeded,
 )
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
-
-pytestmark = pytest.mark.integration
 
 CORPUS = {
     "acme.txt": (
@@ -51,9 +46,8 @@ CORPUS = {
 
 
 @pytest.fixture
-def runtime(backend: Backend, models: dict[str, object]) -> Iterator[Runtime]:
-    with backend.runtime(models, batch_size=2) as rt:
-        yield rt
+def runtime_settings() -> dict[str, object]:
+    return {"batch_size": 2}
 
 
 @pytest.fixture

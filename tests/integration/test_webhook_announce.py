@@ -18,8 +18,6 @@ from workers.jobs import JobTracker
 from workers.webhook_post import WebhookError, check_url, signature
 from workers.webhooks import Subscriptions, delivery_log, finished_statuses
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def runtime(tmp_path: Path) -> Iterator[Runtime]:

@@ -21,8 +21,6 @@ from pipelines.classify import (
 )
 from pipelines.models import ClassifiedBatch, ClassifiedDocument, DocumentBatch, DocumentRef
 
-pytestmark = pytest.mark.unit
-
 MARKDOWN = """# Quarterly report
 
 Revenue grew in *every* region.

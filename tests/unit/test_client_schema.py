@@ -20,8 +20,6 @@ from cogmill_client import AsyncClient, Client, models, requests
 from cogmill_client.calls import ENDPOINTS, datasets, queries
 from cogmill_client.events import SseParser
 
-pytestmark = pytest.mark.unit
-
 ROOT = Path(__file__).resolve().parents[2]
 # Client methods that are no operation of their own.
 HELPERS = {"send", "close", "aclose", "wait"}

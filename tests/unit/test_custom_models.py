@@ -16,8 +16,6 @@ from core.models.graph_schema import InvalidGraphModel
 from pipelines.graph_builder import build_graph
 from pipelines.models import Chunk
 
-pytestmark = pytest.mark.unit
-
 
 class Scientist(BaseModel):
     """A person doing research."""

@@ -22,8 +22,6 @@ from pipelines.formats.pdf import partition_pdf
 from tests import sample_files as sf
 from tests.unit.test_formats import classify
 
-pytestmark = pytest.mark.unit
-
 MIB = 1 << 20
 TEXT = b"BT /F1 12 Tf 72 700 Td (Marie Curie was born in Warsaw.) Tj ET\n"
 

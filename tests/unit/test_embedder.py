@@ -21,8 +21,6 @@ from core.embeddings.local import (
 )
 from core.ports import Embedder
 
-pytestmark = pytest.mark.unit
-
 LONG_TEXT = " ".join(
     f"Sentence number {i} describes how the knowledge graph links people, places and events."
     for i in range(40)

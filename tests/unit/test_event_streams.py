@@ -23,8 +23,6 @@ from core.stores.sqlite.state import SQLiteStateStore
 from pipelines.models import WriteReport
 from workers.jobs import JobTracker
 
-pytestmark = pytest.mark.unit
-
 DS = "streams"
 
 

@@ -22,8 +22,6 @@ from pipelines.models import DocumentBatch, DocumentRef
 from pipelines.read_tables import ReadTables, TableInfo
 from pipelines.tables import TableProblem, check_source, open_tables
 
-pytestmark = pytest.mark.unit
-
 CUSTOMERS = """customer_id,name,city
 C001,Alice Martin,Lisbon
 C002,Bruno Costa,Porto

@@ -21,8 +21,6 @@ from pipelines.align_ontology import OntologyAligner
 from pipelines.graph_builder import build_graph
 from pipelines.models import Chunk
 
-pytestmark = pytest.mark.unit
-
 EX = "http://example.org/science#"
 OWL_XML = f"""<?xml version="1.0"?>
 <rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"

@@ -22,8 +22,6 @@ from core.settings import Settings
 from core.stores.blob_fs import FileBlobStore
 from tests.unit.test_ontology import OWL_XML, TURTLE
 
-pytestmark = pytest.mark.unit
-
 LIMITS = {"seconds": 120.0, "max_bytes": 16 * 1024 * 1024}  # generous: the machine is shared
 
 

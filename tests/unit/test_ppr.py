@@ -15,8 +15,6 @@ from retrieval.ppr.pagerank import WeightedGraph, personalised_pagerank
 from retrieval.ppr.retriever import Neighbourhood, PPRParams, PPRRetriever
 from retrieval.query_names import query_ngrams
 
-pytestmark = pytest.mark.unit
-
 
 def path_graph(names: str) -> WeightedGraph:
     graph = WeightedGraph()

@@ -14,7 +14,6 @@ from core.stores.sqlite.graph import SQLiteGraphStore
 from retrieval.ppr.pagerank import personalised_pagerank
 from retrieval.ppr.retriever import Neighbourhood, PPRParams
 
-pytestmark = pytest.mark.unit
 DS = "backflow"
 NAMED = "Ines Varga"
 

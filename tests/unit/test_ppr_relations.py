@@ -15,7 +15,6 @@ from retrieval.ppr.pagerank import personalised_pagerank
 from retrieval.ppr.retriever import Neighbourhood, PPRParams
 from retrieval.query_names import content_words
 
-pytestmark = pytest.mark.unit
 DS = "relations"
 NAMED, CLUB = "Ines Varga", "Kestrel Club"
 QUESTION = "Who is the treasurer of the club that Ines Varga founded?"

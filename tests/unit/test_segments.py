@@ -18,8 +18,6 @@ from pipelines.formats.segments import boundary, segment_count, segment_span
 from pipelines.models import ChunkBatch, DocumentBatch, DocumentRef
 from workers.orchestration import _groups, segments_of
 
-pytestmark = pytest.mark.unit
-
 WORDS = [
     "river",
     "city",

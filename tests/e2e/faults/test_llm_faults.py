@@ -12,7 +12,7 @@ from tests.e2e.faults.harness import RunResult, Stack
 from tests.e2e.faults.kinds import llm_faults, llm_hang
 from tests.e2e.faults.scenario import run
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services]
+pytestmark = pytest.mark.services
 
 
 def test_a_fifth_of_llm_requests_failing_loses_nothing(

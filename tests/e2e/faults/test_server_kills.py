@@ -24,7 +24,7 @@ from tests.e2e.faults.kinds import server_kills
 from tests.e2e.faults.scenario import run
 from tests.e2e.faults.servers import OwnNeo4j, OwnRedis
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services]
+pytestmark = pytest.mark.services
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from tests.e2e.faults.harness import RunResult, Stack
 from tests.e2e.faults.kinds import recognify_with_kills, worker_kills
 from tests.e2e.faults.scenario import run
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services]
+pytestmark = pytest.mark.services
 
 
 @pytest.mark.parametrize("pool", ["threads", "prefork"])
