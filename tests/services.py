@@ -35,6 +35,31 @@ def redis_url() -> str:
     return url
 
 
+# Databases of the test Redis for the tests whose worker processes share a Celery broker (its
+# queues are consumed by whoever listens, and several modules flush theirs when they start),
+# one each so that these modules can run at the same time (`pytest -n`). Everything else
+# shares database 0 under key prefixes of its own. A Redis has 16 databases (0-15).
+REDIS_DATABASES = {
+    "distributed": 5,
+    "step_tasks": 6,
+    "faults": 7,
+    "usage_distributed": 8,
+    "webhooks_distributed": 9,
+    "budgets_distributed": 10,
+    "metrics_distributed": 11,
+    "batch_mode_distributed": 12,
+    "distributed_pipelines": 13,
+    "load": 14,
+    "sweeper": 15,
+}
+assert len(set(REDIS_DATABASES.values())) == len(REDIS_DATABASES), "a database used twice"
+
+
+def redis_database_url(user: str) -> str:
+    """The test Redis URL on the database of `user` (a key of REDIS_DATABASES)."""
+    return f"{redis_url().rsplit('/', 1)[0]}/{REDIS_DATABASES[user]}"
+
+
 def neo4j_uri() -> str:
     """The test Neo4j bolt URI once its port accepts connections; skips or fails otherwise."""
     uri = _env("COGMILL_TEST_NEO4J_URI", "Neo4j")

@@ -23,13 +23,12 @@ from pipelines.models import DocumentBatch
 from tests.backends import add_files, finished, write_files
 from tests.distributed import distributed_runtime, running_workers, worker_env
 from tests.llm_server import LLMTestServer
-from tests.services import neo4j_uri, redis_url
+from tests.services import neo4j_uri, redis_database_url
 from workers.celery_app import app, task_name
 from workers.orchestration import cognify
 from workers.tasks import STEP_TASKS
 
 FINISH = "cogmill.finish_batch"
-BROKER_DB = 6  # test_distributed*.py flush database 5; this module leaves its keys under a prefix
 
 
 def test_every_step_of_every_pipeline_has_its_own_task_on_its_queue() -> None:
@@ -114,7 +113,7 @@ class TaskEvents:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     with LLMTestServer(latency_ms=50) as llm:
-        broker = f"{redis_url().rsplit('/', 1)[0]}/{BROKER_DB}"
+        broker = redis_database_url("step_tasks")
         yield worker_env(tmp_path_factory.mktemp("home"), broker, neo4j_uri(), llm.base_url)
 
 

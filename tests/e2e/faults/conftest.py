@@ -15,15 +15,14 @@ from tests.distributed import write_corpus
 from tests.e2e.faults.harness import RunResult, Stack
 from tests.e2e.faults.injectors import RECOVERY_TARGET_S
 from tests.e2e.faults.scenario import Outcome, Scenario, cleanup, run
-from tests.services import neo4j_uri, redis_url
+from tests.services import neo4j_uri, redis_database_url
 
 CORPUS_SIZE = 12  # documents, one chunk each; batches of two: six batches of four steps
-SHARED_DB = 7  # the harness's database on the shared test Redis (everything under a prefix)
 
 
 @pytest.fixture(scope="session")
 def shared_stack() -> Stack:
-    return Stack(redis_url().rsplit("/", 1)[0] + f"/{SHARED_DB}", neo4j_uri())
+    return Stack(redis_database_url("faults"), neo4j_uri())
 
 
 @pytest.fixture(scope="session")
