@@ -1,11 +1,17 @@
-# cogmill developer commands. `make demo` and `make test` work on a fresh Debian machine.
+# cogmill developer commands. `make install`, `make check` and `make test` work on a fresh
+# Debian machine with Python 3.11 and network access to PyPI.
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# pytest-xdist workers: `auto` is one per core. The full suite waits on servers, worker
+# processes and sleeps much of the time, so it takes one more worker per two cores.
+CHECK_WORKERS ?= auto
+TEST_WORKERS ?= 3
+FAST := not slow and not services
 export COGMILL_TEST_REDIS_URL ?= redis://127.0.0.1:6390/0
 export COGMILL_TEST_NEO4J_URI ?= bolt://127.0.0.1:7697
 
-.PHONY: install lock demo test test-fast services services-stop lint bench clean
+.PHONY: install demo check lint test test-fast lock services services-stop bench clean
 
 # Exactly the versions in uv.lock (hashes checked; what the lock does not list is removed).
 # `--locked` fails when pyproject.toml changed without `make lock`. uv itself is in the lock.
@@ -24,25 +30,32 @@ lock: install
 demo: install
 	$(BIN)/cogmill demo
 
-services:
-	deploy/services.sh start
+# The loop every change runs first (about 2 minutes on two quiet cores): lint, types, then
+# the fast tier (neither `slow` nor `services`, see tests/conftest.py) in parallel.
+check: lint
+	$(BIN)/pytest -q -n $(CHECK_WORKERS) --dist loadgroup -m "$(FAST)"
 
-services-stop:
-	deploy/services.sh stop
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy core pipelines retrieval runtime workers api cogmill_client
 
 # Everything, with real Redis and Neo4j started (and stopped) around the run.
 test: install
 	deploy/install-system.sh
 	deploy/services.sh start
-	COGMILL_REQUIRE_SERVICES=1 $(BIN)/pytest -q; status=$$?; deploy/services.sh stop; exit $$status
+	COGMILL_REQUIRE_SERVICES=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup \
+		--durations=30; status=$$?; deploy/services.sh stop; exit $$status
 
-# Without services: their tests are skipped.
+# The fast tier alone, without lint.
 test-fast: install
-	$(BIN)/pytest -q -m "not services"
+	$(BIN)/pytest -q -n $(CHECK_WORKERS) --dist loadgroup -m "$(FAST)"
 
-lint: install
-	$(BIN)/ruff check .
-	$(BIN)/mypy core pipelines retrieval runtime workers api cogmill_client
+services:
+	deploy/services.sh start
+
+services-stop:
+	deploy/services.sh stop
 
 bench: install
 	$(BIN)/python bench/ingest_musique.py
