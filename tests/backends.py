@@ -264,6 +264,15 @@ def installed_runtime(
         use_runtime(None)
 
 
+def with_models(runtime: Runtime, models: dict[str, Any]) -> Runtime:
+    """`runtime` with the loaded models `models` (the session's, tests/conftest.py) preset,
+    as `installed_runtime`'s `shared` does; its settings must use the local models."""
+    settings = runtime.settings
+    assert not settings.llm_base_url and not settings.embedding_base_url, "not the local models"
+    runtime.__dict__.update(models)  # cached_property slots
+    return runtime
+
+
 @contextmanager
 def threaded_runtime(
     settings: Settings, shared: dict[str, Any] | None = None, threads: int = 2

@@ -17,7 +17,7 @@ from core.settings import Settings
 from retrieval.models import SearchType
 from retrieval.search import search as run_search
 from runtime import Runtime
-from tests.backends import http_finished
+from tests.backends import http_finished, with_models
 
 LIMIT = 64 * 1024  # max_file_bytes of the module's runtime
 DATA = "/api/v1/datasets/sample/data"
@@ -27,9 +27,9 @@ TENANT = Caller("tests", Role.WRITER)
 
 
 @pytest.fixture(scope="module")
-def runtime(tmp_path_factory: pytest.TempPathFactory) -> Runtime:
+def runtime(tmp_path_factory: pytest.TempPathFactory, models: dict[str, object]) -> Runtime:
     home = tmp_path_factory.mktemp("api-home")
-    return Runtime(Settings(home=home, max_file_bytes=LIMIT, batch_size=3))
+    return with_models(Runtime(Settings(home=home, max_file_bytes=LIMIT, batch_size=3)), models)
 
 
 @pytest.fixture(scope="module")

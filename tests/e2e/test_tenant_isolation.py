@@ -19,7 +19,7 @@ from core.access import Role
 from core.settings import Settings
 from retrieval.models import SearchType
 from runtime import Runtime
-from tests.backends import http_finished
+from tests.backends import http_finished, with_models
 
 TEXTS = {
     "acme": "Zanzibar the aardvark digs burrows near Mombasa every monsoon season.",
@@ -39,8 +39,10 @@ def note(tenant: str | None) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def app_clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str | None, Any]]:
-    rt = Runtime(Settings(home=tmp_path_factory.mktemp("tenants-home")))
+def app_clients(
+    tmp_path_factory: pytest.TempPathFactory, models: dict[str, object]
+) -> Iterator[dict[str | None, Any]]:
+    rt = with_models(Runtime(Settings(home=tmp_path_factory.mktemp("tenants-home"))), models)
     app = create_app(rt)
     with TestClient(app) as local:
         # The local default tenant's `docs`, added before any key exists (bare name).

@@ -22,7 +22,7 @@ from api.services.tenants import Tenants
 from core.access import Role
 from core.settings import Settings
 from runtime import Runtime
-from tests.backends import http_finished
+from tests.backends import http_finished, with_models
 from tests.webhook_receiver import WebhookReceiver, readme_verify
 from workers.webhooks import Subscriptions, deliver
 
@@ -32,9 +32,10 @@ FAST_RETRIES = {"webhook_backoff_seconds": 0.2, "webhook_backoff_max_seconds": 1
 
 
 @pytest.fixture(scope="module")
-def runtime(tmp_path_factory: pytest.TempPathFactory) -> Runtime:
+def runtime(tmp_path_factory: pytest.TempPathFactory, models: dict[str, object]) -> Runtime:
     home = tmp_path_factory.mktemp("webhooks-home")
-    return Runtime(Settings(home=home, webhook_allow_private=True, **FAST_RETRIES))
+    settings = Settings(home=home, webhook_allow_private=True, **FAST_RETRIES)
+    return with_models(Runtime(settings), models)
 
 
 @pytest.fixture(scope="module")
