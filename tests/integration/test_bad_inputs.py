@@ -110,6 +110,7 @@ def run(rt: Runtime, timeout: float = 300) -> Job:
 
 
 @embedded_only  # what is tested is the parsing; the stores are the embedded ones
+@pytest.mark.slow  # waits out the slow e-mail's 10 s parse deadline
 def test_every_broken_file_gets_its_reason_and_every_valid_one_is_processed(
     runtime: Runtime, folder: Path
 ) -> None:
