@@ -8,6 +8,9 @@ BIN := $(VENV)/bin
 CHECK_WORKERS ?= auto
 TEST_WORKERS ?= 3
 FAST := not slow and not services
+# A module's tests on one worker (tests/conftest.py groups them), modules in collection order:
+# the longest (tests/e2e/faults, worker processes) start first.
+XDIST := --dist loadgroup --no-loadscope-reorder
 export COGMILL_TEST_REDIS_URL ?= redis://127.0.0.1:6390/0
 export COGMILL_TEST_NEO4J_URI ?= bolt://127.0.0.1:7697
 
@@ -33,7 +36,7 @@ demo: install
 # The loop every change runs first (about 2 minutes on two quiet cores): lint, types, then
 # the fast tier (neither `slow` nor `services`, see tests/conftest.py) in parallel.
 check: lint
-	$(BIN)/pytest -q -n $(CHECK_WORKERS) --dist loadgroup -m "$(FAST)"
+	$(BIN)/pytest -q -n $(CHECK_WORKERS) $(XDIST) -m "$(FAST)"
 
 lint: install
 	$(BIN)/ruff check .
@@ -44,12 +47,12 @@ lint: install
 test: install
 	deploy/install-system.sh
 	deploy/services.sh start
-	COGMILL_REQUIRE_SERVICES=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup \
+	COGMILL_REQUIRE_SERVICES=1 $(BIN)/pytest -q -n $(TEST_WORKERS) $(XDIST) \
 		--durations=30; status=$$?; deploy/services.sh stop; exit $$status
 
 # The fast tier alone, without lint.
 test-fast: install
-	$(BIN)/pytest -q -n $(CHECK_WORKERS) --dist loadgroup -m "$(FAST)"
+	$(BIN)/pytest -q -n $(CHECK_WORKERS) $(XDIST) -m "$(FAST)"
 
 services:
 	deploy/services.sh start

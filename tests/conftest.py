@@ -68,8 +68,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 for name in names:
                     item.add_marker(name)
         # Under `pytest -n` (`--dist loadgroup`), a module's tests run on one worker, so its
-        # module-scoped fixtures (an ingested corpus, a server) are set up once; a folder's
-        # session fixtures (the fault harness's undisturbed run) are shared by its group.
+        # module-scoped fixtures (an ingested corpus, a server) are set up once; the fault
+        # harness's modules share its session fixtures (the undisturbed run) as one group.
         if item.get_closest_marker("xdist_group") is None:
             group = "/".join(parts[:2]) if parts[:2] == ("e2e", "faults") else item.path.stem
             item.add_marker(pytest.mark.xdist_group(group))
