@@ -58,8 +58,13 @@ def prose(seed: int, size: int) -> str:
 
 
 @pytest.fixture
-def runtime_settings() -> dict[str, object]:
-    return {"segment_bytes": SEGMENT_BYTES, "chunk_tokens": 128}
+def segment_bytes() -> int:
+    return SEGMENT_BYTES
+
+
+@pytest.fixture
+def runtime_settings(segment_bytes: int) -> dict[str, object]:
+    return {"segment_bytes": segment_bytes, "chunk_tokens": 128}
 
 
 def add(rt: Runtime, tmp_path: Path, name: str, data: bytes) -> Node:
@@ -91,11 +96,12 @@ def snapshot(rt: Runtime) -> dict[str, int]:
 
 
 @embedded_only  # what is tested is the parsing; the stores are the embedded ones
+@pytest.mark.parametrize("segment_bytes", [4096])  # the least allowed: six segments cost little
 def test_a_large_document_is_one_document_made_of_segments(
-    runtime: Runtime, tmp_path: Path
+    runtime: Runtime, tmp_path: Path, segment_bytes: int
 ) -> None:
-    doc = add(runtime, tmp_path, "long.txt", prose(1, 6 * SEGMENT_BYTES).encode())
-    segments = segment_count(doc.properties["size"], SEGMENT_BYTES)
+    doc = add(runtime, tmp_path, "long.txt", prose(1, 6 * segment_bytes).encode())
+    segments = segment_count(doc.properties["size"], segment_bytes)
     assert segments >= 6
     job = run(runtime)
     assert job.status is JobStatus.SUCCEEDED and not job.errors, job.errors
@@ -162,22 +168,23 @@ def test_a_failing_segment_fails_its_document_and_nothing_else(
     assert retry.total_batches == segment_count(len(data), SEGMENT_BYTES)
 
 
-def peak_growth(megabytes: float) -> dict[str, object]:
-    """bench/large_file.py in a child process: the peak RSS of classify and chunk."""
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "large_file.py"), "--mb", str(megabytes)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-        cwd=ROOT,
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def peak_growth(*megabytes: float) -> list[dict[str, object]]:
+    """bench/large_file.py in a child process per size, run at once (each measures its own
+    peak RSS): the peak RSS of classify and chunk."""
+    command = [sys.executable, str(ROOT / "bench" / "large_file.py"), "--mb"]
+    runs = [
+        subprocess.Popen([*command, str(mb)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        for mb in megabytes
+    ]
+    outputs = [run.communicate(timeout=300)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0] * len(runs), outputs
+    return [json.loads(out.strip().splitlines()[-1]) for out in outputs]
 
 
+@pytest.mark.slow  # two processes classify and chunk 30 MB
 def test_classify_and_chunk_memory_does_not_grow_with_the_file() -> None:
     """A 24 MB file needs no more memory than a 6 MB one (before segments: ~5x the file)."""
-    small, large = peak_growth(6), peak_growth(24)
+    small, large = peak_growth(6, 24)
     for step in ("classify", "chunk"):
         small_peak = small["peak_above_baseline_mib"][step]  # type: ignore[index]
         large_peak = large["peak_above_baseline_mib"][step]  # type: ignore[index]

@@ -179,12 +179,22 @@ def _big_call() -> list[str]:
     return [*names, *(LONG_TEXT[: 400 + 40 * i] for i in range(30))]  # 80+ tokens each
 
 
-def test_big_calls_batch_short_texts_tighter_with_vectors_within_1e_6() -> None:
+@pytest.fixture(scope="module")
+def big_call() -> tuple[list[str], np.ndarray]:
+    """An ingestion-sized call's texts and their vectors from an embedder of the default
+    batch size (grouped as ingestion's), computed once for the tests below."""
+    texts = _big_call()
+    return texts, LocalEmbedder().embed(texts)
+
+
+def test_big_calls_batch_short_texts_tighter_with_vectors_within_1e_6(
+    big_call: tuple[list[str], np.ndarray],
+) -> None:
     """An ingestion-sized call (past the token budget) groups texts within a quarter of the
     budget and with 2 tokens of slack rather than 8, so names pad less; each group is encoded
     on its own, and the vectors stay within 1e-6 of a small call's grouping."""
     embedder = LocalEmbedder()  # the default batch size: groups as ingestion's
-    texts = _big_call()
+    texts, embedded = big_call
     encoded = [embedder._tokenizer.encode(t).ids for t in texts]
     lengths = [len(ids) for ids in encoded]
     assert sum(lengths) > embedder.batch_size * 64  # a big call
@@ -200,22 +210,24 @@ def test_big_calls_batch_short_texts_tighter_with_vectors_within_1e_6() -> None:
 
     tight, tight_padding = by_groups(embedder.batch_size * 16, 2)
     loose, loose_padding = by_groups(embedder.batch_size * 64, 8)
-    np.testing.assert_array_equal(embedder.embed(texts), tight)
+    np.testing.assert_array_equal(embedded, tight)
     np.testing.assert_allclose(tight, loose, atol=1e-6)
     assert tight_padding < loose_padding / 2
 
 
-def test_big_calls_pause_before_each_half_layer_and_searches_never() -> None:
+def test_big_calls_pause_before_each_half_layer_and_searches_never(
+    big_call: tuple[list[str], np.ndarray],
+) -> None:
     """Ingestion's calls call `pause` before each half of each layer of each batch (where a
     job waits for searches, core/priority.py), with the same vectors; a query's call never."""
     paused: list[int] = []
     embedder = LocalEmbedder(pause=lambda: paused.append(1))
-    texts = _big_call()
+    texts, unpaused = big_call
     lengths = [len(embedder._tokenizer.encode(t).ids) for t in texts]
     vectors = embedder.embed(texts)
     batches = len(_length_batches(lengths, embedder.batch_size * 16, slack=2))
     assert len(paused) == batches * 2 * len(embedder._bert.layers) and batches >= 8
-    np.testing.assert_array_equal(vectors, LocalEmbedder().embed(texts))
+    np.testing.assert_array_equal(vectors, unpaused)
     paused.clear()
     embedder.embed(["Who founded the company that built the hall?", "Zorvath"])
     assert not paused
