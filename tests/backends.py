@@ -114,8 +114,10 @@ class Backend:
         with threaded_runtime(settings, shared, threads) as rt:
             if self.distributed:  # never a silent fallback to the embedded stores
                 kinds = (
-                    type(rt.graph).__name__, type(rt.vectors).__name__, type(rt.state).__name__
-                )  # fmt: skip
+                    type(rt.graph).__name__,
+                    type(rt.vectors).__name__,
+                    type(rt.state).__name__,
+                )
                 assert kinds == ("Neo4jGraphStore", "Neo4jVectorStore", "RedisStateStore"), kinds
             try:
                 yield rt

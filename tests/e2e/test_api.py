@@ -114,8 +114,10 @@ def test_json_document_names_are_labels_not_paths(client: TestClient) -> None:
     assert added.status_code == 200, added.text
     assert {r["name"] for r in added.json()["rejected"]} == {"../.."}
     assert {doc["name"] for doc in client.get(url).json()} == {
-        "passwd.txt", "report.md", "nulbyte.txt"
-    }  # fmt: skip
+        "passwd.txt",
+        "report.md",
+        "nulbyte.txt",
+    }
     assert client.delete("/api/v1/datasets/names").status_code == 200  # later tests list all
 
 

@@ -45,8 +45,12 @@ READER_EXAMPLES = 3  # drawn per operation, valid data, reader key (403s are fin
 CONFIG = {"phases": {"coverage": {"unexpected-methods": ["patch"]}}}
 # Schema keywords that let a path parameter be generated invalid (a bare string cannot be).
 CONSTRAINTS = {"pattern", "minLength", "maxLength", "enum", "format", "minimum", "maximum"}
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_schema_conformance]  # fmt: skip
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
 # Server-sent events: called and status-checked like every route, but the body is a stream of
 # `event:`/`data:` lines the schema can only call a string, so it is not validated.
 STREAMS = {"GET /api/v1/jobs/{job_id}/events"}
@@ -215,7 +219,7 @@ def known_good(world: FuzzWorld) -> dict[str, list[dict[str, Any]]]:
                     "response_model": answer_model,
                 }
             },
-        ],  # fmt: skip
+        ],
         "POST /api/v1/recall": [
             {"body": {"query": question, "session": SESSION, "datasets": [SEEDED]}},
         ],
@@ -295,8 +299,9 @@ def test_fuzz_every_route_no_5xx_and_schema_valid(world: FuzzWorld) -> None:
         checks = CHECKS if label not in STREAMS else CHECKS[:3]
 
         def check(case: Any) -> None:
-            response = case.call(base_url=world.base_url, session=session,
-                                 headers=world.headers(key), timeout=60)  # fmt: skip
+            response = case.call(
+                base_url=world.base_url, session=session, headers=world.headers(key), timeout=60
+            )
             statuses.setdefault(label, Counter())[response.status_code] += 1
             case.validate_response(response, checks=checks, headers=world.headers(key))
 
@@ -312,8 +317,10 @@ def test_fuzz_every_route_no_5xx_and_schema_valid(world: FuzzWorld) -> None:
         _fuzz_operation(operation, targets, examples, admin, reader, tally)
     total = sum(tally.ran.values())
     wall, cpu = time.monotonic() - started, time.process_time() - cpu
-    print(f"\nAPI fuzz: {total} cases over {len(operations)} operations, {wall:.0f} s wall, "
-          f"{cpu:.0f} s CPU (client and server)")  # fmt: skip
+    print(
+        f"\nAPI fuzz: {total} cases over {len(operations)} operations, {wall:.0f} s wall, "
+        f"{cpu:.0f} s CPU (client and server)"
+    )
     for name, ran in tally.ran.items():
         print(f"  {ran:4d}  {tally.seconds[name]:6.1f} s  {name}")
     for label, seen in statuses.items():

@@ -66,7 +66,7 @@ def test_workers_pause_at_the_budget_and_resume_to_the_unbudgeted_graph(
                 sum(
                     job_usage(rt.state, job.id, document=doc.id)["llm"][field]
                     for field in ("prompt_tokens", "completion_tokens")
-                )  # fmt: skip
+                )
                 for doc in rt.catalog.documents(dataset)
             )
         finally:

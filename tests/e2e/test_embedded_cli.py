@@ -144,14 +144,16 @@ def test_console_script_exit_codes(home: Path) -> None:
     cases = [
         (
             {"COGMILL_SERVE_WARM_UP": "10001", "COGMILL_WORKER_THREADS": "many"},
-            ["COGMILL_WORKER_THREADS='many': Input should be a valid integer",
-             "COGMILL_SERVE_WARM_UP='10001': Input should be less than or equal to 10000"],
+            [
+                "COGMILL_WORKER_THREADS='many': Input should be a valid integer",
+                "COGMILL_SERVE_WARM_UP='10001': Input should be less than or equal to 10000",
+            ],
         ),
         (
             {"COGMILL_LLM_OUTAGE_PAUSES_SECONDS": "[15, 60"},
             ["COGMILL_LLM_OUTAGE_PAUSES_SECONDS is not JSON"],
         ),
-    ]  # fmt: skip
+    ]
     # The processes are independent: started together, their start-up times overlap.
     runs = [([*exe, "search", "x"], env), ([*exe, "search", "x", "--dataset", "a b"], env)]
     runs += [([*exe, "serve"], {**env, **settings}) for settings, _ in cases]

@@ -155,8 +155,9 @@ def test_search_returns_the_same_on_both_faces(
 def unfinished_job(rt: Runtime) -> Job:
     """A job record on the dataset, as the planner records it, that no worker takes up: it
     stays unfinished for as long as the test needs (a real job could end before the CLI runs)."""
-    job = Job(id=f"busy{time.time_ns()}", dataset=DATASET, pipeline="default",
-              pipeline_version="test")  # fmt: skip
+    job = Job(
+        id=f"busy{time.time_ns()}", dataset=DATASET, pipeline="default", pipeline_version="test"
+    )
     JobTracker(rt.state).save(job)
     return job
 

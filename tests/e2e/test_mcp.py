@@ -43,9 +43,19 @@ from tests.llm_server import LLMTestServer
 
 COGMILL = str(Path(sys.executable).with_name("cogmill"))
 TOOLS = {
-    "add_text", "add_files", "cognify", "job_status", "search", "recall", "remember", "improve",
-    "forget", "list_datasets", "list_documents", "delete_document",
-}  # fmt: skip
+    "add_text",
+    "add_files",
+    "cognify",
+    "job_status",
+    "search",
+    "recall",
+    "remember",
+    "improve",
+    "forget",
+    "list_datasets",
+    "list_documents",
+    "delete_document",
+}
 QUESTION = "Which river flows through the city where Alan Turing was born?"
 GOLD = {"alan_turing.txt", "london.md"}
 DEADLINE_S = 300  # a loaded 2-core machine runs cognify slowly; polled, never slept through
@@ -247,8 +257,14 @@ def test_http_tools_act_for_the_key_s_tenant_only(served: tuple[str, dict[str, s
             listed = ok(await call(client, "list_datasets"))
             ok(await call(client, "remember", text=NOTE, session="chat-1"))
             noted = ok(await call(client, "recall", query=NOTE, session="chat-1", scope="session"))
-            return {"job": job, "found": found, "far": far, "long": long, "listed": listed,
-                    "noted": noted}  # fmt: skip
+            return {
+                "job": job,
+                "found": found,
+                "far": far,
+                "long": long,
+                "listed": listed,
+                "noted": noted,
+            }
 
     done = run(acme)
     assert done["job"]["status"] == "succeeded" and done["job"]["dataset"] == "docs", done["job"]

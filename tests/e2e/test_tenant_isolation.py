@@ -174,9 +174,13 @@ def test_two_tenants_each_have_their_own_session_chat_1(
         # Both lanes over the tenant's `docs`: recorded in its session, named as it names it.
         both = client.post(
             "/api/v1/recall",
-            json={"query": QUERIES[tenant], "session": "chat-1", "datasets": ["docs"],
-                  "search_type": "CHUNKS"},
-        )  # fmt: skip
+            json={
+                "query": QUERIES[tenant],
+                "session": "chat-1",
+                "datasets": ["docs"],
+                "search_type": "CHUNKS",
+            },
+        )
         assert both.status_code == 200 and both.json()["qa_id"], both.text
         assert all(word not in texts_of(both.json()) for word in MARKERS[other])
         listed = client.get("/api/v1/sessions").json()
@@ -197,9 +201,13 @@ def test_another_tenants_session_is_404(app_clients: dict[str | None, Any], jobs
     assert kept.status_code == 200, kept.text
     recalled = acme.post(
         "/api/v1/recall",
-        json={"query": QUERIES["acme"], "session": "acme-only", "datasets": ["docs"],
-              "search_type": "CHUNKS"},
-    )  # fmt: skip
+        json={
+            "query": QUERIES["acme"],
+            "session": "acme-only",
+            "datasets": ["docs"],
+            "search_type": "CHUNKS",
+        },
+    )
     qa_id = recalled.json()["qa_id"]
     assert qa_id, recalled.text
     for method, url, body in (

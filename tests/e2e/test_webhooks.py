@@ -176,8 +176,9 @@ def test_an_address_turned_private_is_refused_at_delivery(
     with WebhookReceiver() as receiver:
         sub = Subscriptions(state).add("acme", receiver.url, None, settings=runtime.settings)
         try:
-            strict = runtime.settings.model_copy(update={"webhook_allow_private": False,
-                                                         "webhook_retry_seconds": 0})  # fmt: skip
+            strict = runtime.settings.model_copy(
+                update={"webhook_allow_private": False, "webhook_retry_seconds": 0}
+            )
             assert not deliver(state, strict, job_id, sub.id, "succeeded", 1, time.time())
             time.sleep(0.3)
             assert receiver.received == []
@@ -230,8 +231,14 @@ def test_embedded_retries_outlive_the_process_that_scheduled_them(tmp_path: Path
     note.write_text(NOTE["text"], encoding="utf-8")
 
     def cogmill(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([sys.executable, "-m", "api.cli", *args], env=env, cwd=ROOT,
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "api.cli", *args],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         return done
 

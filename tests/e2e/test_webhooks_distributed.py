@@ -37,9 +37,13 @@ def test_worker_processes_deliver_signed_webhooks_with_retries(
     broker = redis_database_url("webhooks_distributed")
     redis.Redis.from_url(broker).flushdb()  # no stale queues
     env = worker_env(
-        tmp_path / "home", broker, neo4j_uri(), server.base_url,
-        webhook_allow_private="true", webhook_backoff_seconds="0.5",
-    )  # fmt: skip
+        tmp_path / "home",
+        broker,
+        neo4j_uri(),
+        server.base_url,
+        webhook_allow_private="true",
+        webhook_backoff_seconds="0.5",
+    )
     dataset = f"hooks-{uuid.uuid4().hex[:8]}"
     verify = readme_verify()
     with (
@@ -69,8 +73,10 @@ def test_worker_processes_deliver_signed_webhooks_with_retries(
     assert not verify(sub.secret, post.headers["X-Cogmill-Signature"], post.body)
     mine = [e for e in log if e["subscription"] == sub.id]
     assert [(e["attempt"], e["status"], e["outcome"]) for e in mine] == [
-        (1, 500, "retrying"), (2, 503, "retrying"), (3, 200, "delivered"),
-    ]  # fmt: skip
+        (1, 500, "retrying"),
+        (2, 503, "retrying"),
+        (3, 200, "delivered"),
+    ]
     assert [(e["attempt"], e["outcome"]) for e in log if e["subscription"] == own.id] == [
         (1, "delivered")
     ]

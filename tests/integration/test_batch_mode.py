@@ -200,16 +200,25 @@ def test_a_batch_whose_submitter_died_is_found_not_sent_again(
     """A worker that died after creating the batch and before recording its id: the poller
     finds the batch by its claim in the metadata and takes its answers; a claim with no batch
     after the grace is given up (its step runs again, synchronously)."""
-    settings = Settings(home=tmp_path / "home", **llm_settings(server),
-                        llm_batch_claim_grace_seconds=0.5)  # fmt: skip
+    settings = Settings(
+        home=tmp_path / "home", **llm_settings(server), llm_batch_claim_grace_seconds=0.5
+    )
     server.batches.configure(delay_seconds=1.0)
     with installed_runtime(settings) as rt:
         schema = schema_of(KnowledgeGraph)
         messages = [{"role": "user", "content": "Ada Lovelace met Charles Babbage."}]
-        request = Deferred(cache_key("test", messages, schema), "test", messages,
-                           KnowledgeGraph, schema)  # fmt: skip
-        died = Submission(job="j1", batch=0, step="extract_graph", gen=0, claim="claim-1",
-                          requests=1, claimed_at=time.time())  # fmt: skip
+        request = Deferred(
+            cache_key("test", messages, schema), "test", messages, KnowledgeGraph, schema
+        )
+        died = Submission(
+            job="j1",
+            batch=0,
+            step="extract_graph",
+            gen=0,
+            claim="claim-1",
+            requests=1,
+            claimed_at=time.time(),
+        )
         never = died.model_copy(update={"batch": 1, "claim": "claim-2"})
         for record in (died, never):
             save(rt, record)

@@ -106,7 +106,7 @@ def test_budget_pauses_and_resume_finishes_like_an_unbudgeted_run(
             sum(
                 job_usage(rt.state, job.id, document=d)["llm"][f]
                 for f in ("prompt_tokens", "completion_tokens")
-            )  # fmt: skip
+            )
             for d in docs
         )
     reference_calls = server.calls()
@@ -308,8 +308,13 @@ def test_resume_waits_for_other_jobs_and_refuses_a_deleted_dataset(
         paused = finished(rt, start_cognify(rt, dataset, budget_tokens=2500))
         assert paused.status is JobStatus.PAUSED_BUDGET, paused
         tracker = JobTracker(rt.state)
-        other = Job(id="other", dataset=dataset, pipeline="default", pipeline_version="2",
-                    status=JobStatus.RUNNING)  # fmt: skip
+        other = Job(
+            id="other",
+            dataset=dataset,
+            pipeline="default",
+            pipeline_version="2",
+            status=JobStatus.RUNNING,
+        )
         tracker.save(other)
         with pytest.raises(JobRunningError):
             jobs.resume(rt, paused.id)

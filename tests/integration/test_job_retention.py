@@ -27,9 +27,16 @@ def job_of(jobs: JobTracker, name: str, status: JobStatus, days_ago: float) -> J
     """A job as a run leaves it: record, events, two batch reports, usage counters (per job,
     step and document) and a done set; `days_ago` it ended (or started, when unfinished)."""
     at = datetime.fromtimestamp(NOW - days_ago * DAY, UTC)
-    job = Job(id=f"{name}-{int(days_ago)}", dataset="d", pipeline="p", pipeline_version="1",
-              status=JobStatus.RUNNING, total_documents=3, total_batches=2,
-              created_at=at)  # fmt: skip
+    job = Job(
+        id=f"{name}-{int(days_ago)}",
+        dataset="d",
+        pipeline="p",
+        pipeline_version="1",
+        status=JobStatus.RUNNING,
+        total_documents=3,
+        total_batches=2,
+        created_at=at,
+    )
     jobs.save(job)
     jobs.event(job.id, "planned", batches=2)
     error = DocumentError(document_id="c", document_name="c.txt", step="s", message="bad")
@@ -54,8 +61,10 @@ def keys_of(jobs: JobTracker, job_id: str) -> list[str]:
 
 
 def test_jobs_ended_past_the_retention_go_with_every_key(tracker: JobTracker) -> None:
-    old = [job_of(tracker, f"old-{s.value}", s, 40) for s in (JobStatus.SUCCEEDED,
-           JobStatus.FAILED, JobStatus.CANCELLED)]  # fmt: skip
+    old = [
+        job_of(tracker, f"old-{s.value}", s, 40)
+        for s in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+    ]
     kept = [
         job_of(tracker, "paused", JobStatus.PAUSED_BUDGET, 40),  # waits for its resume
         job_of(tracker, "recent", JobStatus.SUCCEEDED, 29),
@@ -77,10 +86,19 @@ def test_jobs_ended_past_the_retention_go_with_every_key(tracker: JobTracker) ->
     assert tracker.state.get("jobs-unrelated") == "x"
     counts, usage = retired(tracker.state)
     # Each old job: 2 documents processed, 1 failed, 2 batches planned and done.
-    assert counts == {"documents": 6, "documents_failed": 3, "batches_planned": 6,
-                      "batches_done": 6}  # fmt: skip
-    assert usage["llm"] == {"calls": 6, "prompt_tokens": 300, "completion_tokens": 120,
-                            "cached_tokens": 0, "cache_hits": 0}  # fmt: skip
+    assert counts == {
+        "documents": 6,
+        "documents_failed": 3,
+        "batches_planned": 6,
+        "batches_done": 6,
+    }
+    assert usage["llm"] == {
+        "calls": 6,
+        "prompt_tokens": 300,
+        "completion_tokens": 120,
+        "cached_tokens": 0,
+        "cache_hits": 0,
+    }
     assert usage["embeddings"]["calls"] == 15
     assert prune_jobs(tracker.state, 30, now=NOW) == []
     assert retired(tracker.state) == (counts, usage)  # nothing counted twice

@@ -19,9 +19,14 @@ from workers.jobs import JobNotFoundError, JobTracker
 
 def new_job(tracker: JobTracker, batches: int = 3, documents: int = 6) -> Job:
     job = Job(
-        id="job1", dataset="ds", pipeline="default", pipeline_version="1",
-        total_batches=batches, total_documents=documents, status=JobStatus.RUNNING,
-    )  # fmt: skip
+        id="job1",
+        dataset="ds",
+        pipeline="default",
+        pipeline_version="1",
+        total_batches=batches,
+        total_documents=documents,
+        status=JobStatus.RUNNING,
+    )
     tracker.save(job)
     return job
 
@@ -34,9 +39,14 @@ def report(batch: int, *, failed: str | None = None) -> WriteReport:
             DocumentError(document_id=failed, document_name=failed, step="chunk", message="x")
         ]
     return WriteReport(
-        dataset="ds", documents=[f"d{2 * batch}", f"d{2 * batch + 1}"], chunks=3, entities=5,
-        relationships=2, vectors=7, errors=errors,
-    )  # fmt: skip
+        dataset="ds",
+        documents=[f"d{2 * batch}", f"d{2 * batch + 1}"],
+        chunks=3,
+        entities=5,
+        relationships=2,
+        vectors=7,
+        errors=errors,
+    )
 
 
 def test_a_saved_job_reads_back_and_an_unknown_one_is_named(tracker: JobTracker) -> None:

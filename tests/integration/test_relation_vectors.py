@@ -98,8 +98,13 @@ def test_deleting_documents_removes_only_the_relation_names_nobody_uses(
     works_for = runtime.graph.get_nodes([edge_type_id(dataset, "works_for")])[0]
     supporters = {s.document_id for s in works_for.support}
     assert supporters == {doc_named(runtime, dataset, n) for n in ("alice.txt", "bob.txt")}
-    found = search(runtime.retrieval(), "Who works for Acme Corp?", [dataset],
-                   SearchType.GRAPH_COMPLETION, top_k=3)  # fmt: skip
+    found = search(
+        runtime.retrieval(),
+        "Who works for Acme Corp?",
+        [dataset],
+        SearchType.GRAPH_COMPLETION,
+        top_k=3,
+    )
     assert "Alice Smith —works for→ Acme Corp" in found.results[0].text, found.results
 
     runtime.catalog.remove_named(dataset, "alice.txt")  # works_for is still Bob's

@@ -44,8 +44,12 @@ def test_serving_the_api_uses_one_blas_thread(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(tmp_path / "home")],
-        cwd=root, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["before"] == [2], "the test needs BLAS on two threads to start from"

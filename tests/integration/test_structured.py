@@ -149,8 +149,10 @@ def test_rerun_is_idempotent_and_deleting_a_table_removes_its_references(
     after = snapshot(runtime, dataset)
     assert after["TableRow"] == 9 and after["row_vectors"] == 9
     assert {t for _, t in references(runtime, dataset)} == {
-        "products SKU-RB1", "products SKU-TT2", "products SKU-GL3"
-    }  # fmt: skip
+        "products SKU-RB1",
+        "products SKU-TT2",
+        "products SKU-GL3",
+    }
 
 
 def test_switching_a_table_to_the_structured_pipeline_drops_its_old_chunk_postings(

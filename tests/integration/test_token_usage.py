@@ -215,5 +215,10 @@ def test_http_job_carries_usage(server: LLMTestServer, tmp_path: Path) -> None:
     assert job["llm"]["prompt_tokens"] == served(server, "chat/completions")["prompt_tokens"]
     assert job["embeddings"]["calls"] == served(server, "embeddings")["calls"]
     assert job["llm"]["cost_usd"] > 0 and set(job["llm"]) == {
-        "calls", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "cache_hits"
-    }  # fmt: skip
+        "calls",
+        "prompt_tokens",
+        "completion_tokens",
+        "cached_tokens",
+        "cost_usd",
+        "cache_hits",
+    }

@@ -40,8 +40,11 @@ def _deflated(size: int) -> bytes:
 
 def _pdf(contents: list[tuple[bytes, str]]) -> bytes:
     """A PDF of one page per (stream data, /Filter value) content stream."""
-    objects = ["<< /Type /Catalog /Pages 2 0 R >>", "", "<< /Type /Font /Subtype /Type1 "
-               "/BaseFont /Helvetica >>"]  # fmt: skip
+    objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        "",
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
     kids = []
     for data, filters in contents:
         objects.append((f"<< /Length {len(data)} /Filter {filters} >>\nstream\n", data))  # type: ignore[arg-type]

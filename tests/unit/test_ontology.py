@@ -52,8 +52,9 @@ ex:Warsaw a ex:City ; rdfs:label "Warsaw" .
 
 def test_owl_classes_individuals_labels_and_hierarchy_are_read() -> None:
     onto = parse_ontology(OWL_XML.encode(), "xml")
-    assert set(onto.classes) == {f"{EX}{n}" for n in ("Agent", "Person", "Scientist",
-                                                      "ResearchInstitute")}  # fmt: skip
+    assert set(onto.classes) == {
+        f"{EX}{n}" for n in ("Agent", "Person", "Scientist", "ResearchInstitute")
+    }
     assert onto.ancestors(f"{EX}Scientist") == [f"{EX}Person", f"{EX}Agent"]
     assert onto.individuals[f"{EX}MarieCurie"].parents == (f"{EX}Scientist",)
     assert onto.individuals[f"{EX}Sorbonne"].label == "Sorbonne University"

@@ -77,7 +77,8 @@ def check(outcome: Outcome, *, kills: int = 0) -> None:
     assert outcome.result.chat_calls() >= job.counts["chunks"] > 0, "the LLM cache answered"
     assert len(outcome.kills) >= kills, f"only {len(outcome.kills)} faults hit a running step"
     # A server's own restart time is not the system's: timed from when it answered again.
-    slow = [k.describe() for k in outcome.kills
-            if k.recovery is None or k.recovery > RECOVERY_TARGET_S]  # fmt: skip
+    slow = [
+        k.describe() for k in outcome.kills if k.recovery is None or k.recovery > RECOVERY_TARGET_S
+    ]
     assert not slow, f"recovery above {RECOVERY_TARGET_S:.0f}s: {slow}\n{outcome.report()}"
     assert outcome.diff is not None and outcome.diff.clean, outcome.report()
