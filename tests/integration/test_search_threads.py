@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 # Run in a process of its own: BLAS's thread count is process-wide, and earlier tests of a
 # session set it. The app starts under TestClient, whose lifespan runs on another thread,
 # as uvicorn's does not: the limit must hold from there too.
@@ -40,6 +42,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a process that imports and starts the whole app
 def test_serving_the_api_uses_one_blas_thread(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
