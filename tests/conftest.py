@@ -71,7 +71,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         # module-scoped fixtures (an ingested corpus, a server) are set up once; the fault
         # harness's modules share its session fixtures (the undisturbed run) as one group.
         if item.get_closest_marker("xdist_group") is None:
-            group = "/".join(parts[:2]) if parts[:2] == ("e2e", "faults") else item.path.stem
+            faults = parts[:2] == ("e2e", "faults")
+            group = "/".join(parts[:2] if faults else (*parts, item.path.stem))
             item.add_marker(pytest.mark.xdist_group(group))
 
 
