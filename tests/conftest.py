@@ -76,6 +76,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """Under `--dist loadgroup`, a worker's test ids must end with their groups (pytest-xdist's
+    way of telling its scheduler): if a pytest release changes how ids are kept, the groups
+    are dropped silently and a module's tests scattered over the workers. Stop the run."""
+    if node.config.getvalue("dist") == "loadgroup" and not any("@" in id_ for id_ in ids):
+        pytest.exit(
+            "pytest-xdist did not tag the tests with their groups: this pytest and "
+            "pytest-xdist cannot run `--dist loadgroup` (install from uv.lock)",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     services.expect_services(item.get_closest_marker("services") is not None, item.nodeid)
