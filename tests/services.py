@@ -40,6 +40,7 @@ def redis_url() -> str:
 # one each so that these modules can run at the same time (`pytest -n`). Everything else
 # shares database 0 under key prefixes of its own. A Redis has 16 databases (0-15).
 REDIS_DATABASES = {
+    "beat": 4,
     "distributed": 5,
     "step_tasks": 6,
     "faults": 7,

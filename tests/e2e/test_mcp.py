@@ -55,6 +55,7 @@ TOOLS = {
     "list_datasets",
     "list_documents",
     "delete_document",
+    "sync",
 }
 QUESTION = "Which river flows through the city where Alan Turing was born?"
 GOLD = {"alan_turing.txt", "london.md"}

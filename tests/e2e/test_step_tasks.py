@@ -32,6 +32,7 @@ FINISH = "cogmill.finish_batch"
 
 
 def test_every_step_of_every_pipeline_has_its_own_task_on_its_queue() -> None:
+    app.loader.import_default_modules()  # the app's `include`, as a worker process imports it
     routes = app.conf.task_routes
     for pipeline in PIPELINES.values():
         for step in pipeline.steps:
@@ -40,8 +41,9 @@ def test_every_step_of_every_pipeline_has_its_own_task_on_its_queue() -> None:
             assert routes[name] == {"queue": step.queue}, name
             assert STEP_TASKS[step.name].name == name
     registered = {name for name in app.tasks if name.startswith("cogmill.")}
-    # Besides the steps: the end of a batch, and a finished job's webhook delivery.
-    others = {FINISH, task_name("deliver_webhook")}
+    # Besides the steps: the end of a batch, a finished job's webhook delivery, a sync's source
+    # phase and a schedule's run.
+    others = {FINISH, *(task_name(name) for name in ("deliver_webhook", "sync", "scheduled_run"))}
     assert registered == {f"cogmill.{name}" for name in STEPS} | others
     assert all(routes[name] == {"queue": INGEST} for name in others)
     # The steps that wait on the LLM have their own queue, to be scaled and rate-limited apart.

@@ -1,5 +1,5 @@
 """Webhooks in embedded mode: real app and worker threads, a real HTTP receiver on loopback
-(allowed by `webhook_allow_private`), signatures checked with the README's own snippet."""
+(allowed by `webhook_allow_private`), signatures checked with the snippet of docs/security.md."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from core.settings import Settings
 from runtime import Runtime
 from tests.backends import http_finished, with_models
 from tests.webhook_receiver import WebhookReceiver, readme_verify
-from workers.webhooks import Subscriptions, deliver
+from workers.webhooks.deliveries import deliver
+from workers.webhooks.subscriptions import Subscriptions
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTE = {"name": "note.txt", "text": "Ada Lovelace wrote the first algorithm for a machine."}
