@@ -7,11 +7,10 @@ threads (`memory://` broker); only the stores differ, which is what these tests 
 
 The servers are shared by everyone's tests, so each test names its datasets through
 `Backend.dataset` (unique names, removed afterwards) and gets a Redis key prefix of its own.
-A module uses the fixture `backend` by importing it: `from tests.backends import backend_fixture`
-(and likewise `embedder_fixture`, the local embedder loaded once per module, and
-`llm_server_fixture`, a test LLM server per module).
+The fixtures `backend`, `redis_backend`, `models`, `embedder` and `llm_server` are
+tests/conftest.py's, built from what is here.
 
-`redis_backend` runs a Redis adapter's test once on fakeredis (no server, so `make test-fast`
+`redis_backend` runs a Redis adapter's test once on fakeredis (no server, so the fast tier
 runs it) and once on the shared test Redis (marked `services`, as CI runs it). fakeredis lives
 in one process: what needs several processes on one server (a rate limit shared by worker
 processes, Celery's broker) is tested on the real server only, and says so where it is.
@@ -45,14 +44,14 @@ from core.settings import Settings
 from pipelines.classify import check_supported
 from runtime import Runtime, use_runtime
 from tests.llm_server import LLMTestServer
-from tests.services import neo4j_uri, redis_url
+from tests.services import redis_url
 from workers.celery_app import configure
 from workers.embedded import EmbeddedWorker
 from workers.jobs import JobTracker
 from workers.orchestration import cognify
 
 EMBEDDED, NEO4J = "embedded", "neo4j"
-FAKEREDIS, REDIS = "fakeredis", "redis"
+SQLITE, FAKEREDIS, REDIS = "sqlite", "fakeredis", "redis"
 # The dimension of the local embedder, which the shared `Cogmill` vector indexes hold; other
 # dimensions (the test LLM server's embeddings) get a namespace of their own per dimension,
 # since a Neo4j vector index has one dimension.
@@ -115,8 +114,10 @@ class Backend:
         with threaded_runtime(settings, shared, threads) as rt:
             if self.distributed:  # never a silent fallback to the embedded stores
                 kinds = (
-                    type(rt.graph).__name__, type(rt.vectors).__name__, type(rt.state).__name__
-                )  # fmt: skip
+                    type(rt.graph).__name__,
+                    type(rt.vectors).__name__,
+                    type(rt.state).__name__,
+                )
                 assert kinds == ("Neo4jGraphStore", "Neo4jVectorStore", "RedisStateStore"), kinds
             try:
                 yield rt
@@ -138,34 +139,6 @@ class Backend:
 # For a test whose subject does not depend on the stores (a source format, a retriever's
 # fallback): it runs embedded only, keeping the Neo4j variants' added time small.
 embedded_only = pytest.mark.parametrize("backend", [EMBEDDED], indirect=True)
-
-
-@pytest.fixture(scope="module", name="embedder")
-def embedder_fixture(tmp_path_factory: pytest.TempPathFactory) -> object:
-    """The local embedder, loaded once for the module."""
-    return Runtime(Settings(home=tmp_path_factory.mktemp("models"))).embedder
-
-
-@pytest.fixture(scope="module", name="models")
-def models_fixture(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    """The local embedder and extractor, loaded once for the module."""
-    runtime = Runtime(Settings(home=tmp_path_factory.mktemp("models")))
-    return {"embedder": runtime.embedder, "extractor": runtime.extractor}
-
-
-@pytest.fixture(scope="module", name="llm_server")
-def llm_server_fixture() -> Iterator[LLMTestServer]:
-    with LLMTestServer() as server:
-        yield server
-
-
-@pytest.fixture(name="backend", params=[EMBEDDED, pytest.param(NEO4J, marks=pytest.mark.services)])
-def backend_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    """The test once on the embedded stores and once on Neo4j + Redis (skipped when those
-    servers do not answer, a failure under COGMILL_REQUIRE_SERVICES=1)."""
-    if request.param == NEO4J:
-        return Backend(NEO4J, tmp_path, neo4j=neo4j_uri(), redis=redis_url())
-    return Backend(EMBEDDED, tmp_path)
 
 
 @dataclass
@@ -209,17 +182,6 @@ def redis_backend_of(kind: str) -> RedisBackend:
     if kind == REDIS:
         return RedisBackend(REDIS, redis_url())
     return RedisBackend(FAKEREDIS, "redis://fakeredis:6379/0", fakeredis.FakeServer())
-
-
-@pytest.fixture(
-    name="redis_backend", params=[FAKEREDIS, pytest.param(REDIS, marks=pytest.mark.services)]
-)
-def redis_backend_fixture(request: pytest.FixtureRequest) -> Iterator[RedisBackend]:
-    """The test once on fakeredis and once on the shared test Redis (skipped when it does not
-    answer, a failure under COGMILL_REQUIRE_SERVICES=1); its keys are removed afterwards."""
-    backend = redis_backend_of(request.param)
-    yield backend
-    backend.clean()
 
 
 FINISHED = {status.value for status in JobStatus if status.finished}
@@ -302,6 +264,15 @@ def installed_runtime(
     finally:
         rt.close()
         use_runtime(None)
+
+
+def with_models(runtime: Runtime, models: dict[str, Any]) -> Runtime:
+    """`runtime` with the loaded models `models` (the session's, tests/conftest.py) preset,
+    as `installed_runtime`'s `shared` does; its settings must use the local models."""
+    settings = runtime.settings
+    assert not settings.llm_base_url and not settings.embedding_base_url, "not the local models"
+    runtime.__dict__.update(models)  # cached_property slots
+    return runtime
 
 
 @contextmanager

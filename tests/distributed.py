@@ -92,9 +92,10 @@ def distributed_runtime(env: dict[str, str]) -> Iterator[Runtime]:
     runtime = open_runtime(env)
     try:
         stores = (
-            type(runtime.graph).__name__, type(runtime.vectors).__name__,
+            type(runtime.graph).__name__,
+            type(runtime.vectors).__name__,
             type(runtime.state).__name__,
-        )  # fmt: skip
+        )
         assert stores == DISTRIBUTED_STORES, stores
         yield runtime
     finally:
@@ -147,8 +148,18 @@ class WorkerPool:
         self, pool: str = "threads", queues: str = "ingest,llm", concurrency: int = 2
     ) -> Worker:
         log = (self.log_dir / f"worker-{len(self.workers)}-{pool}.log").open("w")
-        cmd = [sys.executable, "-m", "api.cli", "worker", "--pool", pool, "--queues", queues,
-               "--concurrency", str(concurrency)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "api.cli",
+            "worker",
+            "--pool",
+            pool,
+            "--queues",
+            queues,
+            "--concurrency",
+            str(concurrency),
+        ]
         proc = subprocess.Popen(
             cmd, env=self.env, cwd=ROOT, stdout=log, stderr=log, start_new_session=True
         )

@@ -132,14 +132,20 @@ def custom_graph_for_text(text: str, schema: dict[str, Any]) -> dict[str, Any]:
     for entity in graph["entities"]:
         if entity["type"] in classes:
             fields = classes[entity["type"]].items()
-            entity.update({f: _field_value(spec, f, entity["name"]) for f, spec in fields
-                           if f not in ("name", "type", "description")})  # fmt: skip
+            entity.update(
+                {
+                    f: _field_value(spec, f, entity["name"])
+                    for f, spec in fields
+                    if f not in ("name", "type", "description")
+                }
+            )
             entities.append(entity)
     kept = {e["name"] for e in entities}
     relationships = [
-        r for r in graph["relationships"]
+        r
+        for r in graph["relationships"]
         if {r["source"], r["target"]} <= kept and (names is None or r["name"] in names)
-    ]  # fmt: skip
+    ]
     return {"entities": entities, "relationships": relationships, "summary": graph["summary"]}
 
 

@@ -141,12 +141,19 @@ class BatchBook:
             return
         total = sum(1 for line in data.splitlines() if line.strip())
         batch = {
-            "id": f"batch_{uuid.uuid4().hex[:16]}", "object": "batch",
-            "endpoint": body.get("endpoint"), "completion_window": body.get("completion_window"),
-            "input_file_id": input_id, "status": "in_progress", "created_at": int(time.time()),
-            "metadata": body.get("metadata") or {}, "output_file_id": None, "error_file_id": None,
-            "request_counts": {"total": total, "completed": 0, "failed": 0}, "_at": time.time(),
-        }  # fmt: skip
+            "id": f"batch_{uuid.uuid4().hex[:16]}",
+            "object": "batch",
+            "endpoint": body.get("endpoint"),
+            "completion_window": body.get("completion_window"),
+            "input_file_id": input_id,
+            "status": "in_progress",
+            "created_at": int(time.time()),
+            "metadata": body.get("metadata") or {},
+            "output_file_id": None,
+            "error_file_id": None,
+            "request_counts": {"total": total, "completed": 0, "failed": 0},
+            "_at": time.time(),
+        }
         with self.lock:
             self.batches[batch["id"]] = batch
             self.submissions += 1
@@ -193,14 +200,26 @@ class BatchBook:
             if random.Random(f"{faults.seed}:{custom_id}").random() < faults.failed_share:
                 error = {"message": "the server had an error", "type": "server_error"}
                 response = {"status_code": 500, "body": {"error": error}}
-                failed.append({"id": f"r-{custom_id[:12]}", "custom_id": custom_id,
-                               "response": response, "error": None})  # fmt: skip
+                failed.append(
+                    {
+                        "id": f"r-{custom_id[:12]}",
+                        "custom_id": custom_id,
+                        "response": response,
+                        "error": None,
+                    }
+                )
                 with self.lock:
                     self.failed.add(custom_id)
                 continue
             status, reply = _chat_reply(handler, line["body"], self.user_text(line["body"]))
-            done.append({"id": f"r-{custom_id[:12]}", "custom_id": custom_id, "error": None,
-                         "response": {"status_code": status, "body": reply}})  # fmt: skip
+            done.append(
+                {
+                    "id": f"r-{custom_id[:12]}",
+                    "custom_id": custom_id,
+                    "error": None,
+                    "response": {"status_code": status, "body": reply},
+                }
+            )
             with self.lock:
                 self.answered.add(custom_id)
         return done, failed
@@ -221,8 +240,15 @@ def _public(batch: dict[str, Any]) -> dict[str, Any]:
 
 
 def _file(file_id: str, size: int, purpose: str) -> dict[str, Any]:
-    return {"id": file_id, "object": "file", "bytes": size, "created_at": int(time.time()),
-            "filename": "requests.jsonl", "purpose": purpose, "status": "processed"}  # fmt: skip
+    return {
+        "id": file_id,
+        "object": "file",
+        "bytes": size,
+        "created_at": int(time.time()),
+        "filename": "requests.jsonl",
+        "purpose": purpose,
+        "status": "processed",
+    }
 
 
 def _send(handler: Any, data: bytes) -> None:

@@ -74,10 +74,11 @@ class Corpus:
     def rerun(self) -> list[ExtractedBatch]:
         """The same batches as a re-cognify plans them: each purges what its document wrote."""
         return [
-            b.model_copy(update={"documents": [d.model_copy(update={"derived": True})
-                                               for d in b.documents]})
+            b.model_copy(
+                update={"documents": [d.model_copy(update={"derived": True}) for d in b.documents]}
+            )
             for b in self.batches
-        ]  # fmt: skip
+        ]
 
 
 def make_corpus(dataset: str, documents: int = 24, seed: int = 12) -> Corpus:
@@ -91,10 +92,16 @@ def make_corpus(dataset: str, documents: int = 24, seed: int = 12) -> Corpus:
         doc_id = document_id(dataset, hashlib.sha256("\n".join(texts).encode()).hexdigest())
         name = f"doc{d:03}.txt"
         chunks = [
-            Chunk(id=chunk_id(doc_id, i), document_id=doc_id, document_name=name, index=i,
-                  text=text, token_count=len(text.split()))
+            Chunk(
+                id=chunk_id(doc_id, i),
+                document_id=doc_id,
+                document_name=name,
+                index=i,
+                text=text,
+                token_count=len(text.split()),
+            )
             for i, text in enumerate(texts)
-        ]  # fmt: skip
+        ]
         ref = DocumentRef(id=doc_id, dataset=dataset, name=name, blob_key="", derived=False)
         batches.append(
             ExtractedBatch(dataset=dataset, documents=[ref], chunks=chunks, graphs=graphs)
@@ -152,10 +159,13 @@ class Writer:
             ResolveEntities(rt.graph).run,
             AddDataPoints(rt.graph, rt.vectors, self.embedder).run,
             ReconcileEntities(
-                rt.graph, rt.vectors, self.embedder, rt.entity_keys,
+                rt.graph,
+                rt.vectors,
+                self.embedder,
+                rt.entity_keys,
                 threshold=rt.settings.entity_match_threshold,
             ).run,
-        ]  # fmt: skip
+        ]
 
     def run(self, batch: ExtractedBatch) -> None:
         value: Any = batch
@@ -218,9 +228,10 @@ def snapshot(graph: Any, vectors: Any, dataset: str) -> dict[str, Any]:
     counts = graph.count(dataset)
     nodes = {
         n.id: (n.type, n.name, n.properties, _pairs(n))
-        for kind in sorted(counts) if kind != "edges"
+        for kind in sorted(counts)
+        if kind != "edges"
         for n in graph.find_nodes(dataset, kind, limit=1_000_000)
-    }  # fmt: skip
+    }
     edges = {
         e.id: (e.source, e.name, e.target, e.properties, _pairs(e))
         for e in graph.edges_of(sorted(nodes), limit=10_000_000)
@@ -249,8 +260,13 @@ def differences(expected: dict[str, Any], found: dict[str, Any], limit: int = 5)
 
 def distributed_settings(home: Any, neo4j_uri: str, redis_url: str, prefix: str) -> Settings:
     """Settings of the distributed stores (Neo4j graph and vectors, Redis state)."""
-    return Settings(home=home, neo4j_uri=neo4j_uri, vector_store="neo4j", redis_url=redis_url,
-                    redis_prefix=prefix)  # fmt: skip
+    return Settings(
+        home=home,
+        neo4j_uri=neo4j_uri,
+        vector_store="neo4j",
+        redis_url=redis_url,
+        redis_prefix=prefix,
+    )
 
 
 @contextmanager

@@ -97,9 +97,11 @@ def pdf_bytes(pages: list[list[str]] | None = None, *, text: bool = True) -> byt
         return _pdf_document([["1 w 72 72 m 500 700 l S"] for _ in pages])
     placed = "BT /F1 12 Tf 72 {y} Td {text} Tj ET"  # paragraphs 80 points apart
     return _pdf_document(
-        [[placed.format(y=720 - 80 * i, text=_pdf_string(p)) for i, p in enumerate(page)]
-         for page in pages]
-    )  # fmt: skip
+        [
+            [placed.format(y=720 - 80 * i, text=_pdf_string(p)) for i, p in enumerate(page)]
+            for page in pages
+        ]
+    )
 
 
 def scattered_words_pdf(count: int, seed: int = 1) -> bytes:

@@ -68,8 +68,11 @@ class GraphStoreContract:
         graph_store.upsert_nodes([alice])
         [stored] = graph_store.get_nodes([alice.id])
         assert (stored.id, stored.type, stored.dataset, stored.name) == (
-            alice.id, "Person", dataset, "Alice",
-        )  # fmt: skip
+            alice.id,
+            "Person",
+            dataset,
+            "Alice",
+        )
         assert stored.properties == {"age": 42, "tags": ["x", "y"]}
         assert support_pairs(stored) == {("d1", "c1"), ("d2", "c7")}
 
@@ -215,9 +218,12 @@ class GraphStoreContract:
         ids = [alice.id, bob.id]
         parts = ["offic", "found"]
         assert sorted(graph_store.relation_ends(ids, exclude=[], containing=parts)) == sorted(
-            [(alice.id, "officer_of", bob.id), (bob.id, "Founded", carol.id),
-             (carol.id, "founded", bob.id)]
-        )  # fmt: skip
+            [
+                (alice.id, "officer_of", bob.id),
+                (bob.id, "Founded", carol.id),
+                (carol.id, "founded", bob.id),
+            ]
+        )
         assert graph_store.relation_ends(ids, exclude=[], containing=["owner"]) == []
         assert graph_store.relation_ends(ids, exclude=[], containing=[]) == []
 
@@ -255,8 +261,9 @@ class GraphStoreContract:
         listed = graph_store.node_chunks(ids, type="Entity", most=3)
         assert listed == graph_store.node_chunks(ids, type="Entity")  # at most: all listed
         assert sorted(listed[hub.id].chunks) == ["c1", "c2", "c3"]
-        _, nodes, _ = graph_store.frontier([c1.id], [leaf.id], names=["MENTIONS"], type="Entity",
-                                           most=2)  # fmt: skip
+        _, nodes, _ = graph_store.frontier(
+            [c1.id], [leaf.id], names=["MENTIONS"], type="Entity", most=2
+        )
         assert nodes == graph_store.node_chunks([leaf.id, hub.id], type="Entity", most=2)
 
     def test_frontier_reads_edge_ends_and_the_node_chunks_they_reach(self, graph_store, dataset):
@@ -267,16 +274,25 @@ class GraphStoreContract:
         c1, c2 = make_node(dataset, "c1", "Chunk"), make_node(dataset, "c2", "Chunk")
         graph_store.upsert_nodes([alice, bob, carol, dan, c1, c2])
         graph_store.upsert_edges(
-            [make_edge(c1, alice, "MENTIONS"), make_edge(c1, dan, "MENTIONS"),
-             make_edge(c2, alice, "MENTIONS"), make_edge(c2, bob, "MENTIONS"),
-             make_edge(alice, c2, "MENTIONS"), make_edge(c1, bob, "KNOWS")]
-        )  # fmt: skip
+            [
+                make_edge(c1, alice, "MENTIONS"),
+                make_edge(c1, dan, "MENTIONS"),
+                make_edge(c2, alice, "MENTIONS"),
+                make_edge(c2, bob, "MENTIONS"),
+                make_edge(alice, c2, "MENTIONS"),
+                make_edge(c1, bob, "KNOWS"),
+            ]
+        )
         asked = [c1.id, c2.id]
         for limit, skip in ((100, []), (2, []), (100, [alice.id]), (3, [bob.id, carol.id])):
             ends, nodes, relations = graph_store.frontier(
-                asked, [carol.id, "no-such-id"], names=["MENTIONS"], type="Entity",
-                limit=limit, skip=skip,
-            )  # fmt: skip
+                asked,
+                [carol.id, "no-such-id"],
+                names=["MENTIONS"],
+                type="Entity",
+                limit=limit,
+                skip=skip,
+            )
             assert relations == []  # none asked
             assert ends == graph_store.edge_ends(asked, names=["MENTIONS"], limit=limit)
             reached = frontier_ids(asked, [carol.id, "no-such-id"], ends, skip)
@@ -298,9 +314,13 @@ class GraphStoreContract:
         c1 = make_node(dataset, "c1", "Chunk")
         graph_store.upsert_nodes([alice, bob, carol, dan, c1])
         graph_store.upsert_edges(
-            [make_edge(alice, bob, "Officer_of"), make_edge(carol, alice, "founded"),
-             make_edge(alice, dan, "knows"), make_edge(c1, alice, "MENTIONS")]
-        )  # fmt: skip
+            [
+                make_edge(alice, bob, "Officer_of"),
+                make_edge(carol, alice, "founded"),
+                make_edge(alice, dan, "knows"),
+                make_edge(c1, alice, "MENTIONS"),
+            ]
+        )
         exclude = ["MENTIONS"]
         cases = [(["offic", "found"], ["offic"]), (None, []), (None, ["found"]), (["z"], ["z"])]
         for containing, far in cases:
@@ -658,18 +678,29 @@ class GraphStoreContract:
         # Overlap, not containment: the 2018-2020 interval and the 21st century reach into
         # March; the start bound is inclusive and the end bound exclusive, like the spans.
         assert [n.name for n in found] == [
-            "before 2019-03-02", "1900 - 2100", "21st century", "2018 - 2020", "2019",
-            "2019-03-01", "2019-03-11", "from 2019-03-31",
-        ]  # fmt: skip
+            "before 2019-03-02",
+            "1900 - 2100",
+            "21st century",
+            "2018 - 2020",
+            "2019",
+            "2019-03-01",
+            "2019-03-11",
+            "from 2019-03-31",
+        ]
         assert found[1].properties == march_2019["1900 - 2100"].properties
         assert support_pairs(found[0]) == {("d1", "c1")}
 
     def test_find_in_time_with_open_ranges_and_types(self, graph_store, dataset, march_2019):
         after = graph_store.find_in_time([dataset], TIME_TYPES, start=_at(2019, 4, 1))
         assert [n.name for n in after] == [
-            "1900 - 2100", "21st century", "2018 - 2020", "2019", "from 2019-03-31",
-            "2019-04-01", "from 2019-04-01",
-        ]  # fmt: skip
+            "1900 - 2100",
+            "21st century",
+            "2018 - 2020",
+            "2019",
+            "from 2019-03-31",
+            "2019-04-01",
+            "from 2019-04-01",
+        ]
         before = graph_store.find_in_time([dataset], ["Interval"], end=_at(2000, 1, 1))
         assert [n.name for n in before] == ["before 2000", "before 2019-03-02", "1900 - 2100"]
         every = graph_store.find_in_time([dataset], [*TIME_TYPES, "Event", "Entity"])
@@ -681,8 +712,10 @@ class GraphStoreContract:
     def test_find_in_time_keeps_to_its_datasets_and_limit(
         self, graph_store, dataset, other_dataset, march_2019
     ):
-        days = [make_node(other_dataset, f"day {d}", "Timestamp", **_span((2019, 3, d), 1))
-                for d in range(2, 29)]  # fmt: skip
+        days = [
+            make_node(other_dataset, f"day {d}", "Timestamp", **_span((2019, 3, d), 1))
+            for d in range(2, 29)
+        ]
         graph_store.upsert_nodes(days)
         window = {"start": MARCH[0], "end": MARCH[1]}
         mine = graph_store.find_in_time([dataset], TIME_TYPES, **window)

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from core.ports import RateLimiter
 from tests.contracts.state_store import _run_threads
 
@@ -96,6 +98,7 @@ class RateLimiterContract:
         # a bucket per worker would owe at most 400 s.
         assert_debts(sorted(waits), [100.0 * k for k in range(20)], span)
 
+    @pytest.mark.slow  # waits 2.2 s for the bucket to refill
     def test_the_bucket_refills_with_time(self, limiters: Limiters) -> None:
         [limiter] = limiters(1, requests_per_minute=600)  # 10/s, a bucket of 10
         waits, span = reserve_all(limiter, [0] * 20)

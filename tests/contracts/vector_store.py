@@ -308,8 +308,9 @@ class VectorStoreContract:
         reopened = reopen(vector_store)  # knows no collection yet (a process of its own)
         queries = [(CHUNKS, points[3].vector, 4), (ENTITIES, points[3].vector, 2)]
         first = reopened.search_batch(queries, datasets=["a"])
-        assert [h.id for h in first[0]] == [h.id for h in reopened.search(*queries[0][:2],
-            datasets=["a"], limit=4)] and first[0][0].id == points[3].id  # fmt: skip
+        assert [h.id for h in first[0]] == [
+            h.id for h in reopened.search(*queries[0][:2], datasets=["a"], limit=4)
+        ] and first[0][0].id == points[3].id
         assert first[1] == []
         again = reopened.search_batch(queries, datasets=["a"])
         assert [[h.id for h in hits] for hits in again] == [[h.id for h in hits] for hits in first]

@@ -110,15 +110,23 @@ def fuzz_world(home: Path, llm: LLMTestServer) -> Iterator[FuzzWorld]:
             note = {"text": "The fuzz run keeps this note.", "session": SESSION}
             remembered = client.post("/api/v1/remember", json=note)
             assert remembered.status_code == 200, remembered.text
-            question = {"query": "Who wrote the first algorithm?", "session": SESSION,
-                        "datasets": [SEEDED]}  # fmt: skip
+            question = {
+                "query": "Who wrote the first algorithm?",
+                "session": SESSION,
+                "datasets": [SEEDED],
+            }
             recalled = client.post("/api/v1/recall", json=question)
             assert recalled.status_code == 200 and recalled.json()["qa_id"], recalled.text
             nightly = {"dataset": SEEDED, "cognify": True, "cron": "0 3 * * *"}
             scheduled = client.post("/api/v1/schedules", json=nightly)
             assert scheduled.status_code == 201, scheduled.text
-        known = {"name": SEEDED, "job_id": job_id, "document_name": DOCUMENTS[0]["name"],
-                 "session": SESSION, "qa_id": recalled.json()["qa_id"],
-                 "schedule_id": scheduled.json()["id"],
-                 "sync_source": str(roots / TENANT / "handbook")}  # fmt: skip
+        known = {
+            "name": SEEDED,
+            "job_id": job_id,
+            "document_name": DOCUMENTS[0]["name"],
+            "session": SESSION,
+            "qa_id": recalled.json()["qa_id"],
+            "schedule_id": scheduled.json()["id"],
+            "sync_source": str(roots / TENANT / "handbook"),
+        }
         yield FuzzWorld(base_url, admin, reader, job_id, runtime, known)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from api.cli import app
@@ -13,8 +12,6 @@ from api.services.tenants import Tenants
 from core.access import Role
 from core.settings import Settings
 from core.stores.factory import state_store
-
-pytestmark = pytest.mark.e2e
 
 
 def test_tenants_and_keys_lifecycle(tmp_path: Path) -> None:

@@ -17,9 +17,7 @@ from core.settings import Settings
 from retrieval.models import SearchType
 from retrieval.search import search as run_search
 from runtime import Runtime
-from tests.backends import http_finished
-
-pytestmark = pytest.mark.e2e
+from tests.backends import http_finished, with_models
 
 LIMIT = 64 * 1024  # max_file_bytes of the module's runtime
 DATA = "/api/v1/datasets/sample/data"
@@ -29,9 +27,9 @@ TENANT = Caller("tests", Role.WRITER)
 
 
 @pytest.fixture(scope="module")
-def runtime(tmp_path_factory: pytest.TempPathFactory) -> Runtime:
+def runtime(tmp_path_factory: pytest.TempPathFactory, models: dict[str, object]) -> Runtime:
     home = tmp_path_factory.mktemp("api-home")
-    return Runtime(Settings(home=home, max_file_bytes=LIMIT, batch_size=3))
+    return with_models(Runtime(Settings(home=home, max_file_bytes=LIMIT, batch_size=3)), models)
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +114,10 @@ def test_json_document_names_are_labels_not_paths(client: TestClient) -> None:
     assert added.status_code == 200, added.text
     assert {r["name"] for r in added.json()["rejected"]} == {"../.."}
     assert {doc["name"] for doc in client.get(url).json()} == {
-        "passwd.txt", "report.md", "nulbyte.txt"
-    }  # fmt: skip
+        "passwd.txt",
+        "report.md",
+        "nulbyte.txt",
+    }
     assert client.delete("/api/v1/datasets/names").status_code == 200  # later tests list all
 
 
@@ -249,6 +249,12 @@ def test_openapi_lists_every_route(client: TestClient) -> None:
         ("/api/v1/datasets/{name}/graph/neighbourhood", "get"),
         ("/api/v1/search", "post"),
         ("/api/v1/route", "post"),
+        ("/api/v1/datasets/{name}/sync", "post"),
+        ("/api/v1/schedules", "post"),
+        ("/api/v1/schedules", "get"),
+        ("/api/v1/schedules/{schedule_id}", "delete"),
+        ("/api/v1/schedules/{schedule_id}/pause", "post"),
+        ("/api/v1/schedules/{schedule_id}/resume", "post"),
         ("/api/v1/remember", "post"),
         ("/api/v1/recall", "post"),
         ("/api/v1/improve", "post"),

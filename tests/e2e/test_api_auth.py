@@ -17,17 +17,15 @@ from api.services.tenants import Tenants
 from core.access import Role
 from core.settings import Settings
 from runtime import Runtime
-
-pytestmark = pytest.mark.e2e
+from tests.backends import with_models
 
 DATA = "/api/v1/datasets/docs/data"
 NOTE = {"documents": [{"name": "note.txt", "text": "Ada Lovelace wrote the first algorithm."}]}
 
 
 @pytest.fixture(scope="module")
-def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
-    rt = Runtime(Settings(home=tmp_path_factory.mktemp("auth-home")))
-    yield rt
+def runtime(tmp_path_factory: pytest.TempPathFactory, models: dict[str, object]) -> Runtime:
+    return with_models(Runtime(Settings(home=tmp_path_factory.mktemp("auth-home"))), models)
 
 
 @pytest.fixture(scope="module")

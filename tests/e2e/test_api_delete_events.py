@@ -18,10 +18,9 @@ from api.services.demo import SAMPLE_CORPUS
 from core.models.jobs import Job
 from core.settings import Settings
 from runtime import Runtime, use_runtime
+from tests.backends import with_models
 from tests.e2e.test_api import assert_error
 from workers.jobs import JobTracker
-
-pytestmark = pytest.mark.e2e
 
 DOCS = {
     "ada.txt": "Ada Lovelace worked with Charles Babbage on the Analytical Engine in London.",
@@ -33,9 +32,9 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 
 
 @pytest.fixture(scope="module")
-def runtime(tmp_path_factory: pytest.TempPathFactory) -> Runtime:
+def runtime(tmp_path_factory: pytest.TempPathFactory, models: dict[str, object]) -> Runtime:
     home = tmp_path_factory.mktemp("api-delete-home")
-    return Runtime(Settings(home=home, batch_size=2))
+    return with_models(Runtime(Settings(home=home, batch_size=2)), models)
 
 
 @pytest.fixture(scope="module")

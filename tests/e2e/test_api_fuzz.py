@@ -33,11 +33,10 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.backends import llm_server_fixture  # noqa: F401  (the module's test LLM server)
 from tests.e2e.fuzz_support import SEEDED, SESSION, SPARE, FuzzWorld, fuzz_world
 from tests.llm_server import LLMTestServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.slow  # a fuzz run
 
 EXAMPLES = 10  # drawn per operation and generation mode, admin key
 READER_EXAMPLES = 3  # drawn per operation, valid data, reader key (403s are fine, 5xx never)
@@ -46,8 +45,12 @@ READER_EXAMPLES = 3  # drawn per operation, valid data, reader key (403s are fin
 CONFIG = {"phases": {"coverage": {"unexpected-methods": ["patch"]}}}
 # Schema keywords that let a path parameter be generated invalid (a bare string cannot be).
 CONSTRAINTS = {"pattern", "minLength", "maxLength", "enum", "format", "minimum", "maximum"}
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_schema_conformance]  # fmt: skip
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
 # Server-sent events: called and status-checked like every route, but the body is a stream of
 # `event:`/`data:` lines the schema can only call a string, so it is not validated.
 STREAMS = {"GET /api/v1/jobs/{job_id}/events"}
@@ -218,7 +221,7 @@ def known_good(world: FuzzWorld) -> dict[str, list[dict[str, Any]]]:
                     "response_model": answer_model,
                 }
             },
-        ],  # fmt: skip
+        ],
         "POST /api/v1/recall": [
             {"body": {"query": question, "session": SESSION, "datasets": [SEEDED]}},
         ],
@@ -304,8 +307,9 @@ def test_fuzz_every_route_no_5xx_and_schema_valid(world: FuzzWorld) -> None:
         checks = CHECKS if label not in STREAMS else CHECKS[:3]
 
         def check(case: Any) -> None:
-            response = case.call(base_url=world.base_url, session=session,
-                                 headers=world.headers(key), timeout=60)  # fmt: skip
+            response = case.call(
+                base_url=world.base_url, session=session, headers=world.headers(key), timeout=60
+            )
             statuses.setdefault(label, Counter())[response.status_code] += 1
             case.validate_response(response, checks=checks, headers=world.headers(key))
 
@@ -321,8 +325,10 @@ def test_fuzz_every_route_no_5xx_and_schema_valid(world: FuzzWorld) -> None:
         _fuzz_operation(operation, targets, examples, admin, reader, tally)
     total = sum(tally.ran.values())
     wall, cpu = time.monotonic() - started, time.process_time() - cpu
-    print(f"\nAPI fuzz: {total} cases over {len(operations)} operations, {wall:.0f} s wall, "
-          f"{cpu:.0f} s CPU (client and server)")  # fmt: skip
+    print(
+        f"\nAPI fuzz: {total} cases over {len(operations)} operations, {wall:.0f} s wall, "
+        f"{cpu:.0f} s CPU (client and server)"
+    )
     for name, ran in tally.ran.items():
         print(f"  {ran:4d}  {tally.seconds[name]:6.1f} s  {name}")
     for label, seen in statuses.items():

@@ -18,9 +18,7 @@ from api.services.tenants import Tenants
 from core.access import Caller, Role
 from core.settings import Settings
 from runtime import Runtime
-from tests.backends import http_finished
-
-pytestmark = pytest.mark.e2e
+from tests.backends import http_finished, with_models
 
 TENANT = Caller("bounds", Role.WRITER)
 DATA = "/api/v1/datasets/docs/data"
@@ -36,8 +34,9 @@ LEAKS = re.compile(r"/(tmp|work|home|usr|var)/|://|127\.0\.0\.1|localhost|:\d{2,
 
 
 @pytest.fixture(scope="module")
-def runtime(tmp_path_factory: pytest.TempPathFactory) -> Runtime:
-    return Runtime(Settings(home=tmp_path_factory.mktemp("bounds-home"), **BOUNDS))
+def runtime(tmp_path_factory: pytest.TempPathFactory, models: dict[str, object]) -> Runtime:
+    home = tmp_path_factory.mktemp("bounds-home")
+    return with_models(Runtime(Settings(home=home, **BOUNDS)), models)
 
 
 @pytest.fixture(scope="module")

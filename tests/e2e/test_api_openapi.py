@@ -17,10 +17,8 @@ from api.services.tenants import Tenants
 from core.access import Role
 from core.settings import Settings
 from runtime import Runtime
-from tests.backends import llm_server_fixture, llm_settings  # noqa: F401  (module LLM server)
+from tests.backends import llm_settings
 from tests.llm_server import LLMTestServer
-
-pytestmark = pytest.mark.e2e
 
 ERROR_REF = "#/components/schemas/ErrorResponse"
 NOTE = {"documents": [{"name": "note.txt", "text": "Ada Lovelace wrote the first algorithm."}]}
@@ -79,8 +77,15 @@ def test_cognify_estimate_200_is_documented(client: TestClient, spec: dict[str, 
     answers = spec["paths"]["/api/v1/datasets/{name}/cognify"]["post"]["responses"]
     assert "CognifyEstimate" in json.dumps(answers["200"])
     path = "/api/v1/datasets/{name}/cognify"
-    response = validated(client, spec, path, "POST", path_parameters={"name": "docs"},
-                         query={"estimate": "true"}, body={})  # fmt: skip
+    response = validated(
+        client,
+        spec,
+        path,
+        "POST",
+        path_parameters={"name": "docs"},
+        query={"estimate": "true"},
+        body={},
+    )
     assert response.status_code == 200 and "calls" in response.json(), response.text
 
 
@@ -98,6 +103,7 @@ def test_a_validation_error_matches_its_documented_schema(
     client: TestClient, spec: dict[str, Any]
 ) -> None:
     path = "/api/v1/datasets/{name}/data"
-    response = validated(client, spec, path, "GET", path_parameters={"name": "docs"},
-                         query={"limit": 0})  # fmt: skip
+    response = validated(
+        client, spec, path, "GET", path_parameters={"name": "docs"}, query={"limit": 0}
+    )
     assert response.status_code == 422 and response.json()["error"]["code"] == "validation_error"

@@ -22,13 +22,12 @@ from tests.backends import add_files, finished
 from tests.distributed import distributed_runtime, running_workers, worker_env, write_corpus
 from tests.e2e.faults.stores import Snapshot, compare, take
 from tests.llm_server import LLMTestServer
-from tests.services import neo4j_uri, redis_url
+from tests.services import neo4j_uri, redis_database_url
 from workers.celery_app import app
 from workers.jobs import JobTracker
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services]
+pytestmark = [pytest.mark.services, pytest.mark.slow]  # worker processes
 
-BROKER_DB = 12  # this module's own Redis database (see test_usage_distributed.py)
 DOCUMENTS = 6  # three batches of two documents, three chunks each (extractions + summaries)
 SETTINGS = {"chunk_tokens": "24", "llm_batch_poll_seconds": "0.5"}
 DELAY = 15.0  # seconds a batch stays in progress: the kill happens inside that window
@@ -70,7 +69,7 @@ def without_embeddings(snapshot: Snapshot) -> dict[str, list[float]]:
 def test_workers_killed_while_batches_pend_lose_nothing(
     server: LLMTestServer, tmp_path: Path
 ) -> None:
-    broker = f"{redis_url().rsplit('/', 1)[0]}/{BROKER_DB}"
+    broker = redis_database_url("batch_mode_distributed")
     redis.Redis.from_url(broker).flushdb()  # no stale queues
     files = write_corpus(tmp_path / "docs", DOCUMENTS)
     dataset = f"batch-{uuid.uuid4().hex[:8]}"

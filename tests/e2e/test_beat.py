@@ -29,13 +29,13 @@ from runtime import Runtime
 from tests.backends import finished
 from tests.distributed import ROOT, WorkerPool, distributed_runtime, running_workers, worker_env
 from tests.llm_server import LLMTestServer
-from tests.services import neo4j_uri, redis_url
+from tests.services import neo4j_uri, redis_database_url
 from tests.sync_support import write
 from workers.beat import LEADER
 from workers.jobs import JobTracker
 from workers.schedules import Schedules
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services, pytest.mark.slow]
+pytestmark = [pytest.mark.services, pytest.mark.slow]  # beat and worker processes
 
 PERIOD, PERIODS = 6.0, 5
 ON_TIME = 3.0  # seconds from a run time to its job on a loaded 2-core machine
@@ -44,8 +44,8 @@ ON_TIME = 3.0  # seconds from a run time to its job on a loaded 2-core machine
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[dict[str, str]]:
     with LLMTestServer(latency_ms=200) as llm:
-        broker = f"{redis_url().rsplit('/', 1)[0]}/6"
-        redis.Redis.from_url(broker).flushdb()  # this test's own database: no stale queues
+        broker = redis_database_url("beat")
+        redis.Redis.from_url(broker).flushdb()  # no stale queues
         fast = {
             "schedule_min_seconds": "1",
             "beat_tick_seconds": "0.2",

@@ -20,12 +20,11 @@ from tests.backends import add_files, finished
 from tests.distributed import distributed_runtime, running_workers, worker_env, write_corpus
 from tests.e2e.faults.stores import compare, take
 from tests.llm_server import LLMTestServer
-from tests.services import neo4j_uri, redis_url
+from tests.services import neo4j_uri, redis_database_url
 from workers.usage import job_usage
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services]
+pytestmark = [pytest.mark.services, pytest.mark.slow]  # worker processes
 
-BROKER_DB = 10  # this module's own Redis database (see test_usage_distributed.py)
 WORKERS = 2
 CONCURRENCY = 4  # LLM requests in flight per worker process
 SETTINGS = {
@@ -48,7 +47,7 @@ def server() -> Iterator[LLMTestServer]:
 def test_workers_pause_at_the_budget_and_resume_to_the_unbudgeted_graph(
     server: LLMTestServer, tmp_path: Path
 ) -> None:
-    broker = f"{redis_url().rsplit('/', 1)[0]}/{BROKER_DB}"
+    broker = redis_database_url("budgets_distributed")
     redis.Redis.from_url(broker).flushdb()  # no stale queues
     files = write_corpus(tmp_path / "docs", 12)
     dataset = f"budget-{uuid.uuid4().hex[:8]}"
@@ -67,7 +66,7 @@ def test_workers_pause_at_the_budget_and_resume_to_the_unbudgeted_graph(
                 sum(
                     job_usage(rt.state, job.id, document=doc.id)["llm"][field]
                     for field in ("prompt_tokens", "completion_tokens")
-                )  # fmt: skip
+                )
                 for doc in rt.catalog.documents(dataset)
             )
         finally:

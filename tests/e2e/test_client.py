@@ -47,7 +47,7 @@ from tests.backends import llm_settings
 from tests.e2e.serve_support import cogmill_serve
 from tests.llm_server import LLMTestServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.slow  # a `cogmill serve` process
 
 ROOT = Path(__file__).parents[2]
 CORPUS = ROOT / "api" / "sample_corpus"
@@ -96,10 +96,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     home = tmp_path_factory.mktemp("client-home")
     with LLMTestServer(latency_ms=LLM_LATENCY_MS, embedding_latency_ms=0) as llm:
         keys = make_keys(home)
-        settings = {**llm_settings(llm), "auth": "required", "batch_size": 1,
-                    "max_file_bytes": MAX_FILE_BYTES,
-                    "api_max_streams_per_key": STREAMS_PER_KEY,
-                    "api_stream_max_seconds": STREAM_SECONDS}  # fmt: skip
+        settings = {
+            **llm_settings(llm),
+            "auth": "required",
+            "batch_size": 1,
+            "max_file_bytes": MAX_FILE_BYTES,
+            "api_max_streams_per_key": STREAMS_PER_KEY,
+            "api_stream_max_seconds": STREAM_SECONDS,
+        }
         with cogmill_serve(home, settings) as url:
             yield Served(url, keys, llm)
 
@@ -184,8 +188,9 @@ def test_async_client_does_the_same_on_texts(served: Served) -> None:
 
     async def session() -> None:
         headers = {"Authorization": f"Bearer {served.keys['writer']}"}
-        http = httpx.AsyncClient(base_url=served.url, headers=headers, timeout=120,
-                                 event_hooks={"request": [note]})  # fmt: skip
+        http = httpx.AsyncClient(
+            base_url=served.url, headers=headers, timeout=120, event_hooks={"request": [note]}
+        )
         async with AsyncClient(served.url, http=http) as c:
             added = await c.add_texts("notes", texts)
             assert sorted(added.added) == sorted(texts)

@@ -25,11 +25,11 @@ from tests.distributed import (
     write_corpus,
 )
 from tests.llm_server import LLMTestServer
-from tests.services import neo4j_uri, redis_url
+from tests.services import neo4j_uri, redis_database_url
 from workers.jobs import JobTracker
 from workers.orchestration import cognify
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services]
+pytestmark = [pytest.mark.services, pytest.mark.slow]  # worker processes
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +41,8 @@ def llm() -> Iterator[LLMTestServer]:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> dict[str, str]:
     """Settings shared by the test process and the worker processes (through the environment)."""
-    base = redis_url().rsplit("/", 1)[0]
-    broker = f"{base}/5"
-    redis.Redis.from_url(broker).flushdb()  # this module's own Redis database: no stale queues
+    broker = redis_database_url("distributed")
+    redis.Redis.from_url(broker).flushdb()  # no stale queues
     return worker_env(
         tmp_path_factory.mktemp("shared-home"),
         broker,

@@ -27,10 +27,10 @@ from runtime import Runtime
 from tests.backends import EMBEDDED, LOCAL_DIM, Backend, add_files, finished
 from tests.distributed import distributed_runtime, running_workers, worker_env
 from tests.llm_server import LLMTestServer
-from tests.services import neo4j_uri, redis_url
+from tests.services import neo4j_uri, redis_database_url
 from workers.orchestration import cognify
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services]
+pytestmark = [pytest.mark.services, pytest.mark.slow]  # worker processes
 
 TEXTS = {
     "customers.csv": "customer_id,name,city\nC001,Alice Martin,Lisbon\nC002,Bruno Costa,Porto\n"
@@ -182,7 +182,7 @@ def embedded_stages(
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> dict[str, str]:
     """Settings shared by the test process and the worker processes (through the environment)."""
-    broker = f"{redis_url().rsplit('/', 1)[0]}/7"  # this module's own Redis database
+    broker = redis_database_url("distributed_pipelines")
     redis.Redis.from_url(broker).flushdb()  # no stale queues from an interrupted run
     return worker_env(
         tmp_path_factory.mktemp("shared-home"),

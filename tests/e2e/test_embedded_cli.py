@@ -14,8 +14,6 @@ from typer.testing import CliRunner
 from api.cli import app
 from api.services.demo import SAMPLE_CORPUS
 
-pytestmark = pytest.mark.e2e
-
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -138,32 +136,38 @@ def test_missing_path_and_unknown_dataset(cli, tmp_path: Path) -> None:  # noqa:
     assert code == 2 and "does not exist" in output
 
 
+@pytest.mark.slow  # four `cogmill` processes, each importing the whole CLI (seconds)
 def test_console_script_exit_codes(home: Path) -> None:
     exe = [sys.executable, "-m", "api.cli"]
     env = {"COGMILL_HOME": str(home), "PATH": "/usr/bin:/bin"}
-    usage = subprocess.run([*exe, "search", "x"], capture_output=True, text=True, env=env)
-    assert usage.returncode == 2
-    bad = subprocess.run(
-        [*exe, "search", "x", "--dataset", "a b"], capture_output=True, text=True, env=env
-    )
-    assert bad.returncode == 2 and bad.stderr.startswith("error: invalid dataset name")
     # Settings out of bounds, unparsable or not JSON: a line each and what to do, exit 2.
     cases = [
         (
             {"COGMILL_SERVE_WARM_UP": "10001", "COGMILL_WORKER_THREADS": "many"},
-            ["COGMILL_WORKER_THREADS must be a whole number, got 'many'",
-             "COGMILL_SERVE_WARM_UP must be at most 10000, got '10001'"],
+            [
+                "COGMILL_WORKER_THREADS must be a whole number, got 'many'",
+                "COGMILL_SERVE_WARM_UP must be at most 10000, got '10001'",
+            ],
         ),
         (
             {"COGMILL_LLM_OUTAGE_PAUSES_SECONDS": "[15, 60"},
             ["COGMILL_LLM_OUTAGE_PAUSES_SECONDS is not JSON"],
         ),
-    ]  # fmt: skip
-    for settings, expected in cases:
-        env_bad = {**env, **settings}
-        bad = subprocess.run([*exe, "serve"], capture_output=True, text=True, env=env_bad)
-        lines = bad.stderr.splitlines()
-        assert bad.returncode == 2 and len(lines) == len(expected) + 1, bad.stderr
+    ]
+    # The processes are independent: started together, their start-up times overlap.
+    runs = [([*exe, "search", "x"], env), ([*exe, "search", "x", "--dataset", "a b"], env)]
+    runs += [([*exe, "serve"], {**env, **settings}) for settings, _ in cases]
+    started = [
+        subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
+        for args, e in runs
+    ]
+    stderrs = [process.communicate(timeout=300)[1] for process in started]
+    codes = [process.returncode for process in started]
+    assert codes[0] == 2  # usage
+    assert codes[1] == 2 and stderrs[1].startswith("error: invalid dataset name")
+    for code, stderr, (_, expected) in zip(codes[2:], stderrs[2:], cases, strict=True):
+        lines = stderr.splitlines()
+        assert code == 2 and len(lines) == len(expected) + 1, stderr
         for line, text in zip(lines, [*expected, "fix or unset those settings"], strict=True):
             assert line.startswith("error: ") and text in line, lines
 

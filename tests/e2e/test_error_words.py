@@ -16,8 +16,7 @@ from api.http.app import create_app
 from core.settings import Settings
 from runtime import Runtime
 from tests import services
-
-pytestmark = pytest.mark.e2e
+from tests.backends import with_models
 
 NOTES = [{"name": "ada.txt", "text": "Ada Lovelace worked with Charles Babbage in London."}]
 # What the answers carried before: Python's, Neo4j's (Java) and the parsers' own words.
@@ -44,22 +43,26 @@ def library_words(text: str) -> list[str]:
     return [word for word in LIBRARY_WORDS if word in text]
 
 
-def serving(settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(Runtime(settings))) as client:
+def serving(settings: Settings, models: dict[str, object]) -> Iterator[TestClient]:
+    with TestClient(create_app(with_models(Runtime(settings), models))) as client:
         added = client.post("/api/v1/datasets/notes/data", json={"documents": NOTES})
         assert added.status_code == 200, added.text
         yield client
 
 
 @pytest.fixture(scope="module")
-def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    yield from serving(Settings(home=tmp_path_factory.mktemp("embedded")))
+def embedded(
+    tmp_path_factory: pytest.TempPathFactory, models: dict[str, object]
+) -> Iterator[TestClient]:
+    yield from serving(Settings(home=tmp_path_factory.mktemp("embedded")), models)
 
 
 @pytest.fixture(scope="module")
-def on_neo4j(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+def on_neo4j(
+    tmp_path_factory: pytest.TempPathFactory, models: dict[str, object]
+) -> Iterator[TestClient]:
     home = tmp_path_factory.mktemp("neo4j")
-    yield from serving(Settings(home=home, neo4j_uri=services.neo4j_uri()))
+    yield from serving(Settings(home=home, neo4j_uri=services.neo4j_uri()), models)
 
 
 @pytest.mark.parametrize("offset", [2**63 - 1, 10**20])
@@ -78,6 +81,7 @@ def test_a_page_past_the_last_document_is_empty(embedded: TestClient, offset: in
         ("RETURN range(1, 10, 0)", "cannot be zero"),
     ],
 )
+@pytest.mark.services
 def test_a_query_neo4j_refuses_is_answered_in_cogmills_words(
     on_neo4j: TestClient, query: str, neo4j_said: str, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -28,7 +28,7 @@ from runtime import Runtime
 from tests.e2e.serve_support import cogmill_serve
 from tests.llm_server import LLMTestServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.slow  # a `cogmill serve` process
 
 STREAMS = 100
 HEALTH_BOUND_S = 1.0  # /health under 1 s with 100 streams open (docs/security.md)
@@ -66,8 +66,14 @@ def serving(home: Path, llm: LLMTestServer, keys: int, **settings: Any) -> Itera
     """`cogmill serve` on an embedded runtime in `home` (batches of one document, the test LLM
     server as LLM and embedder, `settings` as COGMILL_* variables), with `keys` keys."""
     made = _keys(home, keys)
-    variables = {"batch_size": 1, "llm_base_url": llm.base_url, "llm_model": "test",
-                 "embedding_base_url": llm.base_url, "embedding_dim": 64, **settings}  # fmt: skip
+    variables = {
+        "batch_size": 1,
+        "llm_base_url": llm.base_url,
+        "llm_model": "test",
+        "embedding_base_url": llm.base_url,
+        "embedding_dim": 64,
+        **settings,
+    }
     with cogmill_serve(home, variables) as base_url:
         yield Served(base_url, made)
 
@@ -201,8 +207,11 @@ def assert_refused(response: httpx.Response, setting: str) -> None:
 def test_streams_are_capped_per_key_and_in_total_and_a_closed_one_frees_its_slot(
     tmp_path: Path,
 ) -> None:
-    settings = {"api_max_streams_per_key": 2, "api_max_streams": 3,
-                "api_stream_heartbeat_seconds": 0.5}  # fmt: skip
+    settings = {
+        "api_max_streams_per_key": 2,
+        "api_max_streams": 3,
+        "api_stream_heartbeat_seconds": 0.5,
+    }
     with (
         LLMTestServer(latency_ms=3000, embedding_latency_ms=0) as llm,
         serving(tmp_path, llm, keys=2, **settings) as app,

@@ -35,8 +35,6 @@ from tests.merge_stress import differences, snapshot
 from tests.sample_files import JS_SOURCE, PYTHON_SOURCE, docx_bytes, eml_bytes, pdf_bytes
 from tests.services import neo4j_uri, redis_url
 
-pytestmark = pytest.mark.e2e
-
 DATASET = "kinds"
 RULES = "coding_rules"
 TEXTS = {
@@ -112,8 +110,9 @@ def added_names(output: str) -> list[str]:
 def upload(
     client: TestClient, dataset: str, files: list[Path], node_set: str | None = None
 ) -> dict[str, Any]:
-    parts = [("files", (path.name, path.read_bytes(), "application/octet-stream"))
-             for path in files]  # fmt: skip
+    parts = [
+        ("files", (path.name, path.read_bytes(), "application/octet-stream")) for path in files
+    ]
     data = {"node_set": node_set} if node_set else None
     response = client.post(f"/api/v1/datasets/{dataset}/data", files=parts, data=data)
     assert response.status_code == 200, response.text
@@ -214,14 +213,20 @@ def homes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Homes]:
             assert started.status_code == 202, started.text
             http_job = http_finished(client, started.json()["job_id"], timeout=300)
             yield Homes(
-                cli, client, cli_added, http_added, (cli_after_add, http_after_add),
-                (cli_listed, http_listed), (cli_job, http_job),
-            )  # fmt: skip
+                cli,
+                client,
+                cli_added,
+                http_added,
+                (cli_after_add, http_after_add),
+                (cli_listed, http_listed),
+                (cli_job, http_job),
+            )
 
 
 def test_add_accepts_every_kind_and_the_node_set_on_both_faces(homes: Homes) -> None:
-    everything = sorted([*(p for p in TEXTS), "report.pdf", "memo.docx", "mail.eml",
-                         "shop.sqlite", "style.md"])  # fmt: skip
+    everything = sorted(
+        [*(p for p in TEXTS), "report.pdf", "memo.docx", "mail.eml", "shop.sqlite", "style.md"]
+    )
     assert homes.cli_added == everything
     assert homes.http_added == everything  # SQLite too, which HTTP once refused
 
@@ -249,8 +254,11 @@ def test_cognify_stores_the_same_graph_and_vectors_on_both_faces(homes: Homes) -
     assert {"DocumentChunk", "Entity", "Table", "TableRow"} <= kinds, kinds
     tables = {name for kind, name, *_ in by_cli["nodes"].values() if kind == "Table"}
     assert {"customers", "orders", "people"} <= tables, tables
-    rule_chunks = [props for kind, _, props, _ in by_cli["nodes"].values()
-                   if kind == "DocumentChunk" and props.get("node_set") == RULES]  # fmt: skip
+    rule_chunks = [
+        props
+        for kind, _, props, _ in by_cli["nodes"].values()
+        if kind == "DocumentChunk" and props.get("node_set") == RULES
+    ]
     assert rule_chunks, "no chunk of style.md carries its node set"
     assert by_cli["vector_ids"].keys() >= {"DocumentChunk_text", "Entity_name", "TableRow_text"}
 
@@ -287,9 +295,13 @@ def test_http_takes_a_node_set_with_json_texts_and_checks_its_name(homes: Homes)
     url = "/api/v1/datasets/json-rules/data"
     rt = homes.client.app.state.runtime  # type: ignore[attr-defined]
     text = {"name": "style.md", "text": RULES_TEXT}
-    for bad in ({"json": {"documents": [text], "node_set": "no spaces"}},
-                {"files": [("files", ("style.md", RULES_TEXT.encode(), "text/markdown"))],
-                 "data": {"node_set": "no spaces"}}):  # fmt: skip
+    for bad in (
+        {"json": {"documents": [text], "node_set": "no spaces"}},
+        {
+            "files": [("files", ("style.md", RULES_TEXT.encode(), "text/markdown"))],
+            "data": {"node_set": "no spaces"},
+        },
+    ):
         refused = homes.client.post(url, **bad)
         assert refused.status_code == 400 and "invalid node set name" in refused.text, bad
     assert homes.client.get(url).status_code == 404  # nothing stored, not even the dataset

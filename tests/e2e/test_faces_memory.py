@@ -31,8 +31,6 @@ from tests.llm_server import LLMTestServer
 from tests.merge_stress import differences, snapshot
 from workers.jobs import JobTracker
 
-pytestmark = pytest.mark.e2e
-
 DATASET = "faces"
 CORPUS = {
     "curie.txt": "Marie Curie was born in Warsaw. Marie Curie discovered Polonium with Pierre "
@@ -157,8 +155,9 @@ def test_search_returns_the_same_on_both_faces(
 def unfinished_job(rt: Runtime) -> Job:
     """A job record on the dataset, as the planner records it, that no worker takes up: it
     stays unfinished for as long as the test needs (a real job could end before the CLI runs)."""
-    job = Job(id=f"busy{time.time_ns()}", dataset=DATASET, pipeline="default",
-              pipeline_version="test")  # fmt: skip
+    job = Job(
+        id=f"busy{time.time_ns()}", dataset=DATASET, pipeline="default", pipeline_version="test"
+    )
     JobTracker(rt.state).save(job)
     return job
 

@@ -23,8 +23,6 @@ from runtime import Runtime
 from tests.backends import http_finished, llm_settings
 from tests.llm_server import LLMTestServer
 
-pytestmark = pytest.mark.e2e
-
 TEXT = (
     "Marie Curie was born in Warsaw. Marie Curie worked with Pierre Curie in Paris. "
     "Warsaw lies in Poland."
@@ -81,8 +79,10 @@ def test_an_entity_by_name_and_its_direct_neighbours(clients: dict[str, Any]) ->
     assert any(n["type"] == CHUNK for n in body["nodes"])
     ids = {n["id"] for n in body["nodes"]}
     assert body["edges"] and all(e["source"] in ids and e["target"] in ids for e in body["edges"])
-    assert all(e["source"] == body["node"] or e["target"] == body["node"] or e["name"]
-               for e in body["edges"])  # fmt: skip
+    assert all(
+        e["source"] == body["node"] or e["target"] == body["node"] or e["name"]
+        for e in body["edges"]
+    )
     # Depth 1: Poland is two hops away (through Warsaw) and not in the answer.
     assert "Poland" not in names(body)
     seed_support = seed["support"]
@@ -104,9 +104,13 @@ def test_the_node_cap_truncates_and_says_so(clients: dict[str, Any]) -> None:
     capped = acme.get(HOOD, params={"entity": "Marie Curie", "limit": 2}).json()
     assert len(capped["nodes"]) == 2 and capped["truncated"]
     assert capped["nodes"][0]["id"] == full["node"]
-    for status, params in ((422, {"entity": "x", "limit": 0}), (422, {"entity": "x", "limit": 201}),
-                           (422, {}), (422, {"node": "a", "entity": "b"}),
-                           (422, {"node": ""})):  # fmt: skip
+    for status, params in (
+        (422, {"entity": "x", "limit": 0}),
+        (422, {"entity": "x", "limit": 201}),
+        (422, {}),
+        (422, {"node": "a", "entity": "b"}),
+        (422, {"node": ""}),
+    ):
         answer = acme.get(HOOD, params=params)
         assert answer.status_code == status, (params, answer.text)
         assert set(answer.json()) == {"error"}
@@ -136,8 +140,11 @@ def test_the_page_is_served_without_a_key_under_a_strict_csp(clients: dict[str, 
     anonymous = clients["anonymous"]
     moved = anonymous.get("/ui", follow_redirects=False)
     assert moved.status_code == 308 and moved.headers["location"] == "/ui/"
-    for path, media in (("/ui/", "text/html"), ("/ui/app.js", "text/javascript"),
-                        ("/ui/app.css", "text/css")):  # fmt: skip
+    for path, media in (
+        ("/ui/", "text/html"),
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/app.css", "text/css"),
+    ):
         answer = anonymous.get(path)
         assert answer.status_code == 200 and answer.headers["content-type"].startswith(media)
         csp = answer.headers["content-security-policy"]

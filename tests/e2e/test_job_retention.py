@@ -18,18 +18,23 @@ from tests.backends import http_finished
 from tests.e2e.test_metrics import samples, value
 from tests.llm_server import LLMTestServer
 
-pytestmark = pytest.mark.e2e
-
 
 def documents(tag: str) -> list[dict[str, str]]:
-    return [{"name": f"{tag}{i}.txt", "text": f"Ada Lovelace wrote note {tag}{i} for Babbage."}
-            for i in range(3)]  # fmt: skip
+    return [
+        {"name": f"{tag}{i}.txt", "text": f"Ada Lovelace wrote note {tag}{i} for Babbage."}
+        for i in range(3)
+    ]
 
 
 def test_a_job_past_the_retention_goes_and_metrics_keep_counting_it(tmp_path) -> None:
     with LLMTestServer() as server:
-        settings = Settings(home=tmp_path, llm_base_url=server.base_url, batch_size=2,
-                            llm_price_input_per_mtok=0.15, job_retention_days=30)  # fmt: skip
+        settings = Settings(
+            home=tmp_path,
+            llm_base_url=server.base_url,
+            batch_size=2,
+            llm_price_input_per_mtok=0.15,
+            job_retention_days=30,
+        )
         runtime = Runtime(settings)
         with TestClient(create_app(runtime)) as client:
             assert client.post("/api/v1/datasets/r/data", json={"documents": documents("a")})

@@ -12,9 +12,9 @@ import pytest
 from bench.load import print_report, run_load
 from bench.loadtest.stack import LoadConfig
 from bench.loadtest.traffic import ROUTES
-from tests.services import neo4j_uri, redis_url
+from tests.services import neo4j_uri, redis_database_url
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services]
+pytestmark = [pytest.mark.services, pytest.mark.slow]  # worker processes
 
 DOCUMENTS = 30
 RSS_GROWTH_BOUND = 0.25  # generous: a leak per request grows far more over the run
@@ -31,7 +31,7 @@ def test_clients_on_every_route_while_a_job_runs() -> None:
         batch_size=2,
         llm_latency_ms=300,
         baseline=False,  # the undisturbed job is the bench's: its figures are not asserted
-        redis_url=redis_url().rsplit("/", 1)[0] + "/8",  # keys under a prefix of the run's own
+        redis_url=redis_database_url("load"),  # keys under a prefix of the run's own
         neo4j_uri=neo4j_uri(),
     )
     report = run_load(config)

@@ -41,13 +41,22 @@ from tests.backends import llm_settings
 from tests.e2e.serve_support import cogmill_serve
 from tests.llm_server import LLMTestServer
 
-pytestmark = pytest.mark.e2e
-
 COGMILL = str(Path(sys.executable).with_name("cogmill"))
 TOOLS = {
-    "add_text", "add_files", "cognify", "job_status", "search", "recall", "remember", "improve",
-    "forget", "list_datasets", "list_documents", "delete_document", "sync",
-}  # fmt: skip
+    "add_text",
+    "add_files",
+    "cognify",
+    "job_status",
+    "search",
+    "recall",
+    "remember",
+    "improve",
+    "forget",
+    "list_datasets",
+    "list_documents",
+    "delete_document",
+    "sync",
+}
 QUESTION = "Which river flows through the city where Alan Turing was born?"
 GOLD = {"alan_turing.txt", "london.md"}
 DEADLINE_S = 300  # a loaded 2-core machine runs cognify slowly; polled, never slept through
@@ -129,6 +138,7 @@ def stdio(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> Stdio
     return StdioServerParameters(command=COGMILL, args=["mcp"], env=env, cwd=str(home))
 
 
+@pytest.mark.slow  # a `cogmill mcp` process
 def test_agent_ingests_a_folder_and_answers_a_two_hop_question(
     stdio: StdioServerParameters, tmp_path: Path
 ) -> None:
@@ -158,6 +168,7 @@ def test_agent_ingests_a_folder_and_answers_a_two_hop_question(
     assert {d["status"] for d in resources["documents"]} == {"processed"}
 
 
+@pytest.mark.slow  # a `cogmill mcp` process
 def test_errors_come_back_as_tool_errors_and_the_server_goes_on(
     stdio: StdioServerParameters,
 ) -> None:
@@ -231,6 +242,7 @@ NOTES = {
 }
 
 
+@pytest.mark.slow  # a `cogmill serve` process
 def test_http_tools_act_for_the_key_s_tenant_only(served: tuple[str, dict[str, str]]) -> None:
     url, keys = served
 
@@ -246,8 +258,14 @@ def test_http_tools_act_for_the_key_s_tenant_only(served: tuple[str, dict[str, s
             listed = ok(await call(client, "list_datasets"))
             ok(await call(client, "remember", text=NOTE, session="chat-1"))
             noted = ok(await call(client, "recall", query=NOTE, session="chat-1", scope="session"))
-            return {"job": job, "found": found, "far": far, "long": long, "listed": listed,
-                    "noted": noted}  # fmt: skip
+            return {
+                "job": job,
+                "found": found,
+                "far": far,
+                "long": long,
+                "listed": listed,
+                "noted": noted,
+            }
 
     done = run(acme)
     assert done["job"]["status"] == "succeeded" and done["job"]["dataset"] == "docs", done["job"]
@@ -293,6 +311,7 @@ def test_http_tools_act_for_the_key_s_tenant_only(served: tuple[str, dict[str, s
     refused(run(reader), "a reader key may not change data", "writer key")
 
 
+@pytest.mark.slow  # a `cogmill serve` process
 def test_http_without_a_usable_key_is_a_401_and_get_a_405_in_the_error_schema(
     served: tuple[str, dict[str, str]],
 ) -> None:

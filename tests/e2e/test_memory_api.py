@@ -20,8 +20,6 @@ from runtime import Runtime
 from tests.backends import http_finished, llm_settings
 from tests.llm_server import LLMTestServer
 
-pytestmark = pytest.mark.e2e
-
 FACT = "Grace Hopper wrote the first compiler. Grace Hopper worked on the UNIVAC in Philadelphia."
 QUESTION = "Who wrote the first compiler?"
 

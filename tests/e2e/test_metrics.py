@@ -21,13 +21,14 @@ from tests.backends import http_finished
 from tests.llm_server import LLMTestServer
 from workers.celery_app import FINISH
 
-pytestmark = pytest.mark.e2e
-
 DOCS = [
-    {"name": f"note{i}.txt", "text": f"Ada Lovelace met Charles Babbage in London in 18{30 + i}. "
-     f"Babbage designed Engine {i}."}
+    {
+        "name": f"note{i}.txt",
+        "text": f"Ada Lovelace met Charles Babbage in London in 18{30 + i}. "
+        f"Babbage designed Engine {i}.",
+    }
     for i in range(3)
-]  # fmt: skip
+]
 SEARCHES = {"CHUNKS": 3, "SUMMARIES": 2}
 BROKEN = [("files", ("broken.pdf", b"%PDF-1.4 cut short", "application/pdf"))]
 
@@ -42,9 +43,12 @@ def server() -> Iterator[LLMTestServer]:
 @pytest.fixture(scope="module")
 def runtime(tmp_path_factory: pytest.TempPathFactory, server: LLMTestServer) -> Runtime:
     settings = Settings(
-        home=tmp_path_factory.mktemp("metrics-home"), llm_base_url=server.base_url,
-        llm_price_input_per_mtok=0.15, llm_price_output_per_mtok=0.6, batch_size=2,
-    )  # fmt: skip
+        home=tmp_path_factory.mktemp("metrics-home"),
+        llm_base_url=server.base_url,
+        llm_price_input_per_mtok=0.15,
+        llm_price_output_per_mtok=0.6,
+        batch_size=2,
+    )
     return Runtime(settings)
 
 
@@ -147,9 +151,10 @@ def test_step_and_search_durations(scraped: Any) -> None:
     for search_type, times in SEARCHES.items():
         assert value(found, "cogmill_search_duration_seconds_count", type=search_type) == times
         buckets = sorted(
-            (float(dict(labels)["le"]), v) for (name, labels), v in found.items()
+            (float(dict(labels)["le"]), v)
+            for (name, labels), v in found.items()
             if name == "cogmill_search_duration_seconds_bucket" and ("type", search_type) in labels
-        )  # fmt: skip
+        )
         assert [v for _, v in buckets] == sorted(v for _, v in buckets)  # cumulative
         assert buckets[-1][1] == times
     assert value(found, "cogmill_queue_depth", queue="ingest") == 0

@@ -19,13 +19,11 @@ from pipelines.definitions import get_pipeline
 from tests.backends import add_files, finished
 from tests.distributed import distributed_runtime, running_workers, worker_env, write_corpus
 from tests.llm_server import LLMTestServer
-from tests.services import neo4j_uri, redis_url
+from tests.services import neo4j_uri, redis_database_url
 from workers.celery_app import FINISH, app
 from workers.orchestration import cognify
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services]
-
-BROKER_DB = 11  # this module's own Redis database (see test_usage_distributed.py)
+pytestmark = [pytest.mark.services, pytest.mark.slow]  # worker processes
 
 
 @pytest.fixture
@@ -45,7 +43,7 @@ def samples(text: str) -> dict[tuple[str, frozenset], float]:
 def test_a_scrape_counts_what_every_worker_process_did(
     server: LLMTestServer, tmp_path: Path
 ) -> None:
-    broker = f"{redis_url().rsplit('/', 1)[0]}/{BROKER_DB}"
+    broker = redis_database_url("metrics_distributed")
     redis.Redis.from_url(broker).flushdb()  # no stale queues
     env = worker_env(tmp_path / "home", broker, neo4j_uri(), server.base_url)
     dataset = f"metrics-{uuid.uuid4().hex[:8]}"

@@ -15,10 +15,8 @@ from fastapi.testclient import TestClient
 from api.http.app import create_app
 from core.settings import Settings
 from runtime import Runtime
-from tests.backends import http_finished, llm_server_fixture, llm_settings  # noqa: F401
+from tests.backends import http_finished, llm_settings
 from tests.llm_server import LLMTestServer
-
-pytestmark = pytest.mark.e2e
 
 URL = "/api/v1/datasets/notes/cognify"
 NOTES = [

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = pytest.mark.slow  # `cogmill` processes and a `cogmill serve`
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = re.compile(r"<!-- (tour|tour-serve) -->\s*```bash\n(.*?)```", re.S)

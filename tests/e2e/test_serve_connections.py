@@ -22,7 +22,7 @@ import pytest
 from api.http.connections import DESCRIPTORS_KEPT, TOO_MANY
 from tests.e2e.serve_support import cogmill_serve
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.slow  # a `cogmill serve` process
 
 HEAD_TIMEOUT_S = 1.0
 BODY_IDLE_S = 1.0

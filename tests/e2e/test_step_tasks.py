@@ -23,16 +23,16 @@ from pipelines.models import DocumentBatch
 from tests.backends import add_files, finished, write_files
 from tests.distributed import distributed_runtime, running_workers, worker_env
 from tests.llm_server import LLMTestServer
-from tests.services import neo4j_uri, redis_url
+from tests.services import neo4j_uri, redis_database_url
 from workers.celery_app import app, task_name
 from workers.orchestration import cognify
 from workers.tasks import STEP_TASKS
 
 FINISH = "cogmill.finish_batch"
-BROKER_DB = 6  # test_distributed*.py flush database 5; this module leaves its keys under a prefix
 
 
 def test_every_step_of_every_pipeline_has_its_own_task_on_its_queue() -> None:
+    app.loader.import_default_modules()  # the app's `include`, as a worker process imports it
     routes = app.conf.task_routes
     for pipeline in PIPELINES.values():
         for step in pipeline.steps:
@@ -41,8 +41,9 @@ def test_every_step_of_every_pipeline_has_its_own_task_on_its_queue() -> None:
             assert routes[name] == {"queue": step.queue}, name
             assert STEP_TASKS[step.name].name == name
     registered = {name for name in app.tasks if name.startswith("cogmill.")}
-    # Besides the steps: the end of a batch, and a finished job's webhook delivery.
-    others = {FINISH, task_name("deliver_webhook")}
+    # Besides the steps: the end of a batch, a finished job's webhook delivery, a sync's source
+    # phase and a schedule's run.
+    others = {FINISH, *(task_name(name) for name in ("deliver_webhook", "sync", "scheduled_run"))}
     assert registered == {f"cogmill.{name}" for name in STEPS} | others
     assert all(routes[name] == {"queue": INGEST} for name in others)
     # The steps that wait on the LLM have their own queue, to be scaled and rate-limited apart.
@@ -114,7 +115,7 @@ class TaskEvents:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     with LLMTestServer(latency_ms=50) as llm:
-        broker = f"{redis_url().rsplit('/', 1)[0]}/{BROKER_DB}"
+        broker = redis_database_url("step_tasks")
         yield worker_env(tmp_path_factory.mktemp("home"), broker, neo4j_uri(), llm.base_url)
 
 
@@ -128,8 +129,8 @@ FILES = {
 PIPELINE_OF = {"history.txt": "temporal"}  # the csv files go through `structured` on their own
 
 
-@pytest.mark.e2e
 @pytest.mark.services
+@pytest.mark.slow  # a worker process
 def test_a_jobs_tasks_are_named_by_step_with_job_dataset_and_batch(
     env: dict[str, str], tmp_path: Path
 ) -> None:

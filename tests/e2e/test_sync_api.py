@@ -24,12 +24,10 @@ from core.access import Role
 from core.settings import Settings
 from pipelines.sources.spec import parse_source
 from runtime import Runtime
-from tests.backends import finished, http_finished
+from tests.backends import finished, http_finished, with_models
 from tests.sync_support import write
 from workers.jobs import JobTracker
 from workers.sync import SourceRecord, queue_sync, save_source
-
-pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +39,12 @@ def roots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def api(roots: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def api(
+    roots: Path, tmp_path_factory: pytest.TempPathFactory, models: dict[str, object]
+) -> Iterator[dict[str, Any]]:
     home = tmp_path_factory.mktemp("sync-api")
-    rt = Runtime(Settings(home=home, sync_roots=[roots], schedules_per_tenant=2))
+    settings = Settings(home=home, sync_roots=[roots], schedules_per_tenant=2)
+    rt = with_models(Runtime(settings), models)
     with TestClient(create_app(rt)) as anonymous:
         tenants = Tenants(rt.state)
         clients: dict[str, Any] = {"runtime": rt, "anonymous": anonymous}

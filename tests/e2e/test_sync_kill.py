@@ -19,13 +19,13 @@ import pytest
 
 from core.settings import Settings
 from pipelines.sources.spec import parse_source
-from tests.backends import EMBEDDED, Backend, embedder_fixture, threaded_runtime  # noqa: F401
+from tests.backends import EMBEDDED, Backend, threaded_runtime
 from tests.dataset_snapshot import dataset_snapshot
 from tests.llm_server import LLMTestServer
 from tests.sync_support import report, same_as_fresh, write
 from workers.jobs import JobTracker
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = pytest.mark.slow  # `cogmill sync` processes
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = 40

@@ -19,9 +19,7 @@ from core.access import Role
 from core.settings import Settings
 from retrieval.models import SearchType
 from runtime import Runtime
-from tests.backends import http_finished
-
-pytestmark = pytest.mark.e2e
+from tests.backends import http_finished, with_models
 
 TEXTS = {
     "acme": "Zanzibar the aardvark digs burrows near Mombasa every monsoon season.",
@@ -41,8 +39,10 @@ def note(tenant: str | None) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def app_clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str | None, Any]]:
-    rt = Runtime(Settings(home=tmp_path_factory.mktemp("tenants-home")))
+def app_clients(
+    tmp_path_factory: pytest.TempPathFactory, models: dict[str, object]
+) -> Iterator[dict[str | None, Any]]:
+    rt = with_models(Runtime(Settings(home=tmp_path_factory.mktemp("tenants-home"))), models)
     app = create_app(rt)
     with TestClient(app) as local:
         # The local default tenant's `docs`, added before any key exists (bare name).
@@ -174,9 +174,13 @@ def test_two_tenants_each_have_their_own_session_chat_1(
         # Both lanes over the tenant's `docs`: recorded in its session, named as it names it.
         both = client.post(
             "/api/v1/recall",
-            json={"query": QUERIES[tenant], "session": "chat-1", "datasets": ["docs"],
-                  "search_type": "CHUNKS"},
-        )  # fmt: skip
+            json={
+                "query": QUERIES[tenant],
+                "session": "chat-1",
+                "datasets": ["docs"],
+                "search_type": "CHUNKS",
+            },
+        )
         assert both.status_code == 200 and both.json()["qa_id"], both.text
         assert all(word not in texts_of(both.json()) for word in MARKERS[other])
         listed = client.get("/api/v1/sessions").json()
@@ -197,9 +201,13 @@ def test_another_tenants_session_is_404(app_clients: dict[str | None, Any], jobs
     assert kept.status_code == 200, kept.text
     recalled = acme.post(
         "/api/v1/recall",
-        json={"query": QUERIES["acme"], "session": "acme-only", "datasets": ["docs"],
-              "search_type": "CHUNKS"},
-    )  # fmt: skip
+        json={
+            "query": QUERIES["acme"],
+            "session": "acme-only",
+            "datasets": ["docs"],
+            "search_type": "CHUNKS",
+        },
+    )
     qa_id = recalled.json()["qa_id"]
     assert qa_id, recalled.text
     for method, url, body in (

@@ -21,9 +21,7 @@ from core.access import Role
 from core.settings import Settings
 from retrieval.models import SearchType
 from runtime import Runtime
-from tests.backends import http_finished
-
-pytestmark = pytest.mark.e2e
+from tests.backends import http_finished, with_models
 
 TENANT, OTHER = "zq7tenant", "yx4other"
 TEXT = "Zanzibar the aardvark digs burrows near Mombasa every monsoon season of 2019."
@@ -57,9 +55,10 @@ class Walk:
 
 
 @pytest.fixture(scope="module")
-def walked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
+def walked(tmp_path_factory: pytest.TempPathFactory, models: dict[str, object]) -> Iterator[Walk]:
     # A quota the walk's small texts stay under, and one upload goes over.
-    rt = Runtime(Settings(home=tmp_path_factory.mktemp("names-home"), tenant_storage_bytes=QUOTA))
+    home = tmp_path_factory.mktemp("names-home")
+    rt = with_models(Runtime(Settings(home=home, tenant_storage_bytes=QUOTA)), models)
     app = create_app(rt)
     with TestClient(app):
         tenants = Tenants(rt.state)

@@ -35,7 +35,7 @@ from core.settings import Settings
 from runtime import Runtime
 from tests.llm_server import LLMTestServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.slow  # a `cogmill serve` process and Chromium
 
 ROOT = Path(__file__).parents[2]
 ARTIFACTS = Path(os.environ.get("COGMILL_UI_ARTIFACTS", ROOT / ".artifacts" / "ui"))

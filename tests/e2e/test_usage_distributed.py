@@ -15,12 +15,10 @@ from core.models.jobs import JobStatus
 from tests.backends import add_files, finished
 from tests.distributed import distributed_runtime, running_workers, worker_env, write_corpus
 from tests.llm_server import LLMTestServer
-from tests.services import neo4j_uri, redis_url
+from tests.services import neo4j_uri, redis_database_url
 from workers.orchestration import cognify
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services]
-
-BROKER_DB = 8  # this module's own Redis database (test_distributed.py uses 5)
+pytestmark = [pytest.mark.services, pytest.mark.slow]  # worker processes
 
 
 @pytest.fixture
@@ -30,7 +28,7 @@ def server() -> Iterator[LLMTestServer]:
 
 
 def test_worker_processes_lose_no_tokens(server: LLMTestServer, tmp_path: Path) -> None:
-    broker = f"{redis_url().rsplit('/', 1)[0]}/{BROKER_DB}"
+    broker = redis_database_url("usage_distributed")
     redis.Redis.from_url(broker).flushdb()  # no stale queues
     env = worker_env(
         tmp_path / "home",

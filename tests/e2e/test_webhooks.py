@@ -22,12 +22,10 @@ from api.services.tenants import Tenants
 from core.access import Role
 from core.settings import Settings
 from runtime import Runtime
-from tests.backends import http_finished
+from tests.backends import http_finished, with_models
 from tests.webhook_receiver import WebhookReceiver, readme_verify
 from workers.webhooks.deliveries import deliver
 from workers.webhooks.subscriptions import Subscriptions
-
-pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTE = {"name": "note.txt", "text": "Ada Lovelace wrote the first algorithm for a machine."}
@@ -35,9 +33,10 @@ FAST_RETRIES = {"webhook_backoff_seconds": 0.2, "webhook_backoff_max_seconds": 1
 
 
 @pytest.fixture(scope="module")
-def runtime(tmp_path_factory: pytest.TempPathFactory) -> Runtime:
+def runtime(tmp_path_factory: pytest.TempPathFactory, models: dict[str, object]) -> Runtime:
     home = tmp_path_factory.mktemp("webhooks-home")
-    return Runtime(Settings(home=home, webhook_allow_private=True, **FAST_RETRIES))
+    settings = Settings(home=home, webhook_allow_private=True, **FAST_RETRIES)
+    return with_models(Runtime(settings), models)
 
 
 @pytest.fixture(scope="module")
@@ -178,8 +177,9 @@ def test_an_address_turned_private_is_refused_at_delivery(
     with WebhookReceiver() as receiver:
         sub = Subscriptions(state).add("acme", receiver.url, None, settings=runtime.settings)
         try:
-            strict = runtime.settings.model_copy(update={"webhook_allow_private": False,
-                                                         "webhook_retry_seconds": 0})  # fmt: skip
+            strict = runtime.settings.model_copy(
+                update={"webhook_allow_private": False, "webhook_retry_seconds": 0}
+            )
             assert not deliver(state, strict, job_id, sub.id, "succeeded", 1, time.time())
             time.sleep(0.3)
             assert receiver.received == []
@@ -218,6 +218,7 @@ def test_cli_cognify_webhook_and_delivery_log(
     assert runner.invoke(cli, ["webhooks", "list"]).output == ""
 
 
+@pytest.mark.slow  # `cogmill` processes, and the retries' backoff
 def test_embedded_retries_outlive_the_process_that_scheduled_them(tmp_path: Path) -> None:
     """A one-shot `cogmill cognify` process ends before its retry is due; the next cogmill
     process that starts worker threads on the same home makes it."""
@@ -231,8 +232,14 @@ def test_embedded_retries_outlive_the_process_that_scheduled_them(tmp_path: Path
     note.write_text(NOTE["text"], encoding="utf-8")
 
     def cogmill(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([sys.executable, "-m", "api.cli", *args], env=env, cwd=ROOT,
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "api.cli", *args],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         return done
 

@@ -18,13 +18,11 @@ from core.models.jobs import JobStatus
 from tests.backends import add_files, finished
 from tests.distributed import distributed_runtime, running_workers, worker_env, write_corpus
 from tests.llm_server import LLMTestServer
-from tests.services import neo4j_uri, redis_url
+from tests.services import neo4j_uri, redis_database_url
 from tests.webhook_receiver import WebhookReceiver, readme_verify
 from workers.webhooks.deliveries import delivery_log
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services]
-
-BROKER_DB = 9  # this module's own Redis database (see test_usage_distributed.py)
+pytestmark = [pytest.mark.services, pytest.mark.slow]  # worker processes
 
 
 @pytest.fixture
@@ -36,12 +34,16 @@ def server() -> Iterator[LLMTestServer]:
 def test_worker_processes_deliver_signed_webhooks_with_retries(
     server: LLMTestServer, tmp_path: Path
 ) -> None:
-    broker = f"{redis_url().rsplit('/', 1)[0]}/{BROKER_DB}"
+    broker = redis_database_url("webhooks_distributed")
     redis.Redis.from_url(broker).flushdb()  # no stale queues
     env = worker_env(
-        tmp_path / "home", broker, neo4j_uri(), server.base_url,
-        webhook_allow_private="true", webhook_backoff_seconds="0.5",
-    )  # fmt: skip
+        tmp_path / "home",
+        broker,
+        neo4j_uri(),
+        server.base_url,
+        webhook_allow_private="true",
+        webhook_backoff_seconds="0.5",
+    )
     dataset = f"hooks-{uuid.uuid4().hex[:8]}"
     verify = readme_verify()
     with (
@@ -71,8 +73,10 @@ def test_worker_processes_deliver_signed_webhooks_with_retries(
     assert not verify(sub.secret, post.headers["X-Cogmill-Signature"], post.body)
     mine = [e for e in log if e["subscription"] == sub.id]
     assert [(e["attempt"], e["status"], e["outcome"]) for e in mine] == [
-        (1, 500, "retrying"), (2, 503, "retrying"), (3, 200, "delivered"),
-    ]  # fmt: skip
+        (1, 500, "retrying"),
+        (2, 503, "retrying"),
+        (3, 200, "delivered"),
+    ]
     assert [(e["attempt"], e["outcome"]) for e in log if e["subscription"] == own.id] == [
         (1, "delivered")
     ]

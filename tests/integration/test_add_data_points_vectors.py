@@ -23,8 +23,6 @@ from core.stores.sqlite.graph import SQLiteGraphStore
 from pipelines.add_data_points import AddDataPoints
 from pipelines.models import Chunk, DocumentRef, ExtractedBatch
 
-pytestmark = pytest.mark.integration
-
 TEXTS = [
     "Ada Lovelace was born in London. She worked with Charles Babbage.",
     "Charles Babbage designed the Analytical Engine in London.",
@@ -49,10 +47,16 @@ def batch() -> ExtractedBatch:
     """One document of two chunks; "London" and "born in" recur, a summary equals its chunk."""
     doc = document_id("d", "a")
     chunks = [
-        Chunk(id=chunk_id(doc, i), document_id=doc, document_name="a.txt", index=i, text=text,
-              token_count=len(text.split()))
+        Chunk(
+            id=chunk_id(doc, i),
+            document_id=doc,
+            document_name="a.txt",
+            index=i,
+            text=text,
+            token_count=len(text.split()),
+        )
         for i, text in enumerate(TEXTS)
-    ]  # fmt: skip
+    ]
     people = [("Ada Lovelace", "Person"), ("London", "City"), ("Charles Babbage", "Person")]
     graphs = [
         KnowledgeGraph(
@@ -62,7 +66,7 @@ def batch() -> ExtractedBatch:
                 ExtractedRelationship(
                     source="Ada Lovelace", target="Charles Babbage", name="worked with"
                 ),
-            ],  # fmt: skip
+            ],
             summary="Ada Lovelace was born in London.",
         ),
         KnowledgeGraph(

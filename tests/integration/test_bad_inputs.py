@@ -9,25 +9,20 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from core.catalog import AddReport
 from core.models.jobs import Job
-from core.settings import Settings
 from pipelines.classify import check_supported
 from runtime import Runtime
 from tests import sample_files as sf
-from tests.backends import (  # noqa: F401 - fixture used by name
+from tests.backends import (
+    embedded_only,
     finished,
-    models_fixture,
-    threaded_runtime,
 )
 from workers.orchestration import cognify
-
-pytestmark = pytest.mark.integration
 
 MAX_FILE_BYTES = 400_000
 PARSE_TIMEOUT_S = 10  # the slow e-mail below takes ~28 CPU-s to parse; importing a parser ~2
@@ -86,15 +81,12 @@ BAD: dict[str, tuple[bytes, str | None, str]] = {
 
 
 @pytest.fixture
-def runtime(tmp_path: Path, models: dict[str, object]) -> Iterator[Runtime]:
-    settings = Settings(
-        home=tmp_path / "home",
-        batch_size=8,
-        max_file_bytes=MAX_FILE_BYTES,
-        parse_timeout_seconds=PARSE_TIMEOUT_S,
-    )
-    with threaded_runtime(settings, models) as rt:
-        yield rt
+def runtime_settings() -> dict[str, object]:
+    return {
+        "batch_size": 8,
+        "max_file_bytes": MAX_FILE_BYTES,
+        "parse_timeout_seconds": PARSE_TIMEOUT_S,
+    }
 
 
 @pytest.fixture
@@ -117,6 +109,8 @@ def run(rt: Runtime, timeout: float = 300) -> Job:
     return finished(rt, cognify(rt, "mixed", "default"), timeout)
 
 
+@embedded_only  # what is tested is the parsing; the stores are the embedded ones
+@pytest.mark.slow  # waits out the slow e-mail's 10 s parse deadline
 def test_every_broken_file_gets_its_reason_and_every_valid_one_is_processed(
     runtime: Runtime, folder: Path
 ) -> None:

@@ -27,10 +27,9 @@ from core.models.extraction import KnowledgeGraph
 from core.models.jobs import Job, JobStatus
 from core.settings import Settings
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - fixtures used by name
+from tests.backends import (
     Backend,
     add_files,
-    backend_fixture,
     embedded_only,
     finished,
     http_finished,
@@ -51,8 +50,6 @@ from workers.llm_batches.records import (
     load,
     save,
 )
-
-pytestmark = pytest.mark.integration
 
 # Four documents of three paragraphs: several chunks each, so every batch of two documents
 # asks for extractions and then for document summaries (two submissions per batch).
@@ -196,22 +193,32 @@ def test_http_and_refusals(backend: Backend, server: LLMTestServer, tmp_path: Pa
 
 
 @embedded_only
+@pytest.mark.slow  # waits out the batch's 1 s turnaround
 def test_a_batch_whose_submitter_died_is_found_not_sent_again(
     backend: Backend, server: LLMTestServer, tmp_path: Path
 ) -> None:
     """A worker that died after creating the batch and before recording its id: the poller
     finds the batch by its claim in the metadata and takes its answers; a claim with no batch
     after the grace is given up (its step runs again, synchronously)."""
-    settings = Settings(home=tmp_path / "home", **llm_settings(server),
-                        llm_batch_claim_grace_seconds=0.5)  # fmt: skip
+    settings = Settings(
+        home=tmp_path / "home", **llm_settings(server), llm_batch_claim_grace_seconds=0.5
+    )
     server.batches.configure(delay_seconds=1.0)
     with installed_runtime(settings) as rt:
         schema = schema_of(KnowledgeGraph)
         messages = [{"role": "user", "content": "Ada Lovelace met Charles Babbage."}]
-        request = Deferred(cache_key("test", messages, schema), "test", messages,
-                           KnowledgeGraph, schema)  # fmt: skip
-        died = Submission(job="j1", batch=0, step="extract_graph", gen=0, claim="claim-1",
-                          requests=1, claimed_at=time.time())  # fmt: skip
+        request = Deferred(
+            cache_key("test", messages, schema), "test", messages, KnowledgeGraph, schema
+        )
+        died = Submission(
+            job="j1",
+            batch=0,
+            step="extract_graph",
+            gen=0,
+            claim="claim-1",
+            requests=1,
+            claimed_at=time.time(),
+        )
         never = died.model_copy(update={"batch": 1, "claim": "claim-2"})
         for record in (died, never):
             save(rt, record)

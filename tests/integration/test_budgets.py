@@ -28,10 +28,9 @@ from core.models.documents import STATUS, DocumentStatus
 from core.models.jobs import Budget, Claim, Job, JobStatus
 from core.settings import Settings
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - fixtures used by name
+from tests.backends import (
     Backend,
     add_files,
-    backend_fixture,
     embedded_only,
     finished,
     http_finished,
@@ -46,8 +45,6 @@ from workers.celery_app import configure
 from workers.jobs import JobTracker
 from workers.sweeper import sweep
 from workers.usage import JobBudget, job_usage
-
-pytestmark = pytest.mark.integration
 
 # Eight documents of three paragraphs: three chunks, three extractions and a summary each.
 TEXTS = {
@@ -109,7 +106,7 @@ def test_budget_pauses_and_resume_finishes_like_an_unbudgeted_run(
             sum(
                 job_usage(rt.state, job.id, document=d)["llm"][f]
                 for f in ("prompt_tokens", "completion_tokens")
-            )  # fmt: skip
+            )
             for d in docs
         )
     reference_calls = server.calls()
@@ -311,8 +308,13 @@ def test_resume_waits_for_other_jobs_and_refuses_a_deleted_dataset(
         paused = finished(rt, start_cognify(rt, dataset, budget_tokens=2500))
         assert paused.status is JobStatus.PAUSED_BUDGET, paused
         tracker = JobTracker(rt.state)
-        other = Job(id="other", dataset=dataset, pipeline="default", pipeline_version="2",
-                    status=JobStatus.RUNNING)  # fmt: skip
+        other = Job(
+            id="other",
+            dataset=dataset,
+            pipeline="default",
+            pipeline_version="2",
+            status=JobStatus.RUNNING,
+        )
         tracker.save(other)
         with pytest.raises(JobRunningError):
             jobs.resume(rt, paused.id)

@@ -20,9 +20,7 @@ from core.models.graph import Node
 from core.models.vocabulary import DOCUMENT, NODE_SET
 from pipelines.classify import check_supported
 from runtime import Runtime
-from tests.backends import Backend, backend_fixture, installed_runtime  # noqa: F401 - fixture
-
-pytestmark = pytest.mark.integration
+from tests.backends import Backend, installed_runtime
 
 MAX_FILE_BYTES = 4096
 PROCESSED = DocumentStatus.PROCESSED.value
@@ -69,15 +67,25 @@ FINAL = {
 Adder = Callable[[Runtime, str, list[tuple[str, Path]], AddReport, dict[str, Any]], None]
 
 
-def one_by_one(rt: Runtime, dataset: str, files: list[tuple[str, Path]], report: AddReport,
-               options: dict[str, Any]) -> None:  # fmt: skip
+def one_by_one(
+    rt: Runtime,
+    dataset: str,
+    files: list[tuple[str, Path]],
+    report: AddReport,
+    options: dict[str, Any],
+) -> None:
     for name, path in files:
         rt.catalog.add_file(dataset, path, name, report, check_supported, **options)
 
 
 def batched(size: int) -> Adder:
-    def add(rt: Runtime, dataset: str, files: list[tuple[str, Path]], report: AddReport,
-            options: dict[str, Any]) -> None:  # fmt: skip
+    def add(
+        rt: Runtime,
+        dataset: str,
+        files: list[tuple[str, Path]],
+        report: AddReport,
+        options: dict[str, Any],
+    ) -> None:
         rt.catalog.add_files(dataset, files, report, check_supported, **options, batch=size)
 
     return add
@@ -131,9 +139,11 @@ def outcome(rt: Runtime, dataset: str) -> dict[str, tuple[Any, ...]]:
 def mark_processed(rt: Runtime, dataset: str, names: dict[str, dict[str, Any]]) -> None:
     docs = documents(rt, dataset)
     rt.graph.upsert_nodes(
-        [Node(id=docs[name].id, type=DOCUMENT, dataset=dataset, properties=props)
-         for name, props in names.items()]
-    )  # fmt: skip
+        [
+            Node(id=docs[name].id, type=DOCUMENT, dataset=dataset, properties=props)
+            for name, props in names.items()
+        ]
+    )
 
 
 def run_adds(rt: Runtime, dataset: str, files: Files, add: Adder) -> list[AddReport]:

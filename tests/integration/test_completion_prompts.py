@@ -31,7 +31,6 @@ from tests.backends import add_files, llm_settings, succeeded, threaded_runtime,
 from tests.recording_llm import RecordingLLMServer
 from workers.orchestration import cognify
 
-pytestmark = pytest.mark.integration
 S = SearchType
 DATASET = "prompts"
 CORPUS = {

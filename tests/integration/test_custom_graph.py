@@ -21,19 +21,14 @@ from pipelines.classify import check_supported
 from retrieval.models import SearchType
 from retrieval.search import search
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - fixtures used by name
+from tests.backends import (
     Backend,
-    backend_fixture,
-    embedder_fixture,
     http_finished,
-    llm_server_fixture,
     succeeded,
 )
 from tests.llm_server import LLMTestServer
 from workers.jobs import JobTracker
 from workers.orchestration import cognify
-
-pytestmark = pytest.mark.integration
 
 DATASET = "science"
 CURIE = (
@@ -122,11 +117,20 @@ def test_offline_extraction_fills_the_custom_classes_and_search_finds_them(
     counts = offline.graph.count(dataset)
     assert counts["Human"] == 2 and offline.vectors.count("Human_name", dataset=dataset) == 2
     assert offline.vectors.count("Human_occupation", dataset=dataset) == 0  # values need an LLM
-    hits = offline.vectors.search("Human_name", offline.embedder.embed(["Marie Curie"])[0].tolist(),
-                                  datasets=[dataset], limit=1)  # fmt: skip
+    hits = offline.vectors.search(
+        "Human_name",
+        offline.embedder.embed(["Marie Curie"])[0].tolist(),
+        datasets=[dataset],
+        limit=1,
+    )
     assert hits[0].id == entity_id(dataset, "Marie Curie")
-    found = search(offline.retrieval(), "Where did Marie Curie work?", [dataset],
-                   SearchType.GRAPH_COMPLETION, 5)  # fmt: skip
+    found = search(
+        offline.retrieval(),
+        "Where did Marie Curie work?",
+        [dataset],
+        SearchType.GRAPH_COMPLETION,
+        5,
+    )
     assert any("Marie Curie —worked at→ University of Paris" in r.text for r in found.results)
 
 
@@ -145,8 +149,13 @@ def test_the_llm_answers_in_the_custom_schema_with_field_values(
     assert ada["occupation"] == "occupation of Ada Lovelace" and ada["birth_year"] == 12
     assert set(nodes(with_llm, "Organization", dataset)) == {"Analytical Labs"}
     assert with_llm.vectors.count("Person_occupation", dataset=dataset) == 2
-    found = search(with_llm.retrieval(), "Who did Ada Lovelace work with?", [dataset],
-                   SearchType.GRAPH_COMPLETION, 3)  # fmt: skip
+    found = search(
+        with_llm.retrieval(),
+        "Who did Ada Lovelace work with?",
+        [dataset],
+        SearchType.GRAPH_COMPLETION,
+        3,
+    )
     assert "Ada Lovelace —worked with→ Charles Babbage" in found.results[0].text
     # Deleting the document removes the custom nodes with everything else it supported.
     with_llm.catalog.remove_named(dataset, "lovelace.txt")
@@ -193,8 +202,12 @@ def test_the_api_validates_and_applies_graph_models_and_ontologies(
         note = {"name": "curie.txt", "text": CURIE}
         added = client.post(f"/api/v1/datasets/{DATASET}/data", json={"documents": [note]})
         assert added.status_code == 200, added.text
-        bad_model = client.post(url, json={"graph_model": {"$defs": {"Entity": {
-            "properties": {"name": {"type": "string"}}}}}})  # fmt: skip
+        bad_model = client.post(
+            url,
+            json={
+                "graph_model": {"$defs": {"Entity": {"properties": {"name": {"type": "string"}}}}}
+            },
+        )
         assert bad_model.status_code == 422 and "cogmill's types" in bad_model.text
         bad_ontology = client.post(url, json={"ontology": "<rdf:RDF><oops>"})
         assert bad_ontology.status_code == 422 and "not valid xml RDF" in bad_ontology.text
@@ -213,8 +226,9 @@ def test_the_cli_refuses_bad_graph_models_and_ontologies_with_exit_code_2(tmp_pa
     from api.cli import app
 
     bad_model = tmp_path / "model.json"
-    bad_model.write_text('{"$defs": {"P": {"properties": {"name": {"type": "string"}, '
-                         '"home": {"type": "object"}}}}}')  # fmt: skip
+    bad_model.write_text(
+        '{"$defs": {"P": {"properties": {"name": {"type": "string"}, "home": {"type": "object"}}}}}'
+    )
     env = {"COGMILL_HOME": str(tmp_path / "home")}
     result = CliRunner().invoke(app, ["cognify", DATASET, "--graph-model", str(bad_model)], env=env)
     assert result.exit_code == 2 and "P.home has type object" in result.output

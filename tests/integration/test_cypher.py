@@ -27,7 +27,7 @@ from tests.contracts.cypher_runner import CypherRunnerContract
 from tests.llm_answers import SAFE_CYPHER
 from tests.llm_server import LLMTestServer
 
-pytestmark = [pytest.mark.integration, pytest.mark.services]
+pytestmark = pytest.mark.services
 
 
 @pytest.fixture(scope="module")

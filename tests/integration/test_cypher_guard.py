@@ -19,7 +19,7 @@ from retrieval.cypher import SCHEMA_QUERIES
 from retrieval.cypher_guard import ReadOnlyViolation, check_read_only
 from tests import services
 
-pytestmark = [pytest.mark.integration, pytest.mark.services]
+pytestmark = pytest.mark.services
 
 PROBE = "GuardProbe"
 # The bypasses a probe found (and neighbours), each with what the filter's refusal names.

@@ -35,7 +35,6 @@ from tests.recording_llm import RecordingLLMServer
 from tests.services import neo4j_uri, redis_url
 from workers.orchestration import cognify
 
-pytestmark = pytest.mark.integration
 S = SearchType
 
 # Words only the secret dataset holds (none is in a question below). "zorbified" is also the

@@ -10,9 +10,7 @@ import pytest
 
 from api.services import datasets
 from runtime import Runtime
-from tests.backends import Backend, backend_fixture, installed_runtime  # noqa: F401 - fixture
-
-pytestmark = pytest.mark.integration
+from tests.backends import Backend, installed_runtime
 
 
 @pytest.fixture

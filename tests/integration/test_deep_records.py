@@ -7,33 +7,27 @@ Both pipelines that read records are run through real jobs: `structured` (rows) 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from core.models.jobs import Job
-from core.settings import Settings
 from pipelines.classify import check_supported
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - fixture used by name
+from tests.backends import (
     add_files,
+    embedded_only,
     finished,
-    models_fixture,
-    threaded_runtime,
 )
 from workers.orchestration import cognify
-
-pytestmark = pytest.mark.integration
 
 DEPTH = 100_000  # far past Python's recursion limit
 GOOD_CSV = b"name,city\nAnn,Oslo\nBob,Rome\n"
 
 
 @pytest.fixture
-def runtime(tmp_path: Path, models: dict[str, object]) -> Iterator[Runtime]:
-    with threaded_runtime(Settings(home=tmp_path / "home", batch_size=8), models) as rt:
-        yield rt
+def runtime_settings() -> dict[str, object]:
+    return {"batch_size": 8}
 
 
 def _files(folder: Path, deep: dict[str, bytes]) -> list[Path]:
@@ -56,6 +50,7 @@ DEEP = {
 }
 
 
+@embedded_only  # what is tested is the parsing; the stores are the embedded ones
 @pytest.mark.parametrize("pipeline", ["structured", "default"])
 def test_a_deeply_nested_records_file_fails_alone(
     runtime: Runtime, tmp_path: Path, pipeline: str

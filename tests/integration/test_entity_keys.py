@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from core.entity_keys import FORMAT, FORMAT_KEY, PREFIX, EntityKeyIndex
 from core.models.graph import Node, entity_id
 from core.settings import Settings
@@ -15,8 +13,6 @@ from pipelines.definitions import get_pipeline
 from pipelines.models import WriteReport
 from pipelines.reconcile_entities import ReconcileEntities
 from tests.backends import installed_runtime
-
-pytestmark = pytest.mark.integration
 
 
 def test_candidates_are_the_stored_names_an_alias_rule_could_join(tmp_path: Path) -> None:
@@ -44,14 +40,16 @@ def test_candidates_are_the_stored_names_an_alias_rule_could_join(tmp_path: Path
 def test_names_filed_by_the_first_format_are_found_after_the_upgrade(tmp_path: Path) -> None:
     state = SQLiteStateStore(tmp_path / "state.db")
     # As version 1 filed "NYC", "M. Lopez" and "Maria Lopez" (no format marker yet).
-    state.add_members({
-        f"{PREFIX}d:words:nyc": ["e1 NYC"],
-        f"{PREFIX}d:letters:nyc": ["e1 NYC"],
-        f"{PREFIX}d:words:lopez m": ["e2 M. Lopez"],
-        f"{PREFIX}d:words:lopez maria": ["e3 Maria Lopez"],
-        f"{PREFIX}d:letters:ml": ["e3 Maria Lopez"],
-        f"{PREFIX}d:surname:lopez:2": ["e2 M. Lopez", "e3 Maria Lopez"],
-    })  # fmt: skip
+    state.add_members(
+        {
+            f"{PREFIX}d:words:nyc": ["e1 NYC"],
+            f"{PREFIX}d:letters:nyc": ["e1 NYC"],
+            f"{PREFIX}d:words:lopez m": ["e2 M. Lopez"],
+            f"{PREFIX}d:words:lopez maria": ["e3 Maria Lopez"],
+            f"{PREFIX}d:letters:ml": ["e3 Maria Lopez"],
+            f"{PREFIX}d:surname:lopez:2": ["e2 M. Lopez", "e3 Maria Lopez"],
+        }
+    )
     index = EntityKeyIndex(state)
     index.upgrade()
     index.upgrade()  # a second process, or a restart: nothing left to do

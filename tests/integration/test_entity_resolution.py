@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,17 +21,14 @@ from pipelines.reconcile_entities import ReconcileEntities, merge_entities
 from pipelines.resolve_entities import aliases_of
 from pipelines.summarize_documents import SummarizeDocuments, document_summary_id
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - the fixtures `backend`, `models`
+from tests.backends import (
     Backend,
-    backend_fixture,
     embedded_only,
-    models_fixture,
     succeeded,
 )
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
 
-pytestmark = pytest.mark.integration
 DOCUMENTS = {
     "a_maria.txt": "Prof. Maria Lopez moved to New York City in 2019. "
     "She teaches physics at Columbia University.",
@@ -51,12 +47,10 @@ DOCUMENTS = {
 
 
 @pytest.fixture
-def runtime(backend: Backend, models: dict[str, object]) -> Iterator[Runtime]:
+def runtime_settings() -> dict[str, object]:
     # One document per batch on two threads: batches resolve and write at the same time.
     # Document summaries embedded (off by default): their vectors' lifecycle is checked here.
-    settings = {"batch_size": 1, "chunk_tokens": 48, "embed_document_summaries": True}
-    with backend.runtime(models, **settings) as rt:
-        yield rt
+    return {"batch_size": 1, "chunk_tokens": 48, "embed_document_summaries": True}
 
 
 @pytest.fixture
@@ -143,8 +137,13 @@ def test_a_merge_run_twice_ends_as_one_run(runtime: Runtime, tmp_path: Path, dat
     add_documents(runtime, dataset, tmp_path, ["b_nyc.txt"])
     run(runtime, dataset)
     nyc = entities(runtime, dataset)["NYC"]
-    city = Node(id=entity_id(dataset, "New York City"), type="Entity", dataset=dataset,
-                name="New York City", support=nyc.support)  # fmt: skip
+    city = Node(
+        id=entity_id(dataset, "New York City"),
+        type="Entity",
+        dataset=dataset,
+        name="New York City",
+        support=nyc.support,
+    )
     runtime.graph.upsert_nodes([city])
     args = (runtime.graph, runtime.vectors, runtime.embedder, dataset)
     assert merge_entities(*args, [nyc, city]) == city.id
@@ -182,8 +181,9 @@ def test_an_entity_written_beside_a_new_alias_of_its_name_joins_the_alias_entity
         Node(id=entity_id(dataset, n), type="Entity", dataset=dataset, name=n, support=support)
         for n in ("New York City", "NYC")
     )
-    alias = Node(id=alias_id(dataset, "NYC"), type=ALIAS, dataset=dataset, name="NYC",
-                 support=support)  # fmt: skip
+    alias = Node(
+        id=alias_id(dataset, "NYC"), type=ALIAS, dataset=dataset, name="NYC", support=support
+    )
     runtime.graph.upsert_nodes([city, alias, nyc])
     runtime.graph.upsert_edges(
         [Edge(source=alias.id, target=city.id, name="ALIAS_OF", dataset=dataset, support=support)]
@@ -247,11 +247,18 @@ def test_by_default_a_document_summary_is_stored_but_not_embedded(
 
 def test_llm_document_summaries_are_one_cached_call_per_document(tmp_path: Path) -> None:
     chunks = [
-        Chunk(id=f"c{i}", document_id="d1", document_name="one.txt", index=i, text=t,
-              token_count=5)
+        Chunk(id=f"c{i}", document_id="d1", document_name="one.txt", index=i, text=t, token_count=5)
         for i, t in enumerate(["Alpha Corp makes robots.", "Beta Labs sells them."])
-    ] + [Chunk(id="c9", document_id="d2", document_name="two.txt", index=0, text="Short one.",
-               token_count=2)]  # fmt: skip
+    ] + [
+        Chunk(
+            id="c9",
+            document_id="d2",
+            document_name="two.txt",
+            index=0,
+            text="Short one.",
+            token_count=2,
+        )
+    ]
     graphs = [KnowledgeGraph(summary=c.text) for c in chunks]
     docs = [DocumentRef(id=d, dataset="ds", name=f"{d}.txt", blob_key=d) for d in ("d1", "d2")]
     batch = ExtractedBatch(dataset="ds", documents=docs, chunks=chunks, graphs=graphs)
@@ -297,10 +304,15 @@ class _WriteBeforeRemoval:
 def _stored_pair(rt: Runtime, dataset: str) -> tuple[Node, Node, Node]:
     """Entities "NYC" (document d1), "New York City" (d2) and "Boston" (d3)."""
     nyc, city, boston = (
-        Node(id=entity_id(dataset, name), type="Entity", dataset=dataset, name=name,
-             support=[Support(document_id=doc, chunk_id=f"{doc}-c0")])
+        Node(
+            id=entity_id(dataset, name),
+            type="Entity",
+            dataset=dataset,
+            name=name,
+            support=[Support(document_id=doc, chunk_id=f"{doc}-c0")],
+        )
         for name, doc in (("NYC", "d1"), ("New York City", "d2"), ("Boston", "d3"))
-    )  # fmt: skip
+    )
     rt.graph.upsert_nodes([nyc, city, boston])
     return nyc, city, boston
 
@@ -315,8 +327,13 @@ def test_an_edge_written_after_its_end_was_merged_away_lands_on_the_merged_entit
     # Batch A wrote "NYC", batch B merged it into "New York City", then A writes its edges.
     nyc, city, boston = _stored_pair(runtime, dataset)
     merge_entities(runtime.graph, runtime.vectors, runtime.embedder, dataset, [nyc, city])
-    late = Edge(source=nyc.id, target=boston.id, name="near", dataset=dataset,
-                support=[Support(document_id="d1", chunk_id="d1-c0")])  # fmt: skip
+    late = Edge(
+        source=nyc.id,
+        target=boston.id,
+        name="near",
+        dataset=dataset,
+        support=[Support(document_id="d1", chunk_id="d1-c0")],
+    )
     runtime.graph.upsert_edges([late])
     [edge] = runtime.graph.edges_of([city.id], names=["near"])
     assert (edge.source, edge.target) == (city.id, boston.id)
@@ -332,8 +349,9 @@ def test_a_write_between_a_merge_read_and_its_removal_is_kept(
 
     def other_batch() -> None:  # an edge and a support link to "NYC", from document d9
         runtime.graph.upsert_nodes([nyc.model_copy(update={"support": [late_support]})])
-        edge = Edge(source=boston.id, target=nyc.id, name="near", dataset=dataset,
-                    support=[late_support])  # fmt: skip
+        edge = Edge(
+            source=boston.id, target=nyc.id, name="near", dataset=dataset, support=[late_support]
+        )
         runtime.graph.upsert_edges([edge])
 
     graph = _WriteBeforeRemoval(runtime.graph, other_batch)

@@ -18,12 +18,10 @@ from api.services import jobs
 from api.services.estimate import estimate
 from core.settings import Settings
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - fixtures used by name
+from tests.backends import (
     EMBEDDED,
     Backend,
     add_files,
-    backend_fixture,
-    finished,
     http_finished,
     llm_settings,
     succeeded,
@@ -32,8 +30,6 @@ from tests.backends import (  # noqa: F401 - fixtures used by name
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
 from workers.usage import job_usage
-
-pytestmark = pytest.mark.integration
 
 TEXTS = {
     f"doc{i}.txt": "\n\n".join(

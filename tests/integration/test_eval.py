@@ -20,8 +20,6 @@ from api.services.evaluation import run_eval
 from retrieval.evaluation import BenchDataError, load_bench, ranked_titles, recall_at
 from retrieval.models import SearchResult, SearchType, Source
 
-pytestmark = pytest.mark.integration
-
 PASSAGES = {
     "Bread": "Sourdough bread is leavened by wild yeast and lactic acid bacteria in a starter.",
     "Stars": "A neutron star is the collapsed core of a massive star after a supernova.",

@@ -18,8 +18,6 @@ from retrieval.evaluation import AUTO, BenchDataError, eval_type, load_bench
 from retrieval.models import SearchType
 from tests.integration.test_eval import write_bench
 
-pytestmark = pytest.mark.integration
-
 
 def test_splits_are_the_even_and_the_odd_questions(tmp_path: Path) -> None:
     bench = load_bench("musique", write_bench(tmp_path / "data"))

@@ -21,7 +21,7 @@ from tests.contracts.graph_store import GraphStoreContract
 from tests.factories import make_edge, make_graph, make_node, support_pairs
 from tests.services import neo4j_uri
 
-pytestmark = [pytest.mark.integration, pytest.mark.services]
+pytestmark = pytest.mark.services
 
 
 @pytest.fixture(scope="module")
@@ -246,8 +246,9 @@ def test_support_lives_in_one_node_per_chunk_and_goes_with_what_it_supports(
     graph_store.upsert_nodes([alice, bob, carol])
     graph_store.upsert_nodes([bob])  # the same support again adds nothing
     assert _support_nodes(uri, dataset) == {("d1", "c1"), ("d1", "c2"), ("d2", "c9")}
-    [row] = _cypher(uri, "MATCH (:_Support {dataset: $ds})-[s:SUPPORTS]->() RETURN count(s) AS n",
-                    ds=dataset)  # fmt: skip
+    [row] = _cypher(
+        uri, "MATCH (:_Support {dataset: $ds})-[s:SUPPORTS]->() RETURN count(s) AS n", ds=dataset
+    )
     assert row == {"n": 4}
 
     # c1 supported Alice alone; c2 also supports Bob, who stays.
@@ -259,6 +260,7 @@ def test_support_lives_in_one_node_per_chunk_and_goes_with_what_it_supports(
     assert _support_nodes(uri, dataset) == set()
 
 
+@pytest.mark.exclusive  # removes the schema marker: any store opened meanwhile migrates too
 def test_support_stored_in_node_lists_by_earlier_versions_moves_at_start(uri, dataset):
     old = [("old-1", "Alice", ['["d1","c1"]', '["d2",""]'], ["d1", "d2"]), ("old-2", "Bob", [], [])]
     for id_, name, pairs, docs in old:
@@ -266,8 +268,12 @@ def test_support_stored_in_node_lists_by_earlier_versions_moves_at_start(uri, da
             uri,
             "CREATE (:Node:Entity {id: $id, type: 'Entity', dataset: $ds, name: $name,"
             " _support: $pairs, _docs: $docs})",
-            id=f"{id_}-{dataset}", ds=dataset, name=name, pairs=pairs, docs=docs,
-        )  # fmt: skip
+            id=f"{id_}-{dataset}",
+            ds=dataset,
+            name=name,
+            pairs=pairs,
+            docs=docs,
+        )
     _cypher(uri, "MATCH (s:_Schema) DELETE s")  # as a database from before the move has none
     store = Neo4jGraphStore(uri, batch_size=1)  # one node per transaction
     try:

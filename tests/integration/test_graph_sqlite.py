@@ -17,8 +17,6 @@ from core.stores.sqlite.graph import SQLiteGraphStore
 from tests.contracts.graph_store import GraphStoreContract
 from tests.factories import make_graph, make_node, support_pairs
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def graph_store(tmp_path: Path):

@@ -24,7 +24,6 @@ from runtime import Runtime
 from tests.backends import add_files, succeeded, threaded_runtime
 from workers.orchestration import cognify
 
-pytestmark = pytest.mark.integration
 S = SearchType
 DATA = Path(__file__).resolve().parents[1] / "data" / "heldout_company"
 QUESTIONS: list[dict[str, Any]] = json.loads((DATA / "questions.json").read_text("utf-8"))
@@ -37,10 +36,12 @@ def _cognify(rt: Runtime, dataset: str, pipeline: str | None = None) -> None:
 
 
 @pytest.fixture(scope="module")
-def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
+def runtime(
+    tmp_path_factory: pytest.TempPathFactory, models: dict[str, object]
+) -> Iterator[Runtime]:
     """The corpus in two datasets: default pipeline only, and default + temporal."""
     home = tmp_path_factory.mktemp("heldout")
-    with threaded_runtime(Settings(home=home / "home", llm_base_url=None)) as rt:
+    with threaded_runtime(Settings(home=home / "home", llm_base_url=None), models) as rt:
         for dataset in (PLAIN, EVENTS):
             report = add_files(rt, dataset, sorted((DATA / "docs").iterdir()))
             assert not report.rejected, report.rejected

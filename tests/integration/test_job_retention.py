@@ -16,11 +16,9 @@ import pytest
 from core.models.jobs import DocumentError, Job, JobStatus
 from pipelines.models import WriteReport
 from tests.contracts.state_store import _run_threads
-from tests.integration.test_job_tracker import tracker  # noqa: F401 - fixture by name
 from workers.jobs import JobNotFoundError, JobTracker
 from workers.retention import PER_CALL, prune_jobs, retired
 
-pytestmark = pytest.mark.integration
 DAY = 86_400
 NOW = time.time()
 
@@ -29,9 +27,16 @@ def job_of(jobs: JobTracker, name: str, status: JobStatus, days_ago: float) -> J
     """A job as a run leaves it: record, events, two batch reports, usage counters (per job,
     step and document) and a done set; `days_ago` it ended (or started, when unfinished)."""
     at = datetime.fromtimestamp(NOW - days_ago * DAY, UTC)
-    job = Job(id=f"{name}-{int(days_ago)}", dataset="d", pipeline="p", pipeline_version="1",
-              status=JobStatus.RUNNING, total_documents=3, total_batches=2,
-              created_at=at)  # fmt: skip
+    job = Job(
+        id=f"{name}-{int(days_ago)}",
+        dataset="d",
+        pipeline="p",
+        pipeline_version="1",
+        status=JobStatus.RUNNING,
+        total_documents=3,
+        total_batches=2,
+        created_at=at,
+    )
     jobs.save(job)
     jobs.event(job.id, "planned", batches=2)
     error = DocumentError(document_id="c", document_name="c.txt", step="s", message="bad")
@@ -55,9 +60,11 @@ def keys_of(jobs: JobTracker, job_id: str) -> list[str]:
     return jobs.state.keys(f"job:{job_id}")  # the record and every job:<id>: key
 
 
-def test_jobs_ended_past_the_retention_go_with_every_key(tracker: JobTracker) -> None:  # noqa: F811
-    old = [job_of(tracker, f"old-{s.value}", s, 40) for s in (JobStatus.SUCCEEDED,
-           JobStatus.FAILED, JobStatus.CANCELLED)]  # fmt: skip
+def test_jobs_ended_past_the_retention_go_with_every_key(tracker: JobTracker) -> None:
+    old = [
+        job_of(tracker, f"old-{s.value}", s, 40)
+        for s in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+    ]
     kept = [
         job_of(tracker, "paused", JobStatus.PAUSED_BUDGET, 40),  # waits for its resume
         job_of(tracker, "recent", JobStatus.SUCCEEDED, 29),
@@ -79,16 +86,25 @@ def test_jobs_ended_past_the_retention_go_with_every_key(tracker: JobTracker) ->
     assert tracker.state.get("jobs-unrelated") == "x"
     counts, usage = retired(tracker.state)
     # Each old job: 2 documents processed, 1 failed, 2 batches planned and done.
-    assert counts == {"documents": 6, "documents_failed": 3, "batches_planned": 6,
-                      "batches_done": 6}  # fmt: skip
-    assert usage["llm"] == {"calls": 6, "prompt_tokens": 300, "completion_tokens": 120,
-                            "cached_tokens": 0, "cache_hits": 0}  # fmt: skip
+    assert counts == {
+        "documents": 6,
+        "documents_failed": 3,
+        "batches_planned": 6,
+        "batches_done": 6,
+    }
+    assert usage["llm"] == {
+        "calls": 6,
+        "prompt_tokens": 300,
+        "completion_tokens": 120,
+        "cached_tokens": 0,
+        "cache_hits": 0,
+    }
     assert usage["embeddings"]["calls"] == 15
     assert prune_jobs(tracker.state, 30, now=NOW) == []
     assert retired(tracker.state) == (counts, usage)  # nothing counted twice
 
 
-def test_concurrent_pruners_delete_and_count_each_job_once(tracker: JobTracker) -> None:  # noqa: F811
+def test_concurrent_pruners_delete_and_count_each_job_once(tracker: JobTracker) -> None:
     old = [job_of(tracker, f"old{i}", JobStatus.SUCCEEDED, 31 + i) for i in range(PER_CALL + 2)]
     pruned: list[str] = []
     lock = threading.Lock()
@@ -105,7 +121,7 @@ def test_concurrent_pruners_delete_and_count_each_job_once(tracker: JobTracker) 
     assert retired(tracker.state)[0]["documents"] == 2 * len(old)
 
 
-def test_a_call_deletes_at_most_its_share_oldest_first(tracker: JobTracker) -> None:  # noqa: F811
+def test_a_call_deletes_at_most_its_share_oldest_first(tracker: JobTracker) -> None:
     old = [job_of(tracker, f"old{i}", JobStatus.SUCCEEDED, 31 + i) for i in range(PER_CALL + 2)]
     first = prune_jobs(tracker.state, 30, now=NOW)
     assert first == [job.id for job in reversed(old)][:PER_CALL]

@@ -7,45 +7,26 @@ runs whole jobs through worker threads on the same three stores.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from core.models.jobs import DocumentError, Job, JobStatus
-from core.ports import StateStore
-from core.stores.redis.state import RedisStateStore
-from core.stores.sqlite.state import SQLiteStateStore
 from pipelines.models import WriteReport
-from tests.backends import FAKEREDIS, REDIS, redis_backend_of
+from tests.backends import REDIS
 from tests.contracts.state_store import _run_threads
 from workers.jobs import JobNotFoundError, JobTracker
-
-pytestmark = pytest.mark.integration
-SQLITE = "sqlite"
-
-
-@pytest.fixture(params=[SQLITE, FAKEREDIS, pytest.param(REDIS, marks=pytest.mark.services)])
-def tracker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JobTracker]:
-    state: StateStore
-    if request.param == SQLITE:
-        state = SQLiteStateStore(tmp_path / "state.db")
-        yield JobTracker(state)
-        state.close()
-        return
-    backend = redis_backend_of(request.param)
-    client = backend.adapter_client(decode_responses=True)
-    state = RedisStateStore(backend.url, prefix=backend.prefix, client=client)
-    yield JobTracker(state)
-    state.close()
-    backend.clean()
 
 
 def new_job(tracker: JobTracker, batches: int = 3, documents: int = 6) -> Job:
     job = Job(
-        id="job1", dataset="ds", pipeline="default", pipeline_version="1",
-        total_batches=batches, total_documents=documents, status=JobStatus.RUNNING,
-    )  # fmt: skip
+        id="job1",
+        dataset="ds",
+        pipeline="default",
+        pipeline_version="1",
+        total_batches=batches,
+        total_documents=documents,
+        status=JobStatus.RUNNING,
+    )
     tracker.save(job)
     return job
 
@@ -58,9 +39,14 @@ def report(batch: int, *, failed: str | None = None) -> WriteReport:
             DocumentError(document_id=failed, document_name=failed, step="chunk", message="x")
         ]
     return WriteReport(
-        dataset="ds", documents=[f"d{2 * batch}", f"d{2 * batch + 1}"], chunks=3, entities=5,
-        relationships=2, vectors=7, errors=errors,
-    )  # fmt: skip
+        dataset="ds",
+        documents=[f"d{2 * batch}", f"d{2 * batch + 1}"],
+        chunks=3,
+        entities=5,
+        relationships=2,
+        vectors=7,
+        errors=errors,
+    )
 
 
 def test_a_saved_job_reads_back_and_an_unknown_one_is_named(tracker: JobTracker) -> None:

@@ -16,13 +16,12 @@ from core.settings import Settings
 from core.stores.redis.state import RedisStateStore
 from pipelines.models import DocumentBatch
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - fixture used by name
+from tests.backends import (
     FAKEREDIS,
     REDIS,
     add_files,
     finished,
     installed_runtime,
-    models_fixture,
     redis_backend_of,
     worker_threads,
 )
@@ -30,9 +29,6 @@ from workers.celery_app import FINISH, configure, task_name
 from workers.embedded import EmbeddedWorker
 from workers.jobs import JobTracker, batch_input_key
 from workers.orchestration import cognify
-
-pytestmark = pytest.mark.integration
-
 
 SQLITE = "sqlite"
 

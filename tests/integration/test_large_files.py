@@ -7,7 +7,6 @@ import json
 import random
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,18 +15,14 @@ from core.catalog import AddReport
 from core.models.graph import Node, chunk_id
 from core.models.jobs import Job, JobStatus
 from core.models.vocabulary import INDEX_FIELDS
-from core.settings import Settings
 from pipelines.classify import check_supported
 from pipelines.formats.segments import segment_count
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - fixtures used by name
+from tests.backends import (
+    embedded_only,
     finished,
-    models_fixture,
-    threaded_runtime,
 )
 from workers.orchestration import cognify
-
-pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 SEGMENT_BYTES = 16 * 1024
@@ -63,10 +58,13 @@ def prose(seed: int, size: int) -> str:
 
 
 @pytest.fixture
-def runtime(tmp_path: Path, models: dict[str, object]) -> Iterator[Runtime]:
-    settings = Settings(home=tmp_path / "home", segment_bytes=SEGMENT_BYTES, chunk_tokens=128)
-    with threaded_runtime(settings, models) as rt:
-        yield rt
+def segment_bytes() -> int:
+    return SEGMENT_BYTES
+
+
+@pytest.fixture
+def runtime_settings(segment_bytes: int) -> dict[str, object]:
+    return {"segment_bytes": segment_bytes, "chunk_tokens": 128}
 
 
 def add(rt: Runtime, tmp_path: Path, name: str, data: bytes) -> Node:
@@ -97,11 +95,13 @@ def snapshot(rt: Runtime) -> dict[str, int]:
     return counts
 
 
+@embedded_only  # what is tested is the parsing; the stores are the embedded ones
+@pytest.mark.parametrize("segment_bytes", [4096])  # the least allowed: six segments cost little
 def test_a_large_document_is_one_document_made_of_segments(
-    runtime: Runtime, tmp_path: Path
+    runtime: Runtime, tmp_path: Path, segment_bytes: int
 ) -> None:
-    doc = add(runtime, tmp_path, "long.txt", prose(1, 6 * SEGMENT_BYTES).encode())
-    segments = segment_count(doc.properties["size"], SEGMENT_BYTES)
+    doc = add(runtime, tmp_path, "long.txt", prose(1, 6 * segment_bytes).encode())
+    segments = segment_count(doc.properties["size"], segment_bytes)
     assert segments >= 6
     job = run(runtime)
     assert job.status is JobStatus.SUCCEEDED and not job.errors, job.errors
@@ -137,6 +137,7 @@ def junk(size: int) -> bytes:
     return bytes(rng.choice([1, 2, 3, 200, 201, 250]) for _ in range(size))
 
 
+@embedded_only
 @pytest.mark.parametrize("where", ["first", "middle"])
 def test_a_failing_segment_fails_its_document_and_nothing_else(
     runtime: Runtime, tmp_path: Path, where: str
@@ -167,22 +168,23 @@ def test_a_failing_segment_fails_its_document_and_nothing_else(
     assert retry.total_batches == segment_count(len(data), SEGMENT_BYTES)
 
 
-def peak_growth(megabytes: float) -> dict[str, object]:
-    """bench/large_file.py in a child process: the peak RSS of classify and chunk."""
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "large_file.py"), "--mb", str(megabytes)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-        cwd=ROOT,
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def peak_growth(*megabytes: float) -> list[dict[str, object]]:
+    """bench/large_file.py in a child process per size, run at once (each measures its own
+    peak RSS): the peak RSS of classify and chunk."""
+    command = [sys.executable, str(ROOT / "bench" / "large_file.py"), "--mb"]
+    runs = [
+        subprocess.Popen([*command, str(mb)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        for mb in megabytes
+    ]
+    outputs = [run.communicate(timeout=300)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0] * len(runs), outputs
+    return [json.loads(out.strip().splitlines()[-1]) for out in outputs]
 
 
+@pytest.mark.slow  # two processes classify and chunk 30 MB
 def test_classify_and_chunk_memory_does_not_grow_with_the_file() -> None:
     """A 24 MB file needs no more memory than a 6 MB one (before segments: ~5x the file)."""
-    small, large = peak_growth(6), peak_growth(24)
+    small, large = peak_growth(6, 24)
     for step in ("classify", "chunk"):
         small_peak = small["peak_above_baseline_mib"][step]  # type: ignore[index]
         large_peak = large["peak_above_baseline_mib"][step]  # type: ignore[index]

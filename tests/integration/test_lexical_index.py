@@ -11,15 +11,13 @@ from core.models.lexical import LexicalDoc
 from core.ports import StoreError
 from core.stores.redis.lexical import RedisLexicalIndex
 from core.stores.sqlite.lexical import SQLiteLexicalIndex
-from tests.backends import RedisBackend, redis_backend_fixture  # noqa: F401 - fixture by name
+from tests.backends import RedisBackend
 from tests.contracts.lexical_index import (
     DOCS,
     LexicalIndexContract,
     expected_postings,
     total_length,
 )
-
-pytestmark = pytest.mark.integration
 
 
 class TestSQLiteLexicalIndex(LexicalIndexContract):

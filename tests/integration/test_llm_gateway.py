@@ -30,8 +30,6 @@ from core.stores.sqlite.state import SQLiteStateStore
 from tests.backends import RedisBackend, redis_backend_fixture  # noqa: F401 - fixture by name
 from tests.llm_server import LLMTestServer, graph_for_text
 
-pytestmark = pytest.mark.integration
-
 TEXTS = [
     f"Person{i} Smith founded Company{i} Labs in City{i}. Person{i} Smith works for "
     f"Company{i} Labs. The work was published in Journal{i}."

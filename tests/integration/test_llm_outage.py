@@ -15,9 +15,8 @@ from core.llm.aio import run_sync
 from core.llm.client import LLMClient, LLMError
 from core.models.extraction import KnowledgeGraph
 from core.models.jobs import Job
-from tests.backends import (  # noqa: F401 - fixtures used by name
+from tests.backends import (
     Backend,
-    backend_fixture,
     finished,
     llm_settings,
     write_files,
@@ -25,8 +24,6 @@ from tests.backends import (  # noqa: F401 - fixtures used by name
 from tests.backends import add_files as add
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
-
-pytestmark = pytest.mark.integration
 
 TEXTS = {
     f"note{i}.txt": f"Ada{i} Lovelace met Charles{i} Babbage in London{i}. "

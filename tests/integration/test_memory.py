@@ -28,8 +28,6 @@ from tests.backends import finished, ingest, llm_settings, threaded_runtime, wri
 from tests.llm_server import LLMTestServer
 from tests.services import redis_url
 
-pytestmark = pytest.mark.integration
-
 CORPUS = {
     "curie.txt": "Marie Curie was born in Warsaw. Marie Curie discovered Polonium with Pierre "
     "Curie. Marie Curie won two Nobel prizes.",
@@ -147,9 +145,12 @@ def test_a_weak_session_hit_falls_back_to_the_sessions_datasets(runtime: Runtime
 def test_with_datasets_both_lanes_contribute(runtime: Runtime) -> None:
     asked(runtime, "both")
     response = recall(
-        runtime.retrieval(), "Where was Marie Curie born, in Warsaw?", session="both",
-        datasets=["corpus"], top_k=20,
-    )  # fmt: skip
+        runtime.retrieval(),
+        "Where was Marie Curie born, in Warsaw?",
+        session="both",
+        datasets=["corpus"],
+        top_k=20,
+    )
     assert response.lanes == ["session", "graph"]
     sources = {r.source for r in response.results}
     assert "graph" in sources and sources & {"session_qa", "session_trace"}

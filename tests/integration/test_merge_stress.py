@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from core.ports import Embedder
 from core.settings import Settings
-from runtime import Runtime
 from tests.backends import EMBEDDED, NEO4J
 from tests.merge_stress import (
     MemoEmbedder,
@@ -25,13 +25,13 @@ from tests.merge_stress import (
 )
 from tests.services import neo4j_uri, redis_url
 
-pytestmark = pytest.mark.integration
 RUNS, WRITERS = 3, 4
 
 
 @pytest.fixture(scope="module")
-def embedder(tmp_path_factory: pytest.TempPathFactory) -> MemoEmbedder:
-    return MemoEmbedder(Runtime(Settings(home=tmp_path_factory.mktemp("models"))).embedder)
+def embedder(embedder: Embedder) -> MemoEmbedder:
+    """The session's local embedder, remembering what it embedded."""
+    return MemoEmbedder(embedder)
 
 
 @pytest.fixture(params=[EMBEDDED, pytest.param(NEO4J, marks=pytest.mark.services)])

@@ -26,7 +26,6 @@ from tests.backends import add_files, succeeded, threaded_runtime, write_files
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
 
-pytestmark = pytest.mark.integration
 S = SearchType
 DATASET = "lab"
 CORPUS = {
@@ -217,9 +216,12 @@ def test_coding_rules_rank_and_explain_an_empty_set(runtime: Runtime) -> None:
     ).results
     assert best.text == "Use type hints on every public function."
     empty = search(
-        offline(runtime, coding_rules_node_set="team_rules"), "type hints", [DATASET],
-        S.CODING_RULES, top_k=3,
-    )  # fmt: skip
+        offline(runtime, coding_rules_node_set="team_rules"),
+        "type hints",
+        [DATASET],
+        S.CODING_RULES,
+        top_k=3,
+    )
     assert empty.results == [] and "--node-set team_rules" in (empty.note or "")
 
 

@@ -17,7 +17,7 @@ from neo4j.exceptions import CypherSyntaxError, ServiceUnavailable
 from core.stores.neo4j.connection import Neo4jConnection
 from tests.services import neo4j_uri
 
-pytestmark = [pytest.mark.integration, pytest.mark.services]
+pytestmark = pytest.mark.services
 
 
 def _free_port() -> int:

@@ -24,7 +24,6 @@ from retrieval.sessions import SessionStore
 from runtime import Runtime
 from tests.backends import ingest, threaded_runtime
 
-pytestmark = pytest.mark.integration
 S = SearchType
 DATASET = "sample"
 CURIE = "Marie Curie"
@@ -37,9 +36,11 @@ GROUPED = [
 
 
 @pytest.fixture(scope="module")
-def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
+def runtime(
+    tmp_path_factory: pytest.TempPathFactory, models: dict[str, object]
+) -> Iterator[Runtime]:
     home = tmp_path_factory.mktemp("passages")
-    with threaded_runtime(Settings(home=home / "home", llm_base_url=None)) as rt:
+    with threaded_runtime(Settings(home=home / "home", llm_base_url=None), models) as rt:
         ingest(rt, DATASET, sorted(SAMPLE_CORPUS.iterdir()), timeout=600)
         yield rt
 

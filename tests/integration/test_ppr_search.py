@@ -18,8 +18,6 @@ from retrieval.search import search
 from runtime import Runtime
 from tests.backends import ingest, threaded_runtime, write_files
 
-pytestmark = pytest.mark.integration
-
 QUESTION = "Where did the composer of the Zorvath Quintet grow up?"
 FIRST_HOP = (
     "The Zorvath Quintet is a chamber work for two violins, viola, cello and piano. "
@@ -42,12 +40,14 @@ DISTRACTORS = [
 
 
 @pytest.fixture(scope="module")
-def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
+def runtime(
+    tmp_path_factory: pytest.TempPathFactory, models: dict[str, object]
+) -> Iterator[Runtime]:
     """The corpus above, cognified once through real Celery worker threads."""
     home = tmp_path_factory.mktemp("ppr")
     texts = {"first.txt": FIRST_HOP, "second.txt": SECOND_HOP}
     texts |= {f"distractor{i}.txt": text for i, text in enumerate(DISTRACTORS)}
-    with threaded_runtime(Settings(home=home / "home", llm_base_url=None)) as rt:
+    with threaded_runtime(Settings(home=home / "home", llm_base_url=None), models) as rt:
         ingest(rt, "multihop", write_files(home / "docs", texts), timeout=300)
         yield rt
 
@@ -85,3 +85,18 @@ def test_ppr_results_carry_their_chunk_and_document(runtime: Runtime) -> None:
 def test_ppr_on_an_unknown_dataset_finds_nothing(runtime: Runtime) -> None:
     response = search(runtime.retrieval(), QUESTION, ["nothing-here"], SearchType.GRAPH_PPR, 5)
     assert response.results == []
+
+
+# The path that led to a result (retrieval/ppr/paths.py): the second hop's passage is reached
+# through the composer the question never names.
+def test_the_second_hop_names_the_bridge_and_where_it_came_from(runtime: Runtime) -> None:
+    response = search(runtime.retrieval(), QUESTION, ["multihop"], SearchType.GRAPH_PPR, 5)
+    by_document = {r.sources[0].document_name: r for r in response.results}
+    second = by_document["second.txt"]
+    assert second.evidence, second
+    assert "Elira Montbrook" in second.evidence[0], second.evidence
+    # One hop back: the bridge got its mass through the first hop's passage, which names the
+    # work the question asks about.
+    assert any("Zorvath Quintet" in line and "—" in line for line in second.evidence), second
+    assert all(len(r.evidence) <= 3 for r in response.results)
+    assert second.text.startswith("Elira Montbrook")  # the passage's text is left as it was

@@ -14,7 +14,7 @@ import redis
 
 from core.llm.ratelimit import LocalRateLimiter, RedisRateLimiter
 from core.ports import StoreError
-from tests.backends import RedisBackend, redis_backend_fixture  # noqa: F401 - fixture by name
+from tests.backends import RedisBackend
 from tests.contracts.rate_limiter import (
     SLOW_RPM,
     Limiters,
@@ -23,8 +23,6 @@ from tests.contracts.rate_limiter import (
     reserve_in_process,
 )
 from tests.services import redis_url
-
-pytestmark = pytest.mark.integration
 
 
 class TestLocalRateLimiter(RateLimiterContract):

@@ -22,9 +22,7 @@ from core.stores.sqlite.graph import SQLiteGraphStore
 from core.stores.sqlite.state import SQLiteStateStore
 from pipelines.models import WriteReport
 from pipelines.reconcile_entities import ReconcileEntities
-from tests.backends import models_fixture  # noqa: F401 - the fixture `models`
 
-pytestmark = pytest.mark.integration
 DATASET = "people"
 
 
@@ -45,13 +43,17 @@ def write_people(graph: SQLiteGraphStore, keys: EntityKeyIndex, names: list[str]
     support = [Support(document_id="d", chunk_id="c")]
     tid = entity_type_id(DATASET, "Person")
     person = Node(id=tid, type=ENTITY_TYPE, dataset=DATASET, name="Person")
-    nodes = [Node(id=entity_id(DATASET, n), type=ENTITY, dataset=DATASET, name=n, support=support)
-             for n in names]  # fmt: skip
+    nodes = [
+        Node(id=entity_id(DATASET, n), type=ENTITY, dataset=DATASET, name=n, support=support)
+        for n in names
+    ]
     graph.upsert_nodes([person, *nodes])
     graph.upsert_edges(
-        [Edge(source=n.id, target=person.id, name=IS_A, dataset=DATASET, support=support)
-         for n in nodes]
-    )  # fmt: skip
+        [
+            Edge(source=n.id, target=person.id, name=IS_A, dataset=DATASET, support=support)
+            for n in nodes
+        ]
+    )
     written = {n.id: n.name for n in nodes}
     keys.file_and_find(DATASET, written)
     return written

@@ -18,17 +18,12 @@ from pipelines.classify import check_supported
 from retrieval.models import SearchType
 from retrieval.search import search
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - fixtures used by name
+from tests.backends import (
     Backend,
-    backend_fixture,
-    embedder_fixture,
-    llm_server_fixture,
     succeeded,
 )
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
-
-pytestmark = pytest.mark.integration
 
 # The test LLM server reads "A <lowercase words> B" between two names as a relation A -> B.
 TEXTS = {
@@ -107,8 +102,13 @@ def test_deleting_documents_removes_only_the_relation_names_nobody_uses(
     works_for = runtime.graph.get_nodes([edge_type_id(dataset, "works_for")])[0]
     supporters = {s.document_id for s in works_for.support}
     assert supporters == {doc_named(runtime, dataset, n) for n in ("alice.txt", "bob.txt")}
-    found = search(runtime.retrieval(), "Who works for Acme Corp?", [dataset],
-                   SearchType.GRAPH_COMPLETION, top_k=3)  # fmt: skip
+    found = search(
+        runtime.retrieval(),
+        "Who works for Acme Corp?",
+        [dataset],
+        SearchType.GRAPH_COMPLETION,
+        top_k=3,
+    )
     assert "Alice Smith —works for→ Acme Corp" in found.results[0].text, found.results
 
     runtime.catalog.remove_named(dataset, "alice.txt")  # works_for is still Bob's

@@ -13,7 +13,7 @@ import pytest
 
 from tests.llm_server import LLMTestServer
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow  # runs bench/resync.py in a process of its own
 
 ROOT = Path(__file__).resolve().parents[2]
 

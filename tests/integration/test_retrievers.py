@@ -20,8 +20,6 @@ from runtime import Runtime
 from tests.backends import ingest, llm_settings, threaded_runtime, write_files
 from tests.llm_server import LLMTestServer
 
-pytestmark = pytest.mark.integration
-
 CORPUS = {
     "curie.txt": "Marie Curie was born in Warsaw. Marie Curie discovered Polonium with Pierre "
     "Curie. Her maiden name was Sklodowska and she won two Nobel prizes.",

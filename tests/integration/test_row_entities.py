@@ -17,7 +17,6 @@ from runtime import Runtime
 from tests.backends import add_files, succeeded, threaded_runtime
 from workers.orchestration import cognify
 
-pytestmark = pytest.mark.integration
 DATASET = "parts"
 VENDORS = "vendor_id,name,country\nV1,Halden Instruments,Norway\nV2,Brisa Motors,Portugal\n"
 PARTS = "part_id,name,vendor_id\nK1,Fjord lens,V1\nK2,Tagus gearbox,V2\n"
@@ -34,14 +33,16 @@ TEXTS = {
 
 
 @pytest.fixture(scope="module")
-def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
+def runtime(
+    tmp_path_factory: pytest.TempPathFactory, models: dict[str, object]
+) -> Iterator[Runtime]:
     folder = tmp_path_factory.mktemp("parts")
     (folder / "vendors.csv").write_text(VENDORS)
     (folder / "parts.csv").write_text(PARTS)
     for name, text in TEXTS.items():
         (folder / name).write_text(text)
     home = tmp_path_factory.mktemp("home")
-    with threaded_runtime(Settings(home=home, llm_base_url=None)) as rt:
+    with threaded_runtime(Settings(home=home, llm_base_url=None), models) as rt:
         report = add_files(rt, DATASET, sorted(folder.iterdir()))
         assert not report.rejected, report.rejected
         succeeded(rt, cognify(rt, DATASET), 600)

@@ -11,8 +11,6 @@ from core.ports import StoreError
 from core.settings import Settings
 from runtime import Runtime
 
-pytestmark = pytest.mark.integration
-
 
 def test_open_opens_what_ingestion_uses(tmp_path: Path) -> None:
     runtime = Runtime(Settings(home=tmp_path))

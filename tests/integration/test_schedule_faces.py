@@ -17,8 +17,6 @@ from runtime import Runtime
 from tests.sync_support import write
 from workers.jobs import JobTracker
 
-pytestmark = pytest.mark.integration
-
 
 def test_schedules_from_the_command_line(tmp_path: Path) -> None:
     folder = tmp_path / "source"
@@ -51,6 +49,7 @@ def test_schedules_from_the_command_line(tmp_path: Path) -> None:
     assert "memory://" in run("beat", code=2)  # embedded: `serve` fires them
 
 
+@pytest.mark.slow  # waits for a run of a two-second schedule
 def test_an_embedded_serve_fires_schedules_itself(tmp_path: Path) -> None:
     folder = tmp_path / "source"
     write(folder, {"a.txt": "Ada Lovelace visited London."})

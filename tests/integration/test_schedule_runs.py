@@ -18,15 +18,13 @@ from core.models.jobs import JobStatus
 from core.settings import Settings
 from pipelines.sources.spec import parse_source
 from runtime import Runtime
-from tests.backends import embedder_fixture, finished, threaded_runtime  # noqa: F401 - fixture
+from tests.backends import finished, threaded_runtime
 from tests.sync_support import write
 from workers.beat import fire_due, scheduled_run, still_going
 from workers.celery_app import app
 from workers.jobs import JobTracker
 from workers.schedules import LastRun, Schedules
 from workers.sync import fail, queue_sync
-
-pytestmark = pytest.mark.integration
 
 
 def last_job(rt: Runtime, schedule_id: str, timeout: float = 60) -> str:

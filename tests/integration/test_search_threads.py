@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
-
 # Run in a process of its own: BLAS's thread count is process-wide, and earlier tests of a
 # session set it. The app starts under TestClient, whose lifespan runs on another thread,
 # as uvicorn's does not: the limit must hold from there too.
@@ -44,12 +42,17 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a process that imports and starts the whole app
 def test_serving_the_api_uses_one_blas_thread(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(tmp_path / "home")],
-        cwd=root, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["before"] == [2], "the test needs BLAS on two threads to start from"

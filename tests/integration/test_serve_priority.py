@@ -20,10 +20,9 @@ from runtime import Runtime
 from tests.backends import http_finished, llm_settings
 from tests.llm_server import LLMTestServer
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(sys.platform != "linux", reason="niceness is per thread on Linux only"),
-]
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux", reason="niceness is per thread on Linux only"
+)
 
 DOCUMENTS = [
     {"name": f"d{i}.txt", "text": f"Person{i} Smith founded Company{i} Labs in City{i} in 19{i}0."}

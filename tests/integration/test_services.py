@@ -8,7 +8,7 @@ from neo4j import GraphDatabase
 
 from tests.services import neo4j_uri, redis_url
 
-pytestmark = [pytest.mark.integration, pytest.mark.services]
+pytestmark = pytest.mark.services
 
 
 def test_redis_answers_ping() -> None:

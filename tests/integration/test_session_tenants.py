@@ -15,7 +15,6 @@ from core.stores.sqlite.state import SQLiteStateStore
 from retrieval.sessions import INDEXED, SessionStore
 from tests.services import redis_url
 
-pytestmark = pytest.mark.integration
 TTL = 600.0
 
 

@@ -9,10 +9,8 @@ import pytest
 
 from core.ports import StoreError
 from core.stores.redis.state import RedisStateStore
-from tests.backends import RedisBackend, redis_backend_fixture  # noqa: F401 - fixture by name
+from tests.backends import RedisBackend
 from tests.contracts.state_store import StateStoreContract
-
-pytestmark = pytest.mark.integration
 
 
 def make_store(backend: RedisBackend, prefix: str) -> RedisStateStore:

@@ -12,8 +12,6 @@ import pytest
 from core.stores.sqlite.state import SQLiteStateStore
 from tests.contracts.state_store import StateStoreContract
 
-pytestmark = pytest.mark.integration
-
 _OTHER_PROCESS = """
 import sys
 from pathlib import Path

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,16 +22,12 @@ from pipelines.structured.tables import check_source
 from retrieval.models import SearchType
 from retrieval.search import search
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - the fixtures `backend`, `embedder`
+from tests.backends import (
     Backend,
-    backend_fixture,
     embedded_only,
-    embedder_fixture,
     finished,
 )
 from workers.orchestration import cognify
-
-pytestmark = pytest.mark.integration
 
 CUSTOMERS = """customer_id,name,city,email
 C001,Alice Martin,Lisbon,alice@example.com
@@ -56,15 +51,9 @@ PRODUCTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def models(embedder: object) -> dict[str, object]:
-    return {"embedder": embedder}
-
-
 @pytest.fixture
-def runtime(backend: Backend, models: dict[str, object]) -> Iterator[Runtime]:
-    with backend.runtime(models, write_batch_size=4) as rt:  # several row batches
-        yield rt
+def runtime_settings() -> dict[str, object]:
+    return {"write_batch_size": 4}  # several row batches
 
 
 @pytest.fixture
@@ -161,8 +150,10 @@ def test_rerun_is_idempotent_and_deleting_a_table_removes_its_references(
     after = snapshot(runtime, dataset)
     assert after["TableRow"] == 9 and after["row_vectors"] == 9
     assert {t for _, t in references(runtime, dataset)} == {
-        "products SKU-RB1", "products SKU-TT2", "products SKU-GL3"
-    }  # fmt: skip
+        "products SKU-RB1",
+        "products SKU-TT2",
+        "products SKU-GL3",
+    }
 
 
 def test_switching_a_table_to_the_structured_pipeline_drops_its_old_chunk_postings(

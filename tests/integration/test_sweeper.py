@@ -13,7 +13,7 @@ from core.settings import Settings
 from runtime import Runtime
 from tests.backends import finished, installed_runtime
 from tests.integration.test_jobs import add_sample, snapshot
-from tests.services import redis_url
+from tests.services import redis_database_url
 from workers.celery_app import FINISH, INGEST_QUEUE, configure, task_name
 from workers.embedded import EmbeddedWorker
 from workers.jobs import JobTracker, batch_input_key, step_output_key
@@ -21,12 +21,10 @@ from workers.orchestration import cognify
 from workers.sweeper import queued_messages, resume_point, sweep
 from workers.tasks import STEP_TASKS
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
-def runtime(tmp_path: Path) -> Iterator[Runtime]:
-    with installed_runtime(Settings(home=tmp_path / "home", batch_size=3)) as rt:
+def runtime(tmp_path: Path, models: dict[str, object]) -> Iterator[Runtime]:
+    with installed_runtime(Settings(home=tmp_path / "home", batch_size=3), models) as rt:
         yield rt
 
 
@@ -136,7 +134,7 @@ def test_queued_messages_are_counted_on_redis(tmp_path: Path) -> None:
     """On Redis with cogmill's key prefix, kombu's passive declare answers NOT_FOUND whatever
     the queue holds: a stalled job's sweep asked it, so a job whose chains were lost was never
     resumed on Redis. Counted with the lists' lengths instead."""
-    broker = redis_url().rsplit("/", 1)[0] + "/15"  # a database no other test uses
+    broker = redis_database_url("sweeper")
     app = configure(Settings(home=tmp_path / "home", broker_url=broker))
     app.control.purge()
     assert queued_messages(app) == 0

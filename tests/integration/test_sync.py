@@ -8,22 +8,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
-
 from core.models.documents import STATUS
 from pipelines.sources.mirror import SOURCE, SOURCE_COMMIT
 from pipelines.sources.spec import parse_source
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - fixtures
-    Backend,
-    backend_fixture,
-    embedder_fixture,
-    llm_server_fixture,
-)
+from tests.backends import Backend
 from tests.llm_server import LLMTestServer
 from tests.sync_support import git, report, same_as_fresh, synced, write
-
-pytestmark = pytest.mark.integration
 
 FIRST = {
     "a.txt": "Ada Lovelace visited London in spring. Ada Lovelace wrote notes about engines.",

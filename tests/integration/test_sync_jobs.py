@@ -6,19 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from api.services.sync import follow, sync
 from core.access import Caller, Role
 from core.models.jobs import JobStatus
 from core.settings import Settings
 from pipelines.sources.spec import parse_source
-from tests.backends import embedder_fixture, finished, threaded_runtime  # noqa: F401 - fixture
+from tests.backends import finished, threaded_runtime
 from tests.sync_support import write
 from workers.jobs import JobTracker
 from workers.sync import queue_sync, run_sync, sync_report
-
-pytestmark = pytest.mark.integration
 
 
 def test_a_tenant_s_sync_past_its_quota_fails_and_stores_nothing(

@@ -8,17 +8,13 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-import pytest
-
 from core.models.vocabulary import REFERENCES
 from pipelines.sources.spec import parse_source
 from pipelines.structured.key_declarations import parse_key_flags
 from pipelines.structured.link_rows import row_id, table_id
 from runtime import Runtime
-from tests.backends import Backend, backend_fixture, embedder_fixture  # noqa: F401 - fixtures
+from tests.backends import Backend
 from tests.sync_support import report, same_as_fresh, synced
-
-pytestmark = pytest.mark.integration
 
 SCHEMA = """
 CREATE TABLE customers (customer_id INTEGER PRIMARY KEY, name TEXT, city TEXT, updated_at INT);

@@ -7,7 +7,6 @@ Offline (spaCy dates, local embedder) and with the test LLM server (events from 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
@@ -22,17 +21,13 @@ from retrieval.models import SearchResult, SearchType
 from retrieval.search import search
 from retrieval.temporal import TemporalRetriever
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - the fixtures `backend`, `models`
+from tests.backends import (
     Backend,
-    backend_fixture,
     embedded_only,
-    models_fixture,
     succeeded,
 )
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
-
-pytestmark = pytest.mark.integration
 
 CORPUS = {
     "acme.txt": (
@@ -51,9 +46,8 @@ CORPUS = {
 
 
 @pytest.fixture
-def runtime(backend: Backend, models: dict[str, object]) -> Iterator[Runtime]:
-    with backend.runtime(models, batch_size=2) as rt:
-        yield rt
+def runtime_settings() -> dict[str, object]:
+    return {"batch_size": 2}
 
 
 @pytest.fixture
@@ -111,8 +105,14 @@ def test_events_are_extracted_ordered_and_linked(
     found = events(runtime, hist)
     labels = [e.properties["label"] for e in found]
     assert labels == [
-        "1910 – 1920", "1990s", "2016", "2016-06-05", "2019-03", "2019-03", "2019-03-11"
-    ]  # fmt: skip
+        "1910 – 1920",
+        "1990s",
+        "2016",
+        "2016-06-05",
+        "2019-03",
+        "2019-03",
+        "2019-03-11",
+    ]
     times = [e.properties["time"] for e in found]
     assert times == sorted(times)  # the ISO value sorts like the epoch
     by_text = {e.properties["text"]: e for e in found}
@@ -223,8 +223,11 @@ def test_a_month_finds_the_events_whose_time_overlaps_it(
     runtime.catalog.add_file(hist, path, path.name, report, check_supported)
     run(runtime, hist)
     assert {e.properties["label"] for e in events(runtime, hist)} == {
-        "2018 – 2020", "2019-03-11", "2019-04", "2017"
-    }  # fmt: skip
+        "2018 – 2020",
+        "2019-03-11",
+        "2019-04",
+        "2017",
+    }
     march = search(runtime.retrieval(), "what happened in March 2019", [hist], SearchType.TEMPORAL)
     # Overlap, not containment: the interval 2018 – 2020 is in March 2019 too, ranked below
     # the day that lies wholly inside it; April and 2017 are not.

@@ -17,8 +17,6 @@ from core.stores.redis.state import RedisStateStore
 from core.stores.sqlite.state import SQLiteStateStore
 from tests.services import redis_url
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.services)])
 def state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:

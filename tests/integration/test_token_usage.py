@@ -18,11 +18,9 @@ from core.llm.extractor import LLMExtractor
 from core.llm.usage import Meter, cost_usd, count_tokens, metering
 from core.settings import Settings
 from runtime import Runtime
-from tests.backends import (  # noqa: F401 - fixtures used by name
+from tests.backends import (
     Backend,
-    backend_fixture,
     embedded_only,
-    embedder_fixture,
     finished,
     http_finished,
     ingest,
@@ -32,8 +30,6 @@ from tests.backends import (  # noqa: F401 - fixtures used by name
 from tests.llm_server import LLMTestServer
 from workers.orchestration import cognify
 from workers.usage import add_usage, job_usage
-
-pytestmark = pytest.mark.integration
 
 TEXTS = {
     f"doc{i}.txt": " ".join(
@@ -219,5 +215,10 @@ def test_http_job_carries_usage(server: LLMTestServer, tmp_path: Path) -> None:
     assert job["llm"]["prompt_tokens"] == served(server, "chat/completions")["prompt_tokens"]
     assert job["embeddings"]["calls"] == served(server, "embeddings")["calls"]
     assert job["llm"]["cost_usd"] > 0 and set(job["llm"]) == {
-        "calls", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "cache_hits"
-    }  # fmt: skip
+        "calls",
+        "prompt_tokens",
+        "completion_tokens",
+        "cached_tokens",
+        "cost_usd",
+        "cache_hits",
+    }

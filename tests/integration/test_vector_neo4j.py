@@ -26,7 +26,7 @@ from tests.contracts.vector_store import (
 )
 from tests.services import neo4j_uri
 
-pytestmark = [pytest.mark.integration, pytest.mark.services]
+pytestmark = pytest.mark.services
 
 DIM = 8
 

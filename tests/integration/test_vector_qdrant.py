@@ -11,8 +11,6 @@ from core.ports import StoreError
 from core.stores.qdrant.server import QdrantVectorStore
 from tests.contracts.vector_store import CHUNKS, VectorStoreContract, point, random_vectors
 
-pytestmark = pytest.mark.integration
-
 DIM = 8
 
 

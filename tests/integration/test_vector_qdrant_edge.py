@@ -20,8 +20,6 @@ from tests.contracts.vector_store import (
     run_threads,
 )
 
-pytestmark = pytest.mark.integration
-
 DIM = 8
 
 

@@ -19,8 +19,6 @@ from workers.webhooks.deliveries import delivery_log
 from workers.webhooks.post import WebhookError, check_url, signature
 from workers.webhooks.subscriptions import Subscriptions, finished_statuses
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def runtime(tmp_path: Path) -> Iterator[Runtime]:
@@ -34,8 +32,13 @@ def runtime(tmp_path: Path) -> Iterator[Runtime]:
 
 
 def job(status: JobStatus, dataset: str = "docs") -> Job:
-    return Job(id=f"job{status.value}", dataset=dataset, pipeline="default",
-               pipeline_version="1", status=status)  # fmt: skip
+    return Job(
+        id=f"job{status.value}",
+        dataset=dataset,
+        pipeline="default",
+        pipeline_version="1",
+        status=status,
+    )
 
 
 def test_every_finished_status_is_sent_once_to_whoever_asked(runtime: Runtime) -> None:
@@ -130,8 +133,11 @@ def test_only_plain_http_urls(url: str) -> None:
 def test_a_public_address_is_accepted_and_pinned() -> None:
     target = check_url("https://8.8.8.8/hooks?a=1", allow_private=False)
     assert (target.scheme, target.address, target.port, target.path) == (
-        "https", "8.8.8.8", 443, "/hooks?a=1",
-    )  # fmt: skip
+        "https",
+        "8.8.8.8",
+        443,
+        "/hooks?a=1",
+    )
 
 
 def test_the_readme_snippet_refuses_tampering_and_old_signatures() -> None:

@@ -43,11 +43,31 @@ def test_aliases_of_one_entity_match_both_ways(a: str, b: str) -> None:
 
 def test_match_keys_find_every_pair_a_rule_accepts_in_a_crowd_of_names() -> None:
     names = [
-        "Maria Lopez", "M. Lopez", "Carlos Lopez", "Prof. Maria Lopez", "Lopez, Maria", "ML",
-        "New York City", "NYC", "N.Y.C.", "New York", "NY", "United States", "U.S.", "USA",
-        "United States of America", "J. R. R. Tolkien", "John Ronald Reuel Tolkien", "Acme",
-        "Acme Inc.", "José López", "Jose Lopez", "Lopez", "C. Lopez", "Tolkien",
-    ]  # fmt: skip
+        "Maria Lopez",
+        "M. Lopez",
+        "Carlos Lopez",
+        "Prof. Maria Lopez",
+        "Lopez, Maria",
+        "ML",
+        "New York City",
+        "NYC",
+        "N.Y.C.",
+        "New York",
+        "NY",
+        "United States",
+        "U.S.",
+        "USA",
+        "United States of America",
+        "J. R. R. Tolkien",
+        "John Ronald Reuel Tolkien",
+        "Acme",
+        "Acme Inc.",
+        "José López",
+        "Jose Lopez",
+        "Lopez",
+        "C. Lopez",
+        "Tolkien",
+    ]
     index: dict[str, set[str]] = {}
     for name in names:
         for key in match_keys(name).filed:
@@ -58,8 +78,13 @@ def test_match_keys_find_every_pair_a_rule_accepts_in_a_crowd_of_names() -> None
     # The keys narrow: a full name finds only names it could be, and the abbreviations that
     # could stand for it; never the other people of its surname or the other "N... Y... C...".
     assert found["Maria Lopez"] == {
-        "Maria Lopez", "Prof. Maria Lopez", "Lopez, Maria", "M. Lopez", "C. Lopez", "ML",
-    }  # fmt: skip
+        "Maria Lopez",
+        "Prof. Maria Lopez",
+        "Lopez, Maria",
+        "M. Lopez",
+        "C. Lopez",
+        "ML",
+    }
     assert found["New York City"] == {"New York City", "NYC", "N.Y.C."}
     assert found["M. Lopez"] >= {"Maria Lopez", "Carlos Lopez", "C. Lopez"}  # it fits several
 
@@ -90,9 +115,14 @@ def test_titles_and_suffixes_are_stripped_but_never_to_nothing() -> None:
 
 def test_groups_keep_namesakes_apart_and_name_the_group_by_its_fullest_form() -> None:
     names = [
-        "NYC", "New York City", "Prof. Maria Lopez", "Maria Lopez", "Dr. Maria Lopez",
-        "M. Lopez", "Carlos Lopez",
-    ]  # fmt: skip
+        "NYC",
+        "New York City",
+        "Prof. Maria Lopez",
+        "Maria Lopez",
+        "Dr. Maria Lopez",
+        "M. Lopez",
+        "Carlos Lopez",
+    ]
     mapping = group_names(names)
     assert mapping == {
         "NYC": "New York City",

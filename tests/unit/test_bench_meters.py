@@ -57,11 +57,14 @@ def test_pool_names_a_missing_corpus(tmp_path: Path) -> None:
 def test_cpu_of_a_process_tree_counts_its_children() -> None:
     # A parent that starts a child burning 0.6 s of CPU, then waits without burning any.
     parent = subprocess.Popen(
-        [sys.executable, "-c",
-         "import subprocess, sys, time\n"
-         f"subprocess.Popen([sys.executable, '-c', {BURN.format(s=60)!r}])\n"
-         "time.sleep(60)"],
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            f"subprocess.Popen([sys.executable, '-c', {BURN.format(s=60)!r}])\n"
+            "time.sleep(60)",
+        ],
+    )
     try:
         deadline = time.monotonic() + 60
         while processes.tree_cpu_s(parent.pid) < 0.6 and time.monotonic() < deadline:

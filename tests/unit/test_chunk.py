@@ -14,8 +14,6 @@ from pipelines.chunk import ChunkDocuments
 from pipelines.classify import Classify
 from pipelines.models import ClassifiedBatch, ClassifiedDocument, DocumentRef, Element
 
-pytestmark = pytest.mark.unit
-
 WORDS = [
     *("graph", "node", "edge", "worker", "chunk", "vector", "café", "naïve", "résumé"),
     *("Zürich", "東京", "2024", "3.14", "re-index", "e-mail", "don't", "(draft)", "[note]"),

@@ -21,8 +21,6 @@ from pipelines.classify import (
 )
 from pipelines.models import ClassifiedBatch, ClassifiedDocument, DocumentBatch, DocumentRef
 
-pytestmark = pytest.mark.unit
-
 MARKDOWN = """# Quarterly report
 
 Revenue grew in *every* region.
@@ -55,7 +53,7 @@ GOOD_FILES = {
             {"name": "Ann", "age": 31, "tags": ["ops", "dev"], "address": {"city": "Oslo"}},
             {"name": "Bob", "age": None, "active": True},
         ]
-    ).encode(),  # fmt: skip
+    ).encode(),
     "events.jsonl": b'{"event": "login", "user": "ann"}\n\n{"event": "logout", "user": "bob"}\n',
     "people.csv": b'name,age,city\nAnn,31,"Oslo, Norway"\nBob,,Rome\n',
     "people.tsv": b"name\tage\nAnn\t31\nBob\t42\n",

@@ -20,8 +20,6 @@ from cogmill_client import AsyncClient, Client, models, requests, schedules
 from cogmill_client.calls import ENDPOINTS, datasets, queries, sync
 from cogmill_client.events import SseParser
 
-pytestmark = pytest.mark.unit
-
 ROOT = Path(__file__).resolve().parents[2]
 # Client methods that are no operation of their own.
 HELPERS = {"send", "close", "aclose", "wait"}
@@ -152,8 +150,10 @@ def test_every_answer_and_body_model_follows_the_schema(spec: dict[str, Any]) ->
 
 
 def test_the_check_sees_a_changed_model() -> None:
-    schema = {"properties": {"name": {"type": "string"}, "documents": {"type": "integer"}},
-              "required": ["name", "documents"]}  # fmt: skip
+    schema = {
+        "properties": {"name": {"type": "string"}, "documents": {"type": "integer"}},
+        "required": ["name", "documents"],
+    }
     check_model("DatasetPublic", schema, {}, models)
     with pytest.raises(AssertionError):
         check_model("DatasetPublic", {**schema, "required": ["name"]}, {}, models)
@@ -165,9 +165,11 @@ def test_the_check_sees_a_changed_model() -> None:
 
 
 def test_server_sent_events_parse_with_ids_comments_and_multiline_data() -> None:
-    stream = ("retry: 2000\n\n: keep-alive\n\nid: 3\nevent: planned\ndata: {\"batches\": 2}\n\n"
-              "event: progress\ndata: {\"status\": \"running\",\ndata:  \"batches_done\": 1}\n\n"
-              "id: 9\nevent: finished\ndata: {\"status\": \"succeeded\"}\n\n")  # fmt: skip
+    stream = (
+        'retry: 2000\n\n: keep-alive\n\nid: 3\nevent: planned\ndata: {"batches": 2}\n\n'
+        'event: progress\ndata: {"status": "running",\ndata:  "batches_done": 1}\n\n'
+        'id: 9\nevent: finished\ndata: {"status": "succeeded"}\n\n'
+    )
     parser = SseParser()
     events = parser.feed(stream.split("\n"))
     assert [(e.id, e.kind) for e in events] == [(3, "planned"), (None, "progress"), (9, "finished")]
@@ -176,12 +178,31 @@ def test_server_sent_events_parse_with_ids_comments_and_multiline_data() -> None
 
 
 def test_the_client_imports_neither_the_server_nor_its_heavy_dependencies() -> None:
-    heavy = ["api", "core", "workers", "retrieval", "pipelines", "fastapi", "starlette", "celery",
-             "neo4j", "redis", "spacy", "openai", "numpy"]  # fmt: skip
+    heavy = [
+        "api",
+        "core",
+        "workers",
+        "retrieval",
+        "pipelines",
+        "fastapi",
+        "starlette",
+        "celery",
+        "neo4j",
+        "redis",
+        "spacy",
+        "openai",
+        "numpy",
+    ]
     probe = f"import sys, cogmill_client; print([m for m in {heavy!r} if m in sys.modules])"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          cwd=ROOT / "tests", check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=ROOT / "tests",
+        check=True,
+    )
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
-    too_long = [p for p in (ROOT / "cogmill_client").rglob("*.py")
-                if len(p.read_text().splitlines()) > 400]  # fmt: skip
+    too_long = [
+        p for p in (ROOT / "cogmill_client").rglob("*.py") if len(p.read_text().splitlines()) > 400
+    ]
     assert not too_long

@@ -29,8 +29,6 @@ from pydantic import ValidationError
 
 from core.settings import Settings
 
-pytestmark = pytest.mark.unit
-
 ROOT = Path(os.environ.get("COGMILL_TEST_COMPOSE_DIR") or Path(__file__).resolve().parents[2])
 DOCKERFILE = "deploy/Dockerfile"
 # Compose interpolation: `$$` is a literal `$`; ${VAR}, ${VAR:-default}, ${VAR:?error}, $VAR.

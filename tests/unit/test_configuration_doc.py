@@ -9,8 +9,6 @@ from types import ModuleType
 
 import pytest
 
-pytestmark = pytest.mark.unit
-
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -16,8 +16,6 @@ from core.models.graph_schema import InvalidGraphModel
 from pipelines.graph_builder import build_graph
 from pipelines.models import Chunk
 
-pytestmark = pytest.mark.unit
-
 
 class Scientist(BaseModel):
     """A person doing research."""
@@ -94,9 +92,14 @@ def test_the_llm_schema_validates_replies_and_keeps_fields_as_properties() -> No
     with pytest.raises(ValueError, match="Planet|type"):
         model.pydantic_model.model_validate(bad)
     with pytest.raises(ValueError):
-        model.pydantic_model.model_validate({**reply, "relationships": [
-            {"source": "Marie Curie", "target": "Sorbonne", "name": "married"}
-        ]})  # fmt: skip
+        model.pydantic_model.model_validate(
+            {
+                **reply,
+                "relationships": [
+                    {"source": "Marie Curie", "target": "Sorbonne", "name": "married"}
+                ],
+            }
+        )
 
 
 def test_offline_types_map_onto_classes_and_the_rest_is_dropped() -> None:

@@ -22,8 +22,6 @@ from pipelines.formats.pdf import partition_pdf
 from tests import sample_files as sf
 from tests.unit.test_formats import classify
 
-pytestmark = pytest.mark.unit
-
 MIB = 1 << 20
 TEXT = b"BT /F1 12 Tf 72 700 Td (Marie Curie was born in Warsaw.) Tj ET\n"
 
@@ -42,8 +40,11 @@ def _deflated(size: int) -> bytes:
 
 def _pdf(contents: list[tuple[bytes, str]]) -> bytes:
     """A PDF of one page per (stream data, /Filter value) content stream."""
-    objects = ["<< /Type /Catalog /Pages 2 0 R >>", "", "<< /Type /Font /Subtype /Type1 "
-               "/BaseFont /Helvetica >>"]  # fmt: skip
+    objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        "",
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
     kids = []
     for data, filters in contents:
         objects.append((f"<< /Length {len(data)} /Filter {filters} >>\nstream\n", data))  # type: ignore[arg-type]

@@ -20,8 +20,6 @@ from core.embeddings.local import (
 )
 from core.ports import Embedder
 
-pytestmark = pytest.mark.unit
-
 LONG_TEXT = " ".join(
     f"Sentence number {i} describes how the knowledge graph links people, places and events."
     for i in range(40)
@@ -32,22 +30,46 @@ LONG_TEXT = " ".join(
 # 0.1.0 model files. Our vectors differed from these by at most 2.3e-7 when recorded.
 REFERENCE = {
     "hello world": [
-        -0.03447723, 0.03102324, 0.006735012, 0.02610899,
-        -0.03936203, -0.1603025, 0.06692404, -0.006441471,
+        -0.03447723,
+        0.03102324,
+        0.006735012,
+        0.02610899,
+        -0.03936203,
+        -0.1603025,
+        0.06692404,
+        -0.006441471,
     ],
     "A man is eating food.": [
-        0.03324156, 0.004406047, -0.006277016, 0.04837871,
-        -0.1387022, -0.03361743, 0.1011283, -0.05438499,
+        0.03324156,
+        0.004406047,
+        -0.006277016,
+        0.04837871,
+        -0.1387022,
+        -0.03361743,
+        0.1011283,
+        -0.05438499,
     ],
     "机器学习是人工智能的一个分支。": [
-        0.06674205, 0.1487079, 0.01427088, -0.006359644,
-        -0.002540747, 0.04091574, 0.09707431, -0.03923642,
+        0.06674205,
+        0.1487079,
+        0.01427088,
+        -0.006359644,
+        -0.002540747,
+        0.04091574,
+        0.09707431,
+        -0.03923642,
     ],
     LONG_TEXT: [
-        0.04883513, 0.04099737, 0.04927877, 0.01905745,
-        -0.01200993, 0.07460653, 0.0993368, 0.03842008,
+        0.04883513,
+        0.04099737,
+        0.04927877,
+        0.01905745,
+        -0.01200993,
+        0.07460653,
+        0.0993368,
+        0.03842008,
     ],
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="module")
@@ -180,12 +202,22 @@ def _big_call() -> list[str]:
     return [*names, *(LONG_TEXT[: 400 + 40 * i] for i in range(30))]  # 80+ tokens each
 
 
-def test_big_calls_batch_short_texts_tighter_with_vectors_within_1e_6() -> None:
+@pytest.fixture(scope="module")
+def big_call() -> tuple[list[str], np.ndarray]:
+    """An ingestion-sized call's texts and their vectors from an embedder of the default
+    batch size (grouped as ingestion's), computed once for the tests below."""
+    texts = _big_call()
+    return texts, LocalEmbedder().embed(texts)
+
+
+def test_big_calls_batch_short_texts_tighter_with_vectors_within_1e_6(
+    big_call: tuple[list[str], np.ndarray],
+) -> None:
     """An ingestion-sized call (past the token budget) groups texts within a quarter of the
     budget and with 2 tokens of slack rather than 8, so names pad less; each group is encoded
     on its own, and the vectors stay within 1e-6 of a small call's grouping."""
     embedder = LocalEmbedder()  # the default batch size: groups as ingestion's
-    texts = _big_call()
+    texts, embedded = big_call
     encoded = [embedder._tokenizer.encode(t).ids for t in texts]
     lengths = [len(ids) for ids in encoded]
     assert sum(lengths) > embedder.batch_size * 64  # a big call
@@ -201,22 +233,24 @@ def test_big_calls_batch_short_texts_tighter_with_vectors_within_1e_6() -> None:
 
     tight, tight_padding = by_groups(embedder.batch_size * 16, 2)
     loose, loose_padding = by_groups(embedder.batch_size * 64, 8)
-    np.testing.assert_array_equal(embedder.embed(texts), tight)
+    np.testing.assert_array_equal(embedded, tight)
     np.testing.assert_allclose(tight, loose, atol=1e-6)
     assert tight_padding < loose_padding / 2
 
 
-def test_big_calls_pause_before_each_half_layer_and_searches_never() -> None:
+def test_big_calls_pause_before_each_half_layer_and_searches_never(
+    big_call: tuple[list[str], np.ndarray],
+) -> None:
     """Ingestion's calls call `pause` before each half of each layer of each batch (where a
     job waits for searches, core/priority.py), with the same vectors; a query's call never."""
     paused: list[int] = []
     embedder = LocalEmbedder(pause=lambda: paused.append(1))
-    texts = _big_call()
+    texts, unpaused = big_call
     lengths = [len(embedder._tokenizer.encode(t).ids) for t in texts]
     vectors = embedder.embed(texts)
     batches = len(_length_batches(lengths, embedder.batch_size * 16, slack=2))
     assert len(paused) == batches * 2 * len(embedder._bert.layers) and batches >= 8
-    np.testing.assert_array_equal(vectors, LocalEmbedder().embed(texts))
+    np.testing.assert_array_equal(vectors, unpaused)
     paused.clear()
     embedder.embed(["Who founded the company that built the hall?", "Zorvath"])
     assert not paused

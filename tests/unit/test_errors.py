@@ -20,8 +20,6 @@ from api.mcp.errors import tool_error
 from core.errors import CogmillError, RateLimited, Unauthorized, problem, problems
 from core.llm.client import LLMError
 
-pytestmark = pytest.mark.unit
-
 ROOT = Path(__file__).resolve().parents[2]
 CLASSES = error_classes()
 # A message naming a host and a path: what a 5xx answer over the network must not show.

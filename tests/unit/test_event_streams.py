@@ -23,15 +23,20 @@ from core.stores.sqlite.state import SQLiteStateStore
 from pipelines.models import WriteReport
 from workers.jobs import JobTracker
 
-pytestmark = pytest.mark.unit
-
 DS = "streams"
 
 
 def test_the_async_follower_yields_what_the_sync_one_does(tmp_path: Path) -> None:
     jobs = JobTracker(SQLiteStateStore(tmp_path / "state.db"))
-    job = Job(id="j1", dataset=DS, pipeline="default", pipeline_version="1",
-              status=JobStatus.RUNNING, total_documents=2, total_batches=2)  # fmt: skip
+    job = Job(
+        id="j1",
+        dataset=DS,
+        pipeline="default",
+        pipeline_version="1",
+        status=JobStatus.RUNNING,
+        total_documents=2,
+        total_batches=2,
+    )
     jobs.save(job)
     jobs.event(job.id, "planned", documents=2, batches=2)
     jobs.finish_batch(job.id, 0, WriteReport(dataset=DS, documents=["a"]))

@@ -21,8 +21,6 @@ from pipelines.models import WriteReport
 from tests.factories import make_edge, make_graph, make_node
 from workers.jobs import JobTracker
 
-pytestmark = pytest.mark.unit
-
 DS = "exp"
 
 

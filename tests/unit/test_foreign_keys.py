@@ -22,8 +22,6 @@ from pipelines.structured.key_declarations import (
 from pipelines.structured.read_tables import ReadTables, TableInfo
 from pipelines.structured.tables import TableProblem, check_source, open_tables
 
-pytestmark = pytest.mark.unit
-
 CUSTOMERS = """customer_id,name,city
 C001,Alice Martin,Lisbon
 C002,Bruno Costa,Porto
@@ -53,9 +51,13 @@ def stored(blobs: FileBlobStore, name: str, data: bytes) -> DocumentRef:
     key = f"shop/{name}"
     size = blobs.put(key, io.BytesIO(data))
     return DocumentRef(
-        id=f"doc-{name}", dataset="shop", name=name, blob_key=key,
-        extension=Path(name).suffix.lstrip("."), size=size,
-    )  # fmt: skip
+        id=f"doc-{name}",
+        dataset="shop",
+        name=name,
+        blob_key=key,
+        extension=Path(name).suffix.lstrip("."),
+        size=size,
+    )
 
 
 def shop(blobs: FileBlobStore, *extra: DocumentRef) -> list[DocumentRef]:
@@ -102,9 +104,11 @@ def test_three_tables_keys_and_references_are_inferred(blobs: FileBlobStore) -> 
     assert errors == []
     p = plan(blobs, tables)
     assert p.primary_keys == {
-        "customers": ["customer_id"], "orders": ["order_id"], "products": ["sku"],
+        "customers": ["customer_id"],
+        "orders": ["order_id"],
+        "products": ["sku"],
         "stores": ["id"],
-    }  # fmt: skip
+    }
     assert refs(p) == {
         "orders.customer_id -> customers.customer_id (inferred)",
         "orders.product_sku -> products.sku (inferred)",
@@ -167,8 +171,10 @@ def test_sqlite_schema_keys_are_used(blobs: FileBlobStore, tmp_path: Path) -> No
     assert errors == [] and [t.name for t in tables] == ["classes", "enrolments", "teachers"]
     p = plan(blobs, tables)
     assert p.primary_keys == {
-        "classes": ["code"], "enrolments": ["student", "class"], "teachers": ["tid"]
-    }  # fmt: skip
+        "classes": ["code"],
+        "enrolments": ["student", "class"],
+        "teachers": ["tid"],
+    }
     assert refs(p) == {
         "classes.teacher -> teachers.tid (schema)",
         "enrolments.class -> classes.code (schema)",

@@ -21,8 +21,6 @@ from pipelines.formats.pdf import MAX_GROUPED_BOXES, _pages
 from pipelines.models import ClassifiedBatch, ClassifiedDocument, DocumentBatch, DocumentRef
 from tests import sample_files as sf
 
-pytestmark = pytest.mark.unit
-
 
 class RecordingBlobs(FileBlobStore):
     """A file blob store that records the size of every read on the streams it opens."""

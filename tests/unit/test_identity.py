@@ -15,8 +15,6 @@ from core.models.graph import (
     stable_id,
 )
 
-pytestmark = pytest.mark.unit
-
 
 def test_ids_are_uuid5_and_stable() -> None:
     first = document_id("ds", "ab" * 32)

@@ -20,8 +20,6 @@ from pipelines.formats.isolated import PARSERS
 from pipelines.models import ClassifiedBatch, DocumentBatch, DocumentRef
 from tests import sample_files as sf
 
-pytestmark = pytest.mark.unit
-
 SLOW = sf.slow_eml_bytes(400_000)  # ~29 CPU-s in the worker's own thread
 GOOD = {"ok.eml": sf.eml_bytes(), "paper.pdf": sf.pdf_bytes(), "notes.txt": b"Plain words."}
 
@@ -88,6 +86,7 @@ def blobs(tmp_path: Path) -> FileBlobStore:
     return FileBlobStore(tmp_path / "blobs")
 
 
+@pytest.mark.slow  # waits out a 2 s deadline
 def test_a_document_past_its_deadline_is_stopped_and_the_rest_of_the_batch_parsed(
     blobs: FileBlobStore,
 ) -> None:
@@ -109,6 +108,7 @@ def test_a_document_past_its_deadline_is_stopped_and_the_rest_of_the_batch_parse
     assert all(state != "Z" for state in children(os.getpid()).values())
 
 
+@pytest.mark.slow  # lets the parser work 1 s into the document
 def test_a_parser_that_dies_fails_its_document_and_is_replaced(blobs: FileBlobStore) -> None:
     PARSERS.close()
     slow = refs(blobs, {"slow.eml": SLOW})
@@ -137,6 +137,7 @@ def test_a_parser_that_dies_fails_its_document_and_is_replaced(blobs: FileBlobSt
     assert idle not in parsers_of(os.getpid())
 
 
+@pytest.mark.slow  # a worker process, 1 s into the document
 def test_a_parser_ends_when_its_worker_is_killed(tmp_path: Path) -> None:
     """A worker killed mid-document leaves no parser running on for hours."""
     path = tmp_path / "slow.eml"

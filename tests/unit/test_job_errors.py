@@ -16,8 +16,9 @@ def test_a_long_message_is_cut_and_says_how_much_was_cut() -> None:
     assert kept == quoted[: MESSAGE_CHARS - 40]
     assert len(cut) <= MESSAGE_CHARS
     # A job of many such documents keeps them small, and reading it back cuts nothing more.
-    job = Job(id="j", dataset="d", pipeline="p", pipeline_version="1",
-              errors=[error(quoted)] * 1000)  # fmt: skip
+    job = Job(
+        id="j", dataset="d", pipeline="p", pipeline_version="1", errors=[error(quoted)] * 1000
+    )
     raw = job.model_dump_json()
     assert len(raw) < 1000 * (MESSAGE_CHARS + 200)
     assert Job.model_validate_json(raw).errors[0].message == cut

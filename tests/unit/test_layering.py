@@ -9,10 +9,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
-pytestmark = pytest.mark.unit
-
 ROOT = Path(__file__).resolve().parents[2]
 # Highest first: a package may import only from packages to its right.
 LAYERS = ("api", "workers", "runtime", "retrieval", "pipelines", "core")

@@ -10,8 +10,6 @@ from core.lexical import bm25_search, tokenize
 from core.models.lexical import LexicalDoc
 from core.stores.sqlite.lexical import SQLiteLexicalIndex
 
-pytestmark = pytest.mark.unit
-
 
 def test_latin_text_becomes_lowercase_words_without_stopwords() -> None:
     assert tokenize("The Nobel Prize in Physics, 1903!") == ["nobel", "prize", "physics", "1903"]

@@ -14,8 +14,6 @@ from core.stores.blob_fs import FileBlobStore
 from core.stores.sqlite.state import SQLiteStateStore
 from retrieval.sessions import SessionError, SessionStore, check_session_id
 
-pytestmark = pytest.mark.unit
-
 TRAILING = ["abc\n", "abc\r\n", "abc\n\n", "\nabc"]
 
 

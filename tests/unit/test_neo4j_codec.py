@@ -5,17 +5,31 @@ from __future__ import annotations
 import json
 import random
 
-import pytest
-
 from core.models.graph import Support
 from core.stores.neo4j import codec as codec
 from core.stores.neo4j.connection import Rows
 
-pytestmark = pytest.mark.unit
-
 # Characters JSON escapes (quote, backslash, controls) beside ones it keeps as they are.
-ALPHABET = ['a', 'Z', '0', '-', ',', ' ', '"', '\\', '\n', '\t', '\x00', '\x1f', '\x7f', 'é',
-            '北', '\u2028', '\x85', '/']  # fmt: skip
+ALPHABET = [
+    "a",
+    "Z",
+    "0",
+    "-",
+    ",",
+    " ",
+    '"',
+    "\\",
+    "\n",
+    "\t",
+    "\x00",
+    "\x1f",
+    "\x7f",
+    "é",
+    "北",
+    "\u2028",
+    "\x85",
+    "/",
+]
 
 
 def test_strings_is_the_json_of_the_list_for_any_ids() -> None:

@@ -15,8 +15,6 @@ from core.models.graph import normalise_name
 from core.ports import Extractor
 from pipelines.formats.text import paragraph_element
 
-pytestmark = pytest.mark.unit
-
 PASSAGES = [
     "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903.",
     "Warsaw is the capital of Poland. The Vistula flows through the city.",

@@ -21,8 +21,6 @@ from pipelines.align_ontology import OntologyAligner
 from pipelines.graph_builder import build_graph
 from pipelines.models import Chunk
 
-pytestmark = pytest.mark.unit
-
 EX = "http://example.org/science#"
 OWL_XML = f"""<?xml version="1.0"?>
 <rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"
@@ -54,8 +52,9 @@ ex:Warsaw a ex:City ; rdfs:label "Warsaw" .
 
 def test_owl_classes_individuals_labels_and_hierarchy_are_read() -> None:
     onto = parse_ontology(OWL_XML.encode(), "xml")
-    assert set(onto.classes) == {f"{EX}{n}" for n in ("Agent", "Person", "Scientist",
-                                                      "ResearchInstitute")}  # fmt: skip
+    assert set(onto.classes) == {
+        f"{EX}{n}" for n in ("Agent", "Person", "Scientist", "ResearchInstitute")
+    }
     assert onto.ancestors(f"{EX}Scientist") == [f"{EX}Person", f"{EX}Agent"]
     assert onto.individuals[f"{EX}MarieCurie"].parents == (f"{EX}Scientist",)
     assert onto.individuals[f"{EX}Sorbonne"].label == "Sorbonne University"

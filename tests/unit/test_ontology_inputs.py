@@ -21,8 +21,6 @@ from core.ontology import InvalidOntology, parse_ontology, store_ontology
 from core.settings import Settings
 from core.stores.blob_fs import FileBlobStore
 
-pytestmark = pytest.mark.unit
-
 EX = "http://example.org/o#"
 CONTEXT = {"@context": {"ex": EX, "rdfs": "http://www.w3.org/2000/01/rdf-schema#"}}
 CLASS = {"@id": "ex:City", "@type": "rdfs:Class"}

@@ -22,8 +22,6 @@ from core.settings import Settings
 from core.stores.blob_fs import FileBlobStore
 from tests.unit.test_ontology import OWL_XML, TURTLE
 
-pytestmark = pytest.mark.unit
-
 LIMITS = {"seconds": 120.0, "max_bytes": 16 * 1024 * 1024}  # generous: the machine is shared
 
 
@@ -80,8 +78,17 @@ def test_a_parse_over_the_time_bound_is_stopped(tmp_path: Path) -> None:
 
 def test_a_stored_ontology_is_parsed_on_load(tmp_path: Path) -> None:
     blobs = FileBlobStore(tmp_path)
-    key = store_ontology(blobs, json.dumps({
-        "@context": {"ex": "http://example.org/o#", "rdfs": "http://www.w3.org/2000/01/rdf-schema#"},
-        "@graph": [{"@id": "ex:City", "@type": "rdfs:Class"}],
-    }).encode(), "o.jsonld")  # fmt: skip
+    key = store_ontology(
+        blobs,
+        json.dumps(
+            {
+                "@context": {
+                    "ex": "http://example.org/o#",
+                    "rdfs": "http://www.w3.org/2000/01/rdf-schema#",
+                },
+                "@graph": [{"@id": "ex:City", "@type": "rdfs:Class"}],
+            }
+        ).encode(),
+        "o.jsonld",
+    )
     assert "http://example.org/o#City" in load_stored_ontology(blobs, key).classes

@@ -14,8 +14,6 @@ from pipelines.definitions import DEFAULT, get_pipeline
 from pipelines.graph_builder import build_graph
 from pipelines.models import Chunk
 
-pytestmark = pytest.mark.unit
-
 
 class A(BaseModel):
     x: int = 0

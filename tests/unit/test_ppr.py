@@ -17,8 +17,6 @@ from retrieval.ppr.params import PPRParams
 from retrieval.ppr.retriever import PPRRetriever
 from retrieval.query_names import query_ngrams
 
-pytestmark = pytest.mark.unit
-
 
 def path_graph(names: str) -> WeightedGraph:
     graph = WeightedGraph()

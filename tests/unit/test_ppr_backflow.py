@@ -15,7 +15,6 @@ from retrieval.ppr.neighbourhood import Neighbourhood
 from retrieval.ppr.pagerank import personalised_pagerank
 from retrieval.ppr.params import PPRParams
 
-pytestmark = pytest.mark.unit
 DS = "backflow"
 NAMED = "Ines Varga"
 
@@ -33,13 +32,24 @@ def store(tmp_path: Path) -> Iterator[SQLiteGraphStore]:
     texts |= {name: ["Kestrel Club"] for name in ("club0", "club1", "treasurer")}
     for name, entities in texts.items():
         support = [Support(document_id=f"doc-{name}", chunk_id=chunk_id(name))]
-        chunk = Node(id=chunk_id(name), type="DocumentChunk", dataset=DS, support=support,
-                     properties={"text": name})  # fmt: skip
-        nodes = [Node(id=entity_id(DS, e), type="Entity", dataset=DS, name=e, support=support)
-                 for e in entities]  # fmt: skip
+        chunk = Node(
+            id=chunk_id(name),
+            type="DocumentChunk",
+            dataset=DS,
+            support=support,
+            properties={"text": name},
+        )
+        nodes = [
+            Node(id=entity_id(DS, e), type="Entity", dataset=DS, name=e, support=support)
+            for e in entities
+        ]
         graph.upsert_nodes([chunk, *nodes])
-        graph.upsert_edges([Edge(source=chunk.id, target=n.id, name=MENTIONS, dataset=DS,
-                                 support=support) for n in nodes])  # fmt: skip
+        graph.upsert_edges(
+            [
+                Edge(source=chunk.id, target=n.id, name=MENTIONS, dataset=DS, support=support)
+                for n in nodes
+            ]
+        )
     yield graph
     graph.close()
 

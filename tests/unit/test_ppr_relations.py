@@ -16,7 +16,6 @@ from retrieval.ppr.pagerank import personalised_pagerank
 from retrieval.ppr.params import PPRParams
 from retrieval.query_names import content_words
 
-pytestmark = pytest.mark.unit
 DS = "relations"
 NAMED, CLUB = "Ines Varga", "Kestrel Club"
 QUESTION = "Who is the treasurer of the club that Ines Varga founded?"
@@ -38,20 +37,45 @@ def store(tmp_path: Path) -> Iterator[SQLiteGraphStore]:
     texts = {"start": [NAMED, CLUB], "mara": ["Mara Quell"], "otto": ["Otto Brell"]}
     texts |= {f"club{i}": [CLUB, f"Hall {i}"] for i in range(4)}
     for name, entities in texts.items():
-        chunk = Node(id=chunk_id(name), type="DocumentChunk", dataset=DS,
-                     support=_support(name), properties={"text": name})  # fmt: skip
-        nodes = [Node(id=entity_id(DS, e), type="Entity", dataset=DS, name=e,
-                      support=_support(name)) for e in entities]  # fmt: skip
+        chunk = Node(
+            id=chunk_id(name),
+            type="DocumentChunk",
+            dataset=DS,
+            support=_support(name),
+            properties={"text": name},
+        )
+        nodes = [
+            Node(id=entity_id(DS, e), type="Entity", dataset=DS, name=e, support=_support(name))
+            for e in entities
+        ]
         graph.upsert_nodes([chunk, *nodes])
-        graph.upsert_edges([Edge(source=chunk.id, target=n.id, name=MENTIONS, dataset=DS,
-                                 support=_support(name)) for n in nodes])  # fmt: skip
+        graph.upsert_edges(
+            [
+                Edge(
+                    source=chunk.id, target=n.id, name=MENTIONS, dataset=DS, support=_support(name)
+                )
+                for n in nodes
+            ]
+        )
     club = entity_id(DS, CLUB)
-    graph.upsert_edges([
-        Edge(source=entity_id(DS, "Mara Quell"), target=club, name="treasurer_of", dataset=DS,
-             support=_support("mara")),
-        Edge(source=entity_id(DS, "Otto Brell"), target=club, name="member_of", dataset=DS,
-             support=_support("otto")),
-    ])  # fmt: skip
+    graph.upsert_edges(
+        [
+            Edge(
+                source=entity_id(DS, "Mara Quell"),
+                target=club,
+                name="treasurer_of",
+                dataset=DS,
+                support=_support("mara"),
+            ),
+            Edge(
+                source=entity_id(DS, "Otto Brell"),
+                target=club,
+                name="member_of",
+                dataset=DS,
+                support=_support("otto"),
+            ),
+        ]
+    )
     yield graph
     graph.close()
 

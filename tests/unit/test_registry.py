@@ -9,7 +9,6 @@ from retrieval.models import SearchType
 from retrieval.registry import RETRIEVERS
 from retrieval.router import first_available, route, routed_type
 
-pytestmark = pytest.mark.unit
 S = SearchType
 
 

@@ -13,8 +13,6 @@ import pytest
 from core.settings import Settings
 from retrieval.response_model import InvalidResponseModel, load_schema, structured_model
 
-pytestmark = pytest.mark.unit
-
 
 def _object(properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"type": "object", "properties": properties, **extra}

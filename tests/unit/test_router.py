@@ -10,7 +10,6 @@ import pytest
 from retrieval.models import SearchType
 from retrieval.router import DEFAULT_TYPE, analyse, entities_of, is_negated, route, time_is_subject
 
-pytestmark = pytest.mark.unit
 S = SearchType
 HELDOUT = Path(__file__).resolve().parents[1] / "data" / "heldout_company" / "questions.json"
 

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-
 from core.models.graph import Support, entity_id, entity_type_id
 from core.models.vocabulary import ENTITY_COLLECTION, IS_A, MENTIONS
 from pipelines.built_graph import BuiltGraph
 from pipelines.structured.foreign_keys import ColumnProfile
 from pipelines.structured.row_entities import add_row_entities, name_columns, name_value
-
-pytestmark = pytest.mark.unit
 
 
 def col(name: str, numeric: bool = False, sample: tuple[str, ...] = ()) -> ColumnProfile:

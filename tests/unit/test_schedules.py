@@ -23,8 +23,6 @@ from workers.schedules import (
     parse_interval,
 )
 
-pytestmark = pytest.mark.unit
-
 
 def at(text: str) -> float:
     return dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC).timestamp()

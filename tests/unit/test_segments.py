@@ -18,8 +18,6 @@ from pipelines.formats.segments import boundary, segment_count, segment_span
 from pipelines.models import ChunkBatch, DocumentBatch, DocumentRef
 from workers.orchestration import _groups, segments_of
 
-pytestmark = pytest.mark.unit
-
 WORDS = [
     "river",
     "city",
@@ -159,9 +157,14 @@ def test_only_large_text_and_markdown_documents_are_segmented(tmp_path: Path) ->
 def test_each_segment_is_a_batch_and_small_documents_share_batches_by_count_and_bytes() -> None:
     def ref(name: str, size: int, segment: int = 0, segments: int = 1) -> DocumentRef:
         return DocumentRef(
-            id=name, dataset="ds", name=name, blob_key=name, size=size,
-            segment=segment, segments=segments,
-        )  # fmt: skip
+            id=name,
+            dataset="ds",
+            name=name,
+            blob_key=name,
+            size=size,
+            segment=segment,
+            segments=segments,
+        )
 
     refs = [ref("a", 10), ref("b", 10), ref("s", 100, 0, 2), ref("s", 100, 1, 2), ref("c", 10)]
     refs += [ref("d", 60), ref("e", 60), ref("f", 10), ref("g", 10), ref("h", 10)]

@@ -19,10 +19,17 @@ def test_text_drops_the_callers_prefix_where_a_name_starts() -> None:
 
 
 def test_job_and_graph_items_name_the_dataset_as_the_caller_does() -> None:
-    error = DocumentError(document_id="d", document_name="n", step="classify",
-                          message="missing blob 'acme:docs/d'")  # fmt: skip
-    job = Job(id="j", dataset="acme:docs", pipeline="default", pipeline_version="2",
-              errors=[error], message="acme:docs failed")  # fmt: skip
+    error = DocumentError(
+        document_id="d", document_name="n", step="classify", message="missing blob 'acme:docs/d'"
+    )
+    job = Job(
+        id="j",
+        dataset="acme:docs",
+        pipeline="default",
+        pipeline_version="2",
+        errors=[error],
+        message="acme:docs failed",
+    )
     seen = shown.job(ACME, job)
     assert (seen.dataset, seen.message, seen.errors[0].message) == (
         "docs",
@@ -30,8 +37,13 @@ def test_job_and_graph_items_name_the_dataset_as_the_caller_does() -> None:
         "missing blob 'docs/d'",
     )
     dataset = Node(id="x", type="Dataset", name="acme:docs", dataset="acme:docs")
-    doc = Node(id="d", type="Document", name="acme:notes.txt", dataset="acme:docs",
-               properties={"blob_key": "acme:docs/d", "size": 3})  # fmt: skip
+    doc = Node(
+        id="d",
+        type="Document",
+        name="acme:notes.txt",
+        dataset="acme:docs",
+        properties={"blob_key": "acme:docs/d", "size": 3},
+    )
     assert shown.graph_item(ACME, dataset).name == "docs"
     listed = shown.graph_item(ACME, doc)
     # A document's name is the caller's own text, whatever it looks like.

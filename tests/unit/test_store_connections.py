@@ -9,8 +9,6 @@ from core.ports import StoreError
 from core.stores.neo4j.connection import Neo4jConnection, redact
 from core.stores.redis.connection import RedisConnection, redact_url
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.mark.parametrize(
     ("uri", "shown"),

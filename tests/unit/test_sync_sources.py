@@ -20,8 +20,6 @@ from pipelines.sources.globs import PathFilter, check_globs, matches
 from pipelines.sources.listing import Listing, Scratch
 from pipelines.sources.spec import SourceKind, guess_kind, hide_credentials, parse_source
 
-pytestmark = pytest.mark.unit
-
 
 def settings(tmp_path: Path, **values: object) -> Settings:
     return Settings(home=tmp_path / "home", _env_file=None, **values)  # type: ignore[call-arg]

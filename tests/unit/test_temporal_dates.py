@@ -20,7 +20,6 @@ from core.time_expressions import find_spans, parse_time
 from pipelines.graph_builder import build_graph
 from pipelines.models import Chunk, ExtractedEvent
 
-pytestmark = pytest.mark.unit
 NOW = date(2026, 11, 30)
 
 

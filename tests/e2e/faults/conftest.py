@@ -15,15 +15,14 @@ from tests.distributed import write_corpus
 from tests.e2e.faults.harness import RunResult, Stack
 from tests.e2e.faults.injectors import RECOVERY_TARGET_S
 from tests.e2e.faults.scenario import Outcome, Scenario, cleanup, run
-from tests.services import neo4j_uri, redis_url
+from tests.services import neo4j_uri, redis_database_url
 
 CORPUS_SIZE = 12  # documents, one chunk each; batches of two: six batches of four steps
-SHARED_DB = 7  # the harness's database on the shared test Redis (everything under a prefix)
 
 
 @pytest.fixture(scope="session")
 def shared_stack() -> Stack:
-    return Stack(redis_url().rsplit("/", 1)[0] + f"/{SHARED_DB}", neo4j_uri())
+    return Stack(redis_database_url("faults"), neo4j_uri())
 
 
 @pytest.fixture(scope="session")
@@ -78,7 +77,8 @@ def check(outcome: Outcome, *, kills: int = 0) -> None:
     assert outcome.result.chat_calls() >= job.counts["chunks"] > 0, "the LLM cache answered"
     assert len(outcome.kills) >= kills, f"only {len(outcome.kills)} faults hit a running step"
     # A server's own restart time is not the system's: timed from when it answered again.
-    slow = [k.describe() for k in outcome.kills
-            if k.recovery is None or k.recovery > RECOVERY_TARGET_S]  # fmt: skip
+    slow = [
+        k.describe() for k in outcome.kills if k.recovery is None or k.recovery > RECOVERY_TARGET_S
+    ]
     assert not slow, f"recovery above {RECOVERY_TARGET_S:.0f}s: {slow}\n{outcome.report()}"
     assert outcome.diff is not None and outcome.diff.clean, outcome.report()

@@ -111,8 +111,10 @@ def stuck_evidence(runtime: Runtime, job: Job) -> str:
             for key in runtime.state.keys(f"job:{job.id}:artifact:{batch}:")
             if key.count(":") == 4
         )
-        lines.append(f"  batch {batch} unrecorded: claim {claims.get(batch)}, "
-                     f"gen {tracker.generation(job.id, batch)}, stored {outputs}")  # fmt: skip
+        lines.append(
+            f"  batch {batch} unrecorded: claim {claims.get(batch)}, "
+            f"gen {tracker.generation(job.id, batch)}, stored {outputs}"
+        )
     with redis.Redis.from_url(runtime.settings.redis_url or "") as client:
         queued = {
             key.decode(errors="replace"): client.llen(key)

@@ -120,8 +120,9 @@ def recognify_with_kills(count: int) -> Scenario:
         ctx.llm.configure(**SLOW_MODELS)
         return cognify(ctx.runtime, dataset, mode="all")
 
-    return Scenario(f"SIGKILL worker x{count} during re-cognify", chaos=kill_workers(count),
-                    job=job)  # fmt: skip
+    return Scenario(
+        f"SIGKILL worker x{count} during re-cognify", chaos=kill_workers(count), job=job
+    )
 
 
 def _clear_llm_cache(ctx: Context) -> None:
@@ -152,8 +153,9 @@ def delete_with_kill(attempts: int = 5) -> Scenario:
         again = _cli(ctx, "delete", "--dataset", dataset)
         assert again.returncode == 0, again.stderr
         prefix = ctx.env["COGMILL_REDIS_PREFIX"]
-        left = stores.take(ctx.env["COGMILL_NEO4J_URI"], ctx.env["COGMILL_REDIS_URL"], prefix,
-                           dataset, None)  # fmt: skip
+        left = stores.take(
+            ctx.env["COGMILL_NEO4J_URI"], ctx.env["COGMILL_REDIS_URL"], prefix, dataset, None
+        )
         assert stores.is_empty(left), f"a delete after a killed delete left {left.sizes()}"
         blobs = sorted(p.name for p in (runtime.settings.home / "blobs" / dataset).glob("*"))
         ctx.notes["blobs_left_after_repeated_delete"] = len(blobs)
@@ -231,8 +233,11 @@ class FullDisk:
             return "mounting a tmpfs needs root"
         probe = Path(f"/tmp/cogmill-tmpfs-probe-{os.getpid()}")
         probe.mkdir(exist_ok=True)
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)],
-                              capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             probe.rmdir()
             return f"mount -t tmpfs failed: {done.stderr.strip()}"
@@ -258,8 +263,11 @@ class FullDisk:
             (filler / str(page)).unlink(missing_ok=True)
         added, failed = self._add_each(ctx, dataset, corpus)
         assert added and failed, f"the full disk took {len(added)} of {len(corpus)} documents"
-        ctx.notes["disk_full"] = {"added": len(added), "refused": len(failed),
-                                  "error": self.errors[0]}  # fmt: skip
+        ctx.notes["disk_full"] = {
+            "added": len(added),
+            "refused": len(failed),
+            "error": self.errors[0],
+        }
         first = finished(
             ctx.runtime, cognify(ctx.runtime, dataset), 300, interval=0.2, outages=True
         )

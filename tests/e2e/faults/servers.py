@@ -40,12 +40,29 @@ class OwnRedis:
 
     def start(self) -> None:
         subprocess.run(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--daemonize", "yes", "--save", "", "--appendonly", "yes",
-             "--appendfsync", "everysec", "--dir", str(self.folder),
-             "--pidfile", str(self.pid_file), "--logfile", str(self.folder / "redis.log")],
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--daemonize",
+                "yes",
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--dir",
+                str(self.folder),
+                "--pidfile",
+                str(self.pid_file),
+                "--logfile",
+                str(self.folder / "redis.log"),
+            ],
             check=True,
-        )  # fmt: skip
+        )
         self._wait(up=True)
 
     def kill(self) -> None:
@@ -60,15 +77,19 @@ class OwnRedis:
 
     def stop(self) -> None:
         if self.pid_file.exists():
-            subprocess.run(["redis-cli", "-p", str(self.port), "shutdown", "nosave"],
-                           check=False, capture_output=True)  # fmt: skip
+            subprocess.run(
+                ["redis-cli", "-p", str(self.port), "shutdown", "nosave"],
+                check=False,
+                capture_output=True,
+            )
             self._wait(up=False)
 
     def _wait(self, up: bool, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            reply = subprocess.run(["redis-cli", "-p", str(self.port), "ping"],
-                                   capture_output=True, text=True).stdout.strip()  # fmt: skip
+            reply = subprocess.run(
+                ["redis-cli", "-p", str(self.port), "ping"], capture_output=True, text=True
+            ).stdout.strip()
             # LOADING while the AOF is replayed: not up yet.
             if (reply == "PONG") == up:
                 return
@@ -92,8 +113,9 @@ class OwnNeo4j:
         }
 
     def _services(self, command: str) -> None:
-        done = subprocess.run([str(SERVICES), command], env=self.env, cwd=ROOT,
-                              capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            [str(SERVICES), command], env=self.env, cwd=ROOT, capture_output=True, text=True
+        )
         if done.returncode != 0:
             raise RuntimeError(f"services.sh {command} failed: {done.stderr[-2000:]}")
 

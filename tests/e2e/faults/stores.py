@@ -175,7 +175,7 @@ class Diff:
                 ("lost", self.lost),
                 ("duplicated", self.duplicated),
                 ("changed", self.changed),
-            )  # fmt: skip
+            )
             for item in items[:examples]
         ]
         return "\n".join([line, *shown])
@@ -188,8 +188,9 @@ def compare(expected: Snapshot, actual: Snapshot) -> Diff:
     for kind in sorted(set(expected.items) | set(actual.items)):
         want, got = expected.items.get(kind, {}), actual.items.get(kind, {})
         diff.lost += [f"{kind} {key}" for key in sorted(want.keys() - got.keys())]
-        diff.duplicated += [f"{kind} {key} (not in the undisturbed run)"
-                            for key in sorted(got.keys() - want.keys())]  # fmt: skip
+        diff.duplicated += [
+            f"{kind} {key} (not in the undisturbed run)" for key in sorted(got.keys() - want.keys())
+        ]
         for key in sorted(want.keys() & got.keys()):
             if want[key] == got[key] or (kind == "vector" and _same_vector(want[key], got[key])):
                 continue

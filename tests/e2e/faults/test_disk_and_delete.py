@@ -12,8 +12,6 @@ from tests.e2e.faults.harness import RunResult, Stack
 from tests.e2e.faults.kinds import FullDisk, delete_with_kill, disk_full
 from tests.e2e.faults.scenario import run
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services]
-
 
 @pytest.fixture
 def full_disk() -> Iterator[FullDisk]:

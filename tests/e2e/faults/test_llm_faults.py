@@ -5,14 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.e2e.faults.conftest import check
 from tests.e2e.faults.harness import RunResult, Stack
 from tests.e2e.faults.kinds import llm_faults, llm_hang
 from tests.e2e.faults.scenario import run
-
-pytestmark = [pytest.mark.e2e, pytest.mark.services]
 
 
 def test_a_fifth_of_llm_requests_failing_loses_nothing(

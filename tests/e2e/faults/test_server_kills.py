@@ -24,7 +24,9 @@ from tests.e2e.faults.kinds import server_kills
 from tests.e2e.faults.scenario import run
 from tests.e2e.faults.servers import OwnNeo4j, OwnRedis
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services]
+# A group of its own under `pytest -n`: the longest module of the harness runs beside the
+# others (each group runs the undisturbed reference once, tests/e2e/faults/conftest.py).
+pytestmark = pytest.mark.xdist_group("e2e/faults/servers")
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,6 @@ from tests.e2e.faults.harness import RunResult, Stack
 from tests.e2e.faults.kinds import recognify_with_kills, worker_kills
 from tests.e2e.faults.scenario import run
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services]
-
 
 @pytest.mark.parametrize("pool", ["threads", "prefork"])
 def test_busy_workers_killed_lose_and_duplicate_nothing(
