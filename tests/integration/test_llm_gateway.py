@@ -27,7 +27,7 @@ from core.settings import Settings
 from core.stores.factory import llm_client
 from core.stores.redis.state import RedisStateStore
 from core.stores.sqlite.state import SQLiteStateStore
-from tests.backends import RedisBackend, redis_backend_fixture  # noqa: F401 - fixture by name
+from tests.backends import RedisBackend
 from tests.llm_server import LLMTestServer, graph_for_text
 
 TEXTS = [
