@@ -94,10 +94,13 @@ def recall(
     search_type: SearchType = DEFAULT_TYPE,
     threshold: float = DEFAULT_THRESHOLD,
     sessions: SessionStore | None = None,
+    record: bool = True,
 ) -> RecallResponse:
     """Results for `query` from the session and/or the graph, each tagged with its source.
 
-    `sessions` is the caller's session store (default: the local default tenant's)."""
+    `sessions` is the caller's session store (default: the local default tenant's); `record`
+    False (a reader's recall) leaves the session unchanged: no qa is kept, so none is
+    returned."""
     datasets = _check(query, session, datasets, scope, top_k, search_type)
     store = None
     if session:
@@ -125,7 +128,7 @@ def recall(
     response.results = [h.result for h in hits]
     _answer(ctx, response, hits, threshold, notes)
     response.note = "; ".join(notes) or None
-    if store is not None and session is not None and hits:  # nothing found: nothing to improve
+    if record and store is not None and session is not None and hits:  # none found: no improve
         response.qa_id = _record(store, session, response, hits, graph_datasets, search_type)
     return response
 

@@ -22,7 +22,7 @@ from starlette.requests import ClientDisconnect
 
 from api.http.schemas import ApiError, DocumentsAdd
 from api.services import datasets, jobs
-from api.services.tenants import Tenants
+from api.services.tenants import Tenants, TooManyFailuresError
 from core.access import LOCAL, Caller, Role
 from runtime import Runtime
 from workers.jobs import JobNotFoundError
@@ -59,7 +59,20 @@ def get_caller(request: Request, runtime: RuntimeDep) -> Caller:
         raise _unauthorized(
             "send an API key as 'Authorization: Bearer KEY' (`cogmill keys create`)"
         )
-    record = tenants.authenticate(key.strip())
+    client = request.client.host if request.client else "unknown"
+    failures = runtime.settings.api_auth_failures_per_minute
+    try:
+        record = tenants.authenticate(key.strip(), client, failures)
+    except TooManyFailuresError as err:
+        retry = math.ceil(err.retry_after)
+        error = ApiError(
+            429,
+            "too_many_failures",
+            f"{failures} wrong secrets this minute for this key id or from this address "
+            f"(COGMILL_API_AUTH_FAILURES_PER_MINUTE); retry in {retry} s",
+        )
+        error.headers = {"Retry-After": str(retry)}
+        raise error from None
     if record is None:
         raise _unauthorized("the API key is not valid (unknown, revoked or expired)")
     limit = runtime.settings.api_requests_per_minute

@@ -22,7 +22,8 @@ from api.services.add import add_files
 from api.services.cognify import cognify
 from api.services.datasets import checked, ensure_idle, names
 from api.services.delete import Deleted, delete_dataset, delete_document
-from core.access import LOCAL, Caller
+from api.services.retrieval import retrieval_for
+from core.access import LOCAL, Caller, Role
 from core.models.jobs import Job
 from retrieval.memory import DEFAULT_THRESHOLD, ImproveResult, RecallResponse
 from retrieval.memory import improve as improve_answer
@@ -146,11 +147,12 @@ def recall(
     caller: Caller = LOCAL,
 ) -> RecallResponse:
     """Results from the session's lane and/or the graph's (see retrieval/memory.py), each
-    tagged with its source. Raises ValueError for a bad request."""
+    tagged with its source; the question is kept in the session (for improve) only when the
+    caller may change sessions (a writer). Raises ValueError for a bad request."""
     names = [checked(name, caller) for name in datasets]
     with rt.priority.urgent():  # as search's
         response = recall_memory(
-            rt.retrieval(),
+            retrieval_for(rt, caller),
             query,
             session=session,
             datasets=names,
@@ -159,6 +161,7 @@ def recall(
             search_type=search_type,
             threshold=threshold,
             sessions=sessions(rt, caller),
+            record=caller.role.allows(Role.WRITER),
         )
     return shown.recall(caller, response)
 
