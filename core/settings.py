@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     neo4j_password: str = ""
     neo4j_database: str = "neo4j"
     neo4j_pool_size: int = Field(default=50, ge=1)
+    # CYPHER and NATURAL_LANGUAGE queries run in transactions Neo4j itself ends after this
+    # long (the driver's transaction timeout), freeing the request thread at the bound.
+    cypher_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
 
     # A Qdrant server for the vectors, and its API key.
     qdrant_url: str | None = None

@@ -49,6 +49,7 @@ REFUSED_WORDS = {
     "FOREACH": "FOREACH writes; CYPHER is read-only",
     "EXISTS": "EXISTS is not in the subset; use OPTIONAL MATCH and IS NOT NULL",
     "CYPHER": "query options are not in the subset",
+    "REDUCE": "reduce() loops inside one row, where Neo4j's timeout cannot stop it",
     "EXPLAIN": "EXPLAIN is not in the subset",
     "PROFILE": "PROFILE is not in the subset",
 }
@@ -101,6 +102,8 @@ def _syntax_message(query: str, err: UnexpectedInput) -> str:
         return f"refused: the query ends too early; {SUBSET}"
     token = err.token if isinstance(err, UnexpectedToken) else None
     text = str(token) if token is not None else ""
+    if text == "|" and re.search(r"\breduce\s*\(", query, re.IGNORECASE):
+        text = "reduce"
     why = REFUSED_WORDS.get(text.upper()) or {
         "*": "variable-length relationships, `*` projections and WITH * are not in the subset",
         "|": "list and pattern comprehensions are not in the subset",

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from neo4j import READ_ACCESS, ManagedTransaction, unit_of_work
-from neo4j.exceptions import ClientError
+from neo4j import READ_ACCESS
+from neo4j.exceptions import ClientError, TransientError
 from neo4j.graph import Node as DriverNode
 from neo4j.graph import Path as DriverPath
 from neo4j.graph import Relationship as DriverRelationship
@@ -44,7 +44,9 @@ def _end_id(node: DriverNode | None) -> Any:
 
 
 class Neo4jCypherRunner:
-    """CypherRunner on one Neo4j database: READ transactions with a timeout; shared by threads."""
+    """CypherRunner on one Neo4j database: READ transactions that Neo4j ends at `timeout`
+    seconds (between rows and at store reads; cypher_guard refuses what loops within a row);
+    shared by threads."""
 
     def __init__(
         self,
@@ -64,29 +66,50 @@ class Neo4jCypherRunner:
         self.uri, self.database, self.timeout = self._conn.uri, database, timeout
 
     def run_read(self, query: str, params: dict[str, Any], limit: int) -> list[dict[str, Any]]:
-        """At most `limit` rows of `query` run in a READ transaction.
+        """At most `limit` rows of `query` run in a READ transaction, never retried (a query
+        that hit the time or memory bound would only hit it again).
 
-        Raises CypherError when the database refuses the query, StoreError when it fails.
+        Raises CypherError when the database refuses the query or stops it at a bound,
+        StoreError when it fails.
         """
-
-        @unit_of_work(timeout=self.timeout)
-        def work(tx: ManagedTransaction) -> list[dict[str, Any]]:
-            result = tx.run(query, params)
-            rows = []
-            for record in result:
-                rows.append({key: _plain(value) for key, value in record.items()})
-                if len(rows) >= limit:
-                    break
-            result.consume()  # lets the server end the query early past the limit
-            return rows
-
         driver = self._conn.driver
         with self._conn.errors():
             try:
-                with driver.session(database=self.database, default_access_mode=READ_ACCESS) as s:
-                    return s.execute_read(work)
+                with (
+                    driver.session(database=self.database, default_access_mode=READ_ACCESS) as s,
+                    s.begin_transaction(timeout=self.timeout) as tx,
+                ):
+                    result = tx.run(query, params)
+                    rows = []
+                    for record in result:
+                        rows.append({key: _plain(value) for key, value in record.items()})
+                        if len(rows) >= limit:
+                            break
+                    result.consume()  # lets the server end the query early past the limit
+                    tx.rollback()  # read-only: nothing to commit
+                    return rows
             except ClientError as err:
-                raise CypherError(f"Neo4j refused the query: {err.message} ({err.code})") from err
+                raise CypherError(self._refusal(err)) from err
+            except TransientError as err:
+                if "MemoryPoolOutOfMemory" not in (err.code or ""):
+                    raise  # the server is busy or restarting: a StoreError
+                raise CypherError(self._refusal(err)) from err
+
+    def _refusal(self, err: ClientError | TransientError) -> str:
+        """Why Neo4j refused or stopped the query, in our words where it hit a bound."""
+        code = err.code or ""
+        if "TransactionTimedOut" in code or "Terminated" in code:
+            return (
+                f"the query ran past the {self.timeout:g} s bound "
+                "(COGMILL_CYPHER_TIMEOUT_SECONDS) and Neo4j stopped it; narrow it with a label, "
+                "a property or a LIMIT"
+            )
+        if "MemoryPoolOutOfMemory" in code:
+            return (
+                "the query needs more memory than Neo4j allows one transaction "
+                "(db.memory.transaction.max); narrow it with a label, a property or a LIMIT"
+            )
+        return f"Neo4j refused the query: {err.message} ({code})"
 
     def close(self) -> None:
         """Close the driver; later queries raise StoreError."""
