@@ -348,7 +348,7 @@ class Settings(BaseSettings):
     webhook_backoff_max_seconds: float = Field(default=1800.0, gt=0)
     webhook_retry_seconds: float = Field(default=86_400.0, ge=0)
 
-    # GET /metrics also answers a request bearing this token (besides admin keys).
+    # GET /metrics also answers a request bearing this token with the whole deployment's figures.
     metrics_token: str | None = None
 
     @field_validator("home")
