@@ -80,8 +80,7 @@ class Settings(BaseSettings):
     neo4j_password: str = ""
     neo4j_database: str = "neo4j"
     neo4j_pool_size: int = Field(default=50, ge=1)
-    # CYPHER and NATURAL_LANGUAGE queries run in transactions Neo4j itself ends after this
-    # long (the driver's transaction timeout), freeing the request thread at the bound.
+    # Seconds after which Neo4j itself ends a CYPHER or NATURAL_LANGUAGE query's transaction.
     cypher_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
 
     # A Qdrant server for the vectors, and its API key.
@@ -289,12 +288,10 @@ class Settings(BaseSettings):
     auth: Literal["auto", "required"] = "auto"
 
     # Requests per minute per API key (a fixed one-minute window in the state store: Redis in
-    # distributed mode, so all API processes share it); 0 = unlimited. Over it: 429.
+    # distributed mode, so all API processes share it; 0 = unlimited), and wrong secrets per
+    # minute per key id and per client address (counted before the key's hash). Over: 429.
     api_requests_per_minute: int = Field(default=0, ge=0)
-    # Wrong secrets of real key ids per minute, per key id and per client address, before the
-    # next attempt of either is a 429 decided before the key's hash (PBKDF2: ~5 ms of CPU).
     api_auth_failures_per_minute: int = Field(default=20, ge=1)
-
     # Bytes of documents a tenant (an API key's) may store over all its datasets; 0 = no quota.
     tenant_storage_bytes: int = Field(default=0, ge=0)
 
@@ -347,9 +344,31 @@ class Settings(BaseSettings):
     webhook_backoff_seconds: float = Field(default=10.0, gt=0)
     webhook_backoff_max_seconds: float = Field(default=1800.0, gt=0)
     webhook_retry_seconds: float = Field(default=86_400.0, ge=0)
-
     # GET /metrics also answers a request bearing this token with the whole deployment's figures.
     metrics_token: str | None = None
+    # Sync (`cogmill sync`, pipelines/sources/): bounds on what a source may hold and ask for.
+    sync_max_files: int = Field(default=100_000, ge=1)
+    sync_max_globs: int = Field(default=64, ge=0, le=10_000)
+    sync_max_glob_chars: int = Field(default=256, ge=1, le=4096)
+    sync_max_path_chars: int = Field(default=1024, ge=1, le=4096)
+    # Folders on the server's disk that HTTP and MCP-over-HTTP callers may sync (folders, local
+    # git repositories, SQLite files): the local tenant anywhere below a root, a tenant only
+    # below <root>/<tenant>. Empty: none (the CLI and MCP over stdio may read any path).
+    sync_roots: list[Path] = []
+    # Network sources asked for over HTTP may resolve to private addresses (off: refused).
+    sync_allow_private: bool = False
+    sync_git_schemes: list[str] = ["https", "ssh"]
+    sync_git_timeout_seconds: float = Field(default=600.0, gt=0)
+    sync_sql_max_tables: int = Field(default=200, ge=1)
+    sync_sql_max_rows: int = Field(default=1_000_000, ge=1, description="Rows per SQL table")
+    # A sync's source phase renews a lease every third of this; unrenewed for this long, its
+    # worker is taken as dead and the phase is run again (workers/sync.py).
+    sync_lease_seconds: float = Field(default=30.0, gt=0)
+    # Schedules (`cogmill schedules`, workers/schedules.py) and the beat that fires them.
+    schedule_min_seconds: float = Field(default=60.0, gt=0)
+    schedules_per_tenant: int = Field(default=20, ge=0)
+    beat_tick_seconds: float = Field(default=1.0, gt=0, le=60)
+    beat_lock_seconds: float = Field(default=15.0, gt=0)
 
     @field_validator("home")
     @classmethod

@@ -16,6 +16,7 @@ from typing import Any
 
 from lark import Token, Tree
 
+from core.errors import InvalidInput
 from retrieval.cypher_subset import KEYWORDS
 
 SCOPE_PARAM = "datasets"
@@ -78,8 +79,10 @@ _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)", re.S)
 MAX_INT = 2**63 - 1
 
 
-class CypherScopeError(ValueError):
+class CypherScopeError(InvalidInput):
     """The query is outside the subset a tenant may run (what and why is in the message)."""
+
+    code = "cypher_out_of_scope"
 
 
 def name(text: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import re
 import secrets
 import threading
@@ -18,6 +19,7 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, replace
 
 from core.access import Role
+from core.errors import InvalidInput, RateLimited, TooLarge
 from core.ports import StateStore
 
 TENANT_PREFIX = "tenants:tenant:"
@@ -34,20 +36,22 @@ KEY_FORMAT = re.compile(r"cm_([0-9a-f]{12})_([A-Za-z0-9_\-]{43})")
 HASH_ITERATIONS = 20_000
 
 
-class TenantError(ValueError):
+class TenantError(InvalidInput):
     """A bad tenant name, an unknown tenant or key id, or a duplicate tenant."""
 
-
-class TooManyFailuresError(ValueError):
-    """Too many wrong secrets this minute for the key id or from the address (HTTP 429)."""
-
-    def __init__(self, retry_after: float) -> None:
-        super().__init__(f"too many failed authentications; retry in {retry_after:.0f} s")
-        self.retry_after = retry_after
+    code = "invalid_tenant"
 
 
-class QuotaExceededError(ValueError):
-    """Storing this would take the tenant over its storage quota (HTTP 413)."""
+class TooManyFailuresError(RateLimited):
+    """Too many wrong secrets this minute for the key id or from the client address."""
+
+    code = "too_many_failures"
+
+
+class QuotaExceededError(TooLarge):
+    """Storing this would take the tenant over its storage quota."""
+
+    code = "quota_exceeded"
 
 
 @dataclass(frozen=True)
@@ -235,7 +239,13 @@ class Tenants:
         if failures_per_minute and not _seen(secret, record):
             counts = self.state.get_many(counters)
             if max(int(value or 0) for value in counts) >= failures_per_minute:
-                raise TooManyFailuresError(60 - time.time() % 60)
+                wait = 60 - time.time() % 60
+                raise TooManyFailuresError(
+                    f"{failures_per_minute} wrong secrets this minute for this key id or from "
+                    "this address (COGMILL_API_AUTH_FAILURES_PER_MINUTE); retry in "
+                    f"{math.ceil(wait)} s",
+                    retry_after=wait,
+                )
         if not _verified(secret, record):
             for counter in counters if failures_per_minute else ():
                 if self.state.incr(counter) == 1:  # the window's first: expire with it

@@ -7,16 +7,70 @@ its results come back as plain JSON-ready values, never driver records.
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any
 
 from neo4j import READ_ACCESS
-from neo4j.exceptions import ClientError, TransientError
+from neo4j.exceptions import (
+    BrokenRecordError,
+    ClientError,
+    DatabaseError,
+    Neo4jError,
+    TransientError,
+)
 from neo4j.graph import Node as DriverNode
 from neo4j.graph import Path as DriverPath
 from neo4j.graph import Relationship as DriverRelationship
 
 from core.ports import CypherError
 from core.stores.neo4j.connection import Neo4jConnection
+
+log = logging.getLogger("cogmill.cypher")
+# What the query did wrong, by the last part of Neo4j's status code; Neo4j's own message (Java
+# exception names, parser expectations) goes to the log and to `CypherError.detail`.
+REFUSALS = {
+    "SyntaxError": "the query is not valid Cypher, or a value in it cannot be parsed (a date, "
+    "a point, a type that does not fit); check it",
+    "ArgumentError": "a function or procedure in the query got an argument it does not take; "
+    "check the arguments",
+    "ArithmeticError": "arithmetic in the query failed (a division by zero, or a number out "
+    "of range); check its numbers",
+    "TypeError": "a value in the query has the wrong type for where it is used; check it",
+    "ProcedureCallFailed": "a procedure the query calls failed (e.g. an index name that does "
+    "not exist, or an argument out of range); check its arguments",
+    "ProcedureNotFound": "the query calls a procedure this Neo4j does not have; check its name",
+    "AccessMode": "the query would write, and CYPHER runs read-only; check it only reads",
+    "Forbidden": "the query does something CYPHER may not do; check it only reads",
+    "ExecutionFailed": "the query failed while running (e.g. a negative index or length given "
+    "to a string function); check its function arguments",
+}
+DEFAULT_REFUSAL = "the database refused the query; check it against the Cypher manual"
+_POSITION = re.compile(r"\(line (\d+), column (\d+)")
+
+
+def _refusal(err: Exception, timeout: float) -> CypherError:
+    """The query's fault in cogmill's words, with where Neo4j found it when it says, or the
+    bound (time, memory) at which Neo4j stopped it."""
+    code = getattr(err, "code", None) or ""
+    text = getattr(err, "message", None) or str(err)
+    reason = REFUSALS.get(code.rpartition(".")[2], DEFAULT_REFUSAL)
+    if "TransactionTimedOut" in code or "Terminated" in code:
+        reason = (
+            f"the query ran past the {timeout:g} s bound (COGMILL_CYPHER_TIMEOUT_SECONDS) and "
+            "Neo4j stopped it; narrow it with a label, a property or a LIMIT"
+        )
+    elif "MemoryPoolOutOfMemory" in code:
+        reason = (
+            "the query needs more memory than Neo4j allows one transaction "
+            "(db.memory.transaction.max); narrow it with a label, a property or a LIMIT"
+        )
+    elif isinstance(err, BrokenRecordError):
+        reason = "a value the query returns cannot be read (e.g. a date out of range); check it"
+    found = _POSITION.search(text)
+    where = f" (near line {found[1]}, column {found[2]})" if found else ""
+    log.info("cypher_refused code=%s detail=%r", code, text[:2000])
+    return CypherError(f"{reason}{where}", detail=f"{text} ({code})" if code else text)
 
 
 def _plain(value: Any) -> Any:
@@ -69,8 +123,8 @@ class Neo4jCypherRunner:
         """At most `limit` rows of `query` run in a READ transaction, never retried (a query
         that hit the time or memory bound would only hit it again).
 
-        Raises CypherError when the database refuses the query or stops it at a bound,
-        StoreError when it fails.
+        Raises CypherError when the database refuses the query, fails on its values or stops
+        it at a bound, StoreError when it fails.
         """
         driver = self._conn.driver
         with self._conn.errors():
@@ -88,29 +142,22 @@ class Neo4jCypherRunner:
                     result.consume()  # lets the server end the query early past the limit
                     tx.rollback()  # read-only: nothing to commit
                     return rows
-            except ClientError as err:
-                raise CypherError(self._refusal(err)) from err
+            except (ClientError, BrokenRecordError) as err:
+                raise _refusal(err, self.timeout) from err
             except TransientError as err:
                 if "MemoryPoolOutOfMemory" not in (err.code or ""):
                     raise  # the server is busy or restarting: a StoreError
-                raise CypherError(self._refusal(err)) from err
-
-    def _refusal(self, err: ClientError | TransientError) -> str:
-        """Why Neo4j refused or stopped the query, in our words where it hit a bound."""
-        code = err.code or ""
-        if "TransactionTimedOut" in code or "Terminated" in code:
-            return (
-                f"the query ran past the {self.timeout:g} s bound "
-                "(COGMILL_CYPHER_TIMEOUT_SECONDS) and Neo4j stopped it; narrow it with a label, "
-                "a property or a LIMIT"
-            )
-        if "MemoryPoolOutOfMemory" in code:
-            return (
-                "the query needs more memory than Neo4j allows one transaction "
-                "(db.memory.transaction.max); narrow it with a label, a property or a LIMIT"
-            )
-        return f"Neo4j refused the query: {err.message} ({code})"
+                raise _refusal(err, self.timeout) from err
+            except DatabaseError as err:
+                if not _query_failed(err):
+                    raise
+                raise _refusal(err, self.timeout) from err
 
     def close(self) -> None:
         """Close the driver; later queries raise StoreError."""
         self._conn.close()
+
+
+def _query_failed(err: Neo4jError) -> bool:
+    """A DatabaseError that the query's values caused, not the database."""
+    return (err.code or "").endswith(".Statement.ExecutionFailed")
