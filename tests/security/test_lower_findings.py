@@ -15,6 +15,7 @@ from api.services.memory import recall, remember_note, session_history
 from api.services.tenants import Tenants
 from core.access import Caller, Role
 from core.settings import Settings
+from retrieval.sessions import session_prefix
 from runtime import Runtime
 from workers.webhooks.post import WebhookError, check_url
 
@@ -87,9 +88,12 @@ def test_a_readers_recall_leaves_the_session_unchanged(runtime: Runtime) -> None
     writer, reader = Caller("memo", Role.WRITER), Caller("memo", Role.READER)
     remember_note(runtime, "chat-1", "Ada Lovelace wrote the first algorithm.", writer)
     before = session_history(runtime, "chat-1", reader)
+    keys = runtime.state.keys(session_prefix("memo"))
     answered = recall(runtime, "Who wrote the first algorithm?", session="chat-1", caller=reader)
     assert answered.results and answered.qa_id is None
     assert session_history(runtime, "chat-1", reader) == before
+    # Not even the note's embedding is cached: the reader's recall wrote no key.
+    assert runtime.state.keys(session_prefix("memo")) == keys
     # A writer's recall is kept (improve needs it): the check above can fail.
     kept = recall(runtime, "Who wrote the first algorithm?", session="chat-1", caller=writer)
     assert kept.qa_id is not None
