@@ -100,9 +100,19 @@ def check_url(url: str, *, allow_private: bool) -> Target:
     """The URL's target, resolved and checked; WebhookError says what is wrong."""
     try:
         parts = urlsplit(url)
+    except ValueError as err:  # an unclosed or misplaced IPv6 bracket
+        raise WebhookError(
+            f"webhook URL {url!r} cannot be read; write it as http(s)://host[:port]/path, an "
+            "IPv6 address in brackets ([2001:db8::1])",
+            detail=str(err),
+        ) from err
+    try:
         port = parts.port
     except ValueError as err:
-        raise WebhookError(f"invalid webhook URL {url!r}: {err}") from err
+        raise WebhookError(
+            f"webhook URL {url!r} has a port that is not a number from 1 to 65535",
+            detail=str(err),
+        ) from err
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise WebhookError(f"webhook URL {url!r} must be http:// or https:// with a host name")
     if parts.username or parts.password:
@@ -111,7 +121,11 @@ def check_url(url: str, *, allow_private: bool) -> Target:
     try:
         infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, ValueError) as err:  # ValueError: not encodable (IDNA, NUL)
-        raise WebhookError(f"cannot resolve webhook host {parts.hostname!r}: {err}") from err
+        raise WebhookError(
+            f"webhook host {parts.hostname!r} does not resolve to an address; check its "
+            "spelling (labels of 1-63 letters, digits and hyphens) and that it is in DNS",
+            detail=f"{type(err).__name__}: {err}",
+        ) from err
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not allow_private:
         for address in addresses:
