@@ -1,17 +1,21 @@
 """Error bodies in cogmill's words: inputs whose 4xx answers relayed a library's text (the
-resolver's errno, urllib's URL parser, Celery's crontab, Starlette's and pydantic's own
-sentences) now say what is wrong and what to do, the library's words in the server log."""
+resolver's errno, urllib's URL parser, Celery's crontab, Starlette's, pydantic's and the MCP
+SDK's own sentences) now say what is wrong and what to do, the library's words in the server log."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from mcp.client import Client
 
 from api.http.app import create_app
+from api.mcp.server import build_server, stdio_lifespan
 from core.settings import Settings
 from runtime import Runtime
 
@@ -144,3 +148,34 @@ def test_a_field_pydantic_refuses_is_named_in_cogmills_words(client: TestClient)
     assert answer.status_code == 422, answer.text
     message = answer.json()["error"]["message"]
     assert "body.top_k must be a finite number" in message and not library_words(message)
+
+
+def test_mcp_arguments_refused_in_cogmills_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK answered pydantic's text ("Input should be a valid integer ... For further
+    information visit https://errors.pydantic.dev/...") and "Unknown tool: nope"."""
+    monkeypatch.setenv("COGMILL_HOME", str(tmp_path))
+    calls = {
+        "search": {"query": "q", "datasets": ["x"], "top_k": "x"},
+        "job_status": {"job_id": "abc", "wait_seconds": -1},
+        "add_text": {"dataset": "d", "name": "n.txt"},
+        "nope": {},
+    }
+
+    async def session() -> dict[str, str]:
+        async with Client(build_server(stdio_lifespan)) as client:
+            answers = {}
+            for tool, arguments in calls.items():
+                result = await client.call_tool(tool, arguments)
+                assert result.is_error
+                answers[tool] = " ".join(getattr(c, "text", "") for c in result.content)
+            return answers
+
+    said = asyncio.run(session())
+    assert said["search"].startswith("search: top_k must be a whole number, got 'x'")
+    assert said["job_status"].startswith("job_status: wait_seconds must be at least 0, got -1")
+    assert said["add_text"].startswith("add_text: text is required")
+    assert said["nope"] == "no tool 'nope'; tools/list lists cogmill's tools"
+    for text in said.values():
+        assert not library_words(text) and "pydantic" not in text, text
