@@ -16,8 +16,12 @@ from mcp.client import Client
 
 from api.http.app import create_app
 from api.mcp.server import build_server, stdio_lifespan
+from api.services.sync import sync
+from core.models.jobs import JobStatus
 from core.settings import Settings
+from pipelines.sources.spec import parse_source
 from runtime import Runtime
+from tests.backends import embedder_fixture, finished, threaded_runtime  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.e2e
 
@@ -179,3 +183,34 @@ def test_mcp_arguments_refused_in_cogmills_words(
     assert said["nope"] == "no tool 'nope'; tools/list lists cogmill's tools"
     for text in said.values():
         assert not library_words(text) and "pydantic" not in text, text
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"not a database " * 100, "the file or server is not a database of that kind"),
+        (None, "it cannot be reached or opened"),  # a folder where the file should be
+    ],
+)
+def test_a_database_source_that_fails_says_so_in_cogmills_words(
+    tmp_path: Path,
+    embedder: object,
+    content: bytes | None,
+    why: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The job's message was SQLAlchemy's "(sqlite3.DatabaseError) file is not a database
+    [SQL: ...] (Background on this error at: https://sqlalche.me/...)"."""
+    caplog.set_level(logging.INFO, "cogmill.sync")
+    shop = tmp_path / "shop.db"
+    if content is None:
+        shop.mkdir()
+    else:
+        shop.write_bytes(content)
+    settings = Settings(home=tmp_path / "home", _env_file=None)  # type: ignore[call-arg]
+    with threaded_runtime(settings, {"embedder": embedder}) as rt:  # type: ignore[arg-type]
+        job = finished(rt, sync(rt, "shop", parse_source(f"sqlite:///{shop}", "sql")))
+    assert job.status is JobStatus.FAILED, job
+    assert f"reading the database sqlite:///{shop} failed: {why}" in job.message, job.message
+    assert "sqlalche.me" not in job.message and "[SQL:" not in job.message, job.message
+    assert "sqlalche.me" in caplog.text  # the driver's words, for the operator
