@@ -4,8 +4,9 @@ An error's code, HTTP status and exit code come from its class (core/errors.py).
 only a hint naming its own way on (a route, a tool, a command), chosen by the error's code.
 A 5xx error's message may name hosts, paths or a library's words: over HTTP and MCP the
 answer is the class's `public_message` and the log gets the rest; the CLI, run by the
-operator on the machine, prints it whole. Anything that is not a CogmillError is a bug: a
-500 (exit 1) with a message that shows nothing of it, the traceback in the server log.
+operator on the machine, prints it whole. A 4xx error's `detail` (what a library said of the
+cause) goes to the log only. Anything that is not a CogmillError is a bug: a 500 (exit 1)
+with a message that shows nothing of it, the traceback in the server log.
 
 `python -m api.errors` prints the table of every error (docs/errors.md).
 """
@@ -80,6 +81,8 @@ def answer(error: BaseException, face: Face, where: str = "") -> Answer:
     if kind.status >= 500 and face != "cli":
         log.warning("server_error code=%s face=%s where=%s", kind.code, face, where, exc_info=error)
         return Answer(kind.code, kind.status, kind.exit_code, kind.public_message + LOGGED)
+    if error.detail:  # a library's words on the cause: the operator's, never the answer's
+        log.info("refused code=%s face=%s where=%s detail=%r", kind.code, face, where, error.detail)
     message = " ".join(str(error).split()) or kind.public_message  # one line
     hint = HINTS[face].get(kind.code)
     if hint:

@@ -28,7 +28,10 @@ class Role(StrEnum):
 
     READER = "reader"  # search, recall, list, show, export
     WRITER = "writer"  # + add, cognify, delete, remember, improve, forget, cancel
-    ADMIN = "admin"  # + CYPHER and NATURAL_LANGUAGE queries
+    ADMIN = "admin"  # + CYPHER and NATURAL_LANGUAGE confined to the tenant's datasets
+    # Deployment-wide, not a tenant's: raw Cypher over every tenant, every tenant's metrics,
+    # forget everything. Its keys are made by the CLI only (`cogmill keys create --operator`).
+    OPERATOR = "operator"
 
     @property
     def rank(self) -> int:
@@ -41,7 +44,7 @@ class Role(StrEnum):
 @dataclass(frozen=True)
 class Caller:
     """Who a request acts for: its tenant (None: the local default tenant, bare dataset names)
-    and role."""
+    and role. An operator has no tenant: its own datasets are the default tenant's."""
 
     tenant: str | None
     role: Role
@@ -81,5 +84,5 @@ class Caller:
         return record.model_copy(update={"dataset": dataset, "message": message, "errors": errors})
 
 
-LOCAL = Caller(None, Role.ADMIN)
+LOCAL = Caller(None, Role.OPERATOR)
 """The embedded CLI and an API without keys: the local default tenant, every right."""

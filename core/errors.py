@@ -17,7 +17,8 @@ so code that catches the built-in keeps catching it.
     │   │   ├── QuotaExceededError                api/services/tenants.py
     │   │   └── BodyTooLarge, FileTooLarge, TooManyFiles    api/http/errors.py
     │   ├── CypherError, InvalidCypher           core/ports.py, retrieval/cypher_guard.py
-    │   ├── ReadOnlyViolation                    retrieval/cypher_guard.py
+    │   ├── ReadOnlyViolation (UnboundedExpression)  retrieval/cypher_guard.py
+    │   ├── CypherScopeError                     retrieval/cypher_expressions.py
     │   ├── InvalidResponseModel                 retrieval/response_model.py
     │   ├── InvalidGraphModel                    core/models/graph_schema.py
     │   ├── InvalidOntology, UnsafeRdf           core/ontology.py, core/rdf_guard.py
@@ -49,7 +50,8 @@ so code that catches the built-in keeps catching it.
     │   ├── JobNotResumableError                 workers/budgets.py
     │   └── DatasetBusyError                     workers/sync.py
     ├── RateLimited              rate_limited           429  1  too many requests; retry later
-    │   └── TooManyStreamsError                  api/services/jobs.py
+    │   ├── TooManyStreamsError                  api/services/jobs.py
+    │   └── TooManyFailuresError                 api/services/tenants.py
     ├── BudgetExceeded           budget_exceeded        402  1  core/llm/usage.py
     ├── UpstreamFailed           upstream_failed        502  1  an LLM or embeddings endpoint
     │   ├── LLMError (ExtractionFailed, EventExtractionFailed)   core/llm/errors.py
@@ -172,6 +174,12 @@ MUST = {
     "int_from_float": "must be a whole number",
     "float_parsing": "must be a number",
     "float_type": "must be a number",
+    "finite_number": "must be a finite number (not NaN or infinity)",
+    "multiple_of": "must be a multiple of {multiple_of}",
+    "string_pattern_mismatch": "must match the pattern {pattern}",
+    "date_parsing": "must be a date (YYYY-MM-DD)",
+    "datetime_parsing": "must be a date and time (ISO 8601, e.g. 2024-05-01T12:00:00Z)",
+    "uuid_parsing": "must be a UUID",
     "bool_parsing": "must be true or false",
     "bool_type": "must be true or false",
     "string_type": "must be text",

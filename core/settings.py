@@ -80,6 +80,8 @@ class Settings(BaseSettings):
     neo4j_password: str = ""
     neo4j_database: str = "neo4j"
     neo4j_pool_size: int = Field(default=50, ge=1)
+    # Seconds after which Neo4j itself ends a CYPHER or NATURAL_LANGUAGE query's transaction.
+    cypher_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
 
     # A Qdrant server for the vectors, and its API key.
     qdrant_url: str | None = None
@@ -288,9 +290,10 @@ class Settings(BaseSettings):
     auth: Literal["auto", "required"] = "auto"
 
     # Requests per minute per API key (a fixed one-minute window in the state store: Redis in
-    # distributed mode, so all API processes share it); 0 = unlimited. Over it: 429.
+    # distributed mode, so all API processes share it; 0 = unlimited), and wrong secrets per
+    # minute per key id and per client address (counted before the key's hash). Over: 429.
     api_requests_per_minute: int = Field(default=0, ge=0)
-
+    api_auth_failures_per_minute: int = Field(default=20, ge=1)
     # Bytes of documents a tenant (an API key's) may store over all its datasets; 0 = no quota.
     tenant_storage_bytes: int = Field(default=0, ge=0)
 
@@ -343,10 +346,8 @@ class Settings(BaseSettings):
     webhook_backoff_seconds: float = Field(default=10.0, gt=0)
     webhook_backoff_max_seconds: float = Field(default=1800.0, gt=0)
     webhook_retry_seconds: float = Field(default=86_400.0, ge=0)
-
-    # GET /metrics also answers a request bearing this token (besides admin keys).
+    # GET /metrics also answers a request bearing this token with the whole deployment's figures.
     metrics_token: str | None = None
-
     # Sync (`cogmill sync`, pipelines/sources/): bounds on what a source may hold and ask for.
     sync_max_files: int = Field(default=100_000, ge=1)
     sync_max_globs: int = Field(default=64, ge=0, le=10_000)

@@ -29,6 +29,10 @@ class RetrievalContext:
     # The runtime's read-only Cypher runner (CYPHER, NATURAL_LANGUAGE), opened on first call;
     # raises the store factory's ValueError where the graph has no Cypher.
     cypher: Callable[[], CypherRunner] | None = None
+    # Whether CYPHER and NATURAL_LANGUAGE run the query as written (read-only, over the whole
+    # graph: an operator's), rather than confined to the searched datasets
+    # (retrieval/cypher_confine.py). Confined unless the service layer says otherwise.
+    cypher_raw: bool = False
     extras: dict[str, Any] = field(default_factory=dict)
 
 

@@ -1,12 +1,19 @@
 """CYPHER (the caller's query) and NATURAL_LANGUAGE (the LLM's query), read-only, on Neo4j.
 
-Read-only twice over: queries with write clauses or write/admin procedures are refused here
-with a message naming the clause, and what passes runs in a READ access-mode transaction, so
-the server refuses any write the check missed.
+Confined (everyone but an operator): the query must be in the subset of
+retrieval/cypher_confine.py, which writes it out again with every node and relationship bound
+to the searched datasets (`$datasets`), so nothing of another dataset can be read whatever the
+text says.
 
-Scoping: a query sees the whole database; every node has a `dataset` property, and the
-searched datasets are passed as the `$datasets` parameter, e.g.
+Raw (an operator's, `ctx.cypher_raw`): the query sees the whole database. Read-only twice
+over: write clauses and write/admin procedures are refused here with a message naming the
+clause, and what passes runs in a READ access-mode transaction, so the server refuses any write
+the check missed; expressions that loop within one row are refused (cypher_guard's
+`check_row_bounded`) because Neo4j's timeout cannot stop them. Every node has a `dataset`
+property and the searched datasets are passed as `$datasets`, e.g.
 `MATCH (c:DocumentChunk) WHERE c.dataset IN $datasets RETURN c LIMIT 5`.
+
+Both run in transactions Neo4j itself ends at the runner's timeout.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from core.stores.factory import NO_CYPHER
 from retrieval.answer import CompletionMixin, ask
 from retrieval.base import RetrievalContext
 from retrieval.chunks import chunk_source
-from retrieval.cypher_guard import ReadOnlyViolation, check_read_only
+from retrieval.cypher_confine import CypherScopeError, confine
+from retrieval.cypher_guard import ReadOnlyViolation, check_read_only, check_row_bounded
 from retrieval.models import SearchResult, Source
 
 MAX_SUPPORT_SOURCES = 5
@@ -48,8 +56,7 @@ class CypherRetriever:
         self.ctx = ctx
 
     def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
-        check_read_only(query)
-        rows = cypher_runner(self.ctx).run_read(query, {"datasets": list(datasets)}, top_k)
+        rows = run_query(self.ctx, cypher_runner(self.ctx), query, datasets, top_k)
         return self.results(rows)
 
     def results(self, rows: list[dict[str, Any]]) -> list[SearchResult]:
@@ -69,6 +76,25 @@ class CypherRetriever:
             text = json.dumps(row, ensure_ascii=False, default=str)
             results.append(SearchResult(text=text, score=1.0 / (rank + 1), sources=sources))
         return results
+
+
+def run_query(
+    ctx: RetrievalContext,
+    runner: CypherRunner,
+    query: str,
+    datasets: Sequence[str],
+    top_k: int,
+) -> list[dict[str, Any]]:
+    """At most `top_k` rows of the query, confined to the datasets unless `ctx.cypher_raw`.
+
+    Raises CypherScopeError (outside the confined subset), ReadOnlyViolation (a raw query that
+    writes or loops within a row), CypherError (Neo4j refused it)."""
+    scope: dict[str, Any] = {"datasets": list(datasets)}
+    if ctx.cypher_raw:
+        check_row_bounded(check_read_only(query))
+        return runner.run_read(query, scope, top_k)
+    confined = confine(query, top_k)
+    return runner.run_read(confined.text, {**confined.params, **scope}, top_k)
 
 
 def _node_ids(value: Any) -> list[str]:
@@ -128,8 +154,12 @@ and (entity)-[:REL {{name: <relationship>}}]->(entity) for facts.
 Node labels in use: {labels}
 Property keys in use: {properties}
 Relationship names in use: {relationships}
-Rules: only MATCH/OPTIONAL MATCH/WITH/WHERE/RETURN/ORDER BY/LIMIT; never write; restrict
-nodes to the searched datasets with `n.dataset IN $datasets`; end with LIMIT {limit}."""
+Rules: only MATCH/OPTIONAL MATCH/WITH/WHERE/UNWIND/RETURN/ORDER BY/SKIP/LIMIT; never write;
+no CALL, UNION, variable-length relationships, named paths, list or pattern comprehensions,
+reduce, range, EXISTS, id() or regular expressions; aggregates (count, collect, sum, avg, min,
+max) only as a whole RETURN or WITH item; WITH passes on only variables, properties and
+aggregates; no parameter but $datasets; restrict nodes to the searched datasets with
+`n.dataset IN $datasets`; end with LIMIT {limit}."""
 
 
 def read_schema(runner: CypherRunner, datasets: Sequence[str]) -> dict[str, list[str]]:
@@ -168,9 +198,8 @@ class NaturalLanguageRetriever(CompletionMixin, CypherRetriever):
         for attempt in range(self.max_retries + 1):
             reply = ask(self.ctx, messages, CypherQuery)
             try:
-                check_read_only(reply.cypher)
-                rows = runner.run_read(reply.cypher, {"datasets": list(datasets)}, top_k)
-            except (CypherError, ReadOnlyViolation) as err:
+                rows = run_query(self.ctx, runner, reply.cypher, datasets, top_k)
+            except (CypherError, ReadOnlyViolation, CypherScopeError) as err:
                 if attempt == self.max_retries:
                     raise CypherError(
                         f"NATURAL_LANGUAGE: the LLM's Cypher failed {attempt + 1} times; "

@@ -217,3 +217,49 @@ def _check_function(tokens: list[Token], start: int) -> None:
             f"refused: function {name[:80]} is not a built-in Neo4j function; CYPHER may call "
             f"functions of: {', '.join(sorted(FUNCTION_NAMESPACES))}"
         )
+
+
+class UnboundedExpression(ReadOnlyViolation):
+    """The query loops inside one row, where Neo4j's transaction timeout cannot stop it."""
+
+    code = "cypher_unbounded"
+
+
+QUANTIFIERS = frozenset({"any", "all", "none", "single"})
+
+
+def check_row_bounded(query: str) -> str:
+    """The query when no expression of it loops within one row; UnboundedExpression otherwise.
+
+    Neo4j checks a transaction's timeout between rows and at store reads, never inside one
+    expression: `RETURN size(reduce(s='', x IN range(1,400000) | s+'a…'))` ran on at 100% CPU
+    for minutes past a 3 s timeout. So `reduce`, list comprehensions, quantifiers (`any(x IN
+    …)`) and `range` anywhere but directly after UNWIND (where each item is a row) are refused.
+    """
+    tokens = tokenize(query)
+    for i, token in enumerate(tokens):
+        if token.kind != "word" or _not_a_keyword(tokens, i):
+            continue
+        word = token.text.lower()
+        called = _next_is(tokens, i, "(")
+        what = None
+        if word == "reduce" and called:
+            what = "reduce()"
+        elif word == "range" and called and not (i and tokens[i - 1].text.upper() == "UNWIND"):
+            what = "range() outside UNWIND"
+        elif word in QUANTIFIERS and called and _is_in(tokens, i + 3):
+            what = f"{word}(x IN ...)"
+        elif (
+            word == "in" and i >= 2 and tokens[i - 2].text == "[" and tokens[i - 1].kind != "symbol"
+        ):
+            what = "a list comprehension [x IN ...]"
+        if what is not None:
+            raise UnboundedExpression(
+                f"refused: {what} loops inside one row, where Neo4j's transaction timeout "
+                "cannot stop it; UNWIND the list instead, so that each item is a row"
+            )
+    return query
+
+
+def _is_in(tokens: list[Token], i: int) -> bool:
+    return i < len(tokens) and tokens[i].kind == "word" and tokens[i].text.upper() == "IN"

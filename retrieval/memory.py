@@ -95,17 +95,20 @@ def recall(
     search_type: SearchType = DEFAULT_TYPE,
     threshold: float = DEFAULT_THRESHOLD,
     sessions: SessionStore | None = None,
+    record: bool = True,
 ) -> RecallResponse:
     """Results for `query` from the session and/or the graph, each tagged with its source.
 
-    `sessions` is the caller's session store (default: the local default tenant's)."""
+    `sessions` is the caller's session store (default: the local default tenant's); `record`
+    False (a reader's recall) leaves the session unchanged: no qa is kept (so none is
+    returned) and no embedding is cached."""
     datasets = _check(query, session, datasets, scope, top_k, search_type)
     store = None
     if session:
         store = sessions or SessionStore(ctx.state, ctx.settings.session_ttl_seconds)
     hits: list[_Hit] = []
     if store is not None and session is not None and scope != "graph":
-        hits = session_hits(ctx, store, session, query, datasets)
+        hits = session_hits(ctx, store, session, query, datasets, keep=record)
     best = hits[0].result.score if hits else 0.0
     graph_datasets = list(datasets)
     notes: list[str] = []
@@ -126,7 +129,7 @@ def recall(
     response.results = [h.result for h in hits]
     _answer(ctx, response, hits, threshold, notes)
     response.note = "; ".join(notes) or None
-    if store is not None and session is not None and hits:  # nothing found: nothing to improve
+    if record and store is not None and session is not None and hits:  # none found: no improve
         response.qa_id = _record(store, session, response, hits, graph_datasets, search_type)
     return response
 
@@ -162,13 +165,15 @@ def session_hits(
     session: str,
     query: str,
     datasets: Sequence[str] = (),
+    keep: bool = True,
 ) -> list[_Hit]:
     """The session's notes, questions and their results, by cosine similarity to the query;
-    with `datasets`, only the questions answered from those datasets (and every note)."""
+    with `datasets`, only the questions answered from those datasets (and every note).
+    `keep` False caches no embedding (a reader's recall writes nothing)."""
     q = np.asarray(ctx.embedder.embed([query])[0], dtype=np.float32)
 
     def sims(item: str, created: float, texts: list[str]) -> list[float]:
-        vectors = np.asarray(store.vectors(session, item, created, texts, ctx.embedder))
+        vectors = np.asarray(store.vectors(session, item, created, texts, ctx.embedder, keep))
         return [round(float(s), 6) for s in vectors @ q]
 
     hits: list[_Hit] = []

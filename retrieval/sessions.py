@@ -257,16 +257,23 @@ class SessionStore:
     # -- embeddings cache --------------------------------------------------------------------
 
     def vectors(
-        self, session: str, item: str, created: float, texts: list[str], embedder: Embedder
+        self,
+        session: str,
+        item: str,
+        created: float,
+        texts: list[str],
+        embedder: Embedder,
+        keep: bool = True,
     ) -> list[list[float]]:
-        """Embeddings of an item's texts, computed once and cached beside it (same expiry)."""
+        """Embeddings of an item's texts, computed once and cached beside it (same expiry);
+        `keep` False (a reader's recall) reads the cache but never writes it."""
         key = self._key(session, "vec", item)
         cached = self._load(key)
         if cached and cached.get("model") == embedder.model_name and cached.get("n") == len(texts):
             return cached["vectors"]
         vectors = [[round(float(x), 6) for x in v] for v in embedder.embed(texts)]
         remaining = created + self.ttl - time.time()
-        if remaining > 0:
+        if keep and remaining > 0:
             record = {"model": embedder.model_name, "n": len(texts), "vectors": vectors}
             self._put(key, record, ttl=remaining)
         return vectors

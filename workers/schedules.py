@@ -34,6 +34,14 @@ SCHEDULE_ID = re.compile(r"^sch_[0-9a-f]{12}$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 _INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
 MAX_INTERVAL = 366 * 86_400
+# The five fields of a cron expression as Celery's crontab names them, and their ranges.
+CRON_FIELDS = (
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day_of_month", 1, 31),
+    ("month_of_year", 1, 12),
+    ("day_of_week", 0, 6),
+)
 _CRON_SCAN_DAYS = 366 * 8  # a cron day exists within 8 years (29 February on a Monday: 28)
 
 
@@ -109,10 +117,24 @@ def parse_cron(text: str) -> crontab:
             f"invalid cron expression {text!r}: give five fields, minute hour day-of-month "
             "month day-of-week, e.g. '*/15 * * * *' or '0 3 * * 1-5'"
         )
+    for (field, lowest, highest), value in zip(CRON_FIELDS, fields, strict=True):
+        try:
+            crontab(**{field: value})
+        except (ValueError, IndexError, TypeError, ParseException) as err:
+            raise ScheduleError(
+                f"invalid cron expression {text!r}: its {field.replace('_', '-')} field "
+                f"{value!r} is not valid; a field takes numbers {lowest}-{highest}, '*', "
+                "ranges (1-5), steps (*/15, at least 1) and lists of them (1,15,30)",
+                detail=f"{type(err).__name__}: {err}",
+            ) from None
     try:
         return crontab.from_string(" ".join(fields))
     except (ValueError, IndexError, TypeError, ParseException) as err:
-        raise ScheduleError(f"invalid cron expression {text!r}: {err}") from None
+        raise ScheduleError(  # each field is valid alone: the days and months never meet
+            f"invalid cron expression {text!r}: its day-of-month and month fields name no "
+            "day that exists (e.g. 31 in February)",
+            detail=f"{type(err).__name__}: {err}",
+        ) from None
 
 
 def next_cron(spec: crontab, after: float) -> float:

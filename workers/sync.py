@@ -253,6 +253,9 @@ def run_sync(runtime: Runtime, job_id: str, generation: int) -> None:
         try:
             outcome = mirror_source(runtime, job, lease)
         except (SourceError, CatalogError, KeyDeclarationError, OSError) as err:
+            detail = getattr(err, "detail", None)
+            if detail:  # a library's words on the cause: the log's, not the job's
+                log.info("sync job %s refused: %s", job_id, detail)
             fail(runtime, job, str(err))
             return
         except StoreError:

@@ -82,8 +82,16 @@ def list_tenants() -> None:
 
 @keys_app.command("create")
 def create_key(
-    tenant: Annotated[str, typer.Option(help="The tenant the key acts for")],
+    tenant: Annotated[str | None, typer.Option(help="The tenant the key acts for")] = None,
     role: Annotated[Role, typer.Option(help="reader, writer or admin")] = Role.READER,
+    operator: Annotated[
+        bool,
+        typer.Option(
+            "--operator",
+            help="A deployment-wide operator key (no tenant): raw Cypher over every tenant, "
+            "every tenant's metrics, forget everything",
+        ),
+    ] = False,
     expires: Annotated[
         float | None, typer.Option(min=0.0001, help="Days until the key expires (default: never)")
     ] = None,
@@ -91,11 +99,19 @@ def create_key(
     """Create a key and print it once (only its salted hash is stored)."""
 
     def body() -> None:
+        if operator == (tenant is not None):
+            err.print("give --tenant NAME (a tenant's key) or --operator", markup=False)
+            raise typer.Exit(2)
         with runtime_session() as rt:
-            key, record = Tenants(rt.state).create_key(tenant, role, expires)
+            tenants = Tenants(rt.state)
+            if tenant is None:
+                key, record = tenants.create_operator_key(expires)
+            else:
+                key, record = tenants.create_key(tenant, role, expires)
         typer.echo(key)  # alone on stdout: KEY=$(cogmill keys create ...) captures it
+        holder = "the deployment" if record.tenant is None else f"tenant {record.tenant}"
         err.print(
-            f"key {record.id} for tenant {tenant} ({role.value}), expires "
+            f"key {record.id} for {holder} ({record.role.value}), expires "
             f"{_when(record.expires)}; store it now, it is not shown again",
             markup=False,
         )
@@ -119,9 +135,9 @@ def list_keys(
         with runtime_session() as rt:
             records = Tenants(rt.state).keys(tenant)
         now = time.time()
-        for key in sorted(records, key=lambda k: (k.tenant, k.created)):
+        for key in sorted(records, key=lambda k: (k.tenant or "", k.created)):
             typer.echo(
-                f"{key.id}\t{key.tenant}\t{key.role.value}\t{_state(key, now)}\t"
+                f"{key.id}\t{key.tenant or '(operator)'}\t{key.role.value}\t{_state(key, now)}\t"
                 f"expires {_when(key.expires)}"
             )
 

@@ -63,11 +63,29 @@ def _answer(request: Request, exc: Exception) -> JSONResponse:
 
 
 def _http_error(request: Request, exc: Exception) -> JSONResponse:
-    """Starlette's own answers (an unknown route, a method not allowed)."""
+    """Starlette's and FastAPI's own answers (an unknown route, a method not allowed, a body
+    that is not JSON), in cogmill's words; the cause goes to the log."""
     assert isinstance(exc, HTTPException)
     if isinstance(exc.__cause__, CogmillError):  # FastAPI wraps what reading the body raised
         return _answer(request, exc.__cause__)
-    answer = error(exc.status_code, error_code(exc.status_code), str(exc.detail))
+    where = f"{request.method} {request.url.path[:200]}"
+    allowed = (exc.headers or {}).get("Allow", "")
+    said = {
+        400: "the request body cannot be read: send JSON in UTF-8 (Content-Type: application/json)",
+        404: f"no route {where}; GET /openapi.json lists the API's routes",
+        405: f"{request.method} is not allowed on {request.url.path[:200]}; it takes {allowed}",
+    }.get(exc.status_code)
+    if said is None or (exc.status_code == 405 and not allowed):
+        said = f"the request cannot be answered ({exc.status_code}); check the method and path"
+    cause = exc.__cause__ or exc.__context__
+    log.info(
+        "http_refused status=%s where=%s detail=%r cause=%r",
+        exc.status_code,
+        where,
+        exc.detail,
+        cause,
+    )
+    answer = error(exc.status_code, error_code(exc.status_code), said)
     answer.headers.update(exc.headers or {})
     return answer
 

@@ -63,7 +63,11 @@ def get_caller(request: Request, runtime: RuntimeDep) -> Caller:
     scheme, _, key = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
         raise Unauthorized("send an API key as 'Authorization: Bearer KEY' (`cogmill keys create`)")
-    record = tenants.authenticate(key.strip())
+    client = request.client.host if request.client else "unknown"
+    # Raises TooManyFailuresError (429) before hashing once a key id or address failed enough.
+    record = tenants.authenticate(
+        key.strip(), client, runtime.settings.api_auth_failures_per_minute
+    )
     if record is None:
         raise Unauthorized("the API key is not valid (unknown, revoked or expired)")
     limit = runtime.settings.api_requests_per_minute

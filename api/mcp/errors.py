@@ -13,11 +13,23 @@ from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
 
 from api.errors import answer
+from core.errors import problem
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+
+def arguments_refused(tool: str, error: ValidationError) -> ToolError:
+    """Arguments that do not fit a tool's input schema, in cogmill's words (the SDK's answer
+    is pydantic's text and a link to its docs)."""
+    said = [
+        problem(".".join(str(part) for part in e["loc"]) or "the arguments", e)
+        for e in error.errors(include_url=False)
+    ]
+    return ToolError(f"{tool}: {'; '.join(said)}; tools/list gives each argument's schema")
 
 
 def tool_error(tool: str, exc: Exception) -> ToolError:

@@ -16,8 +16,11 @@ from typing import Any
 import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from pydantic import ValidationError
 
 from api.mcp import resources, search_tools, sync_tools, tools
+from api.mcp.errors import arguments_refused
 from api.mcp.face import Access, LocalAccess, acting_as
 from core.settings import Settings
 
@@ -33,6 +36,22 @@ across a conversation. Dataset names: letters, digits, '_', '-', '.'."""
 async def _with_face(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
     with acting_as(ctx.lifespan_context.face(ctx.request)):
         return await call_next(ctx)
+
+
+class CogmillServer(MCPServer[Any]):
+    """The SDK's server, with its answers to a call it refuses before the tool runs (an
+    unknown tool, arguments that do not fit the schema) in cogmill's words."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if self._tool_manager.get_tool(name) is None:
+            raise ToolError(f"no tool {name[:80]!r}; tools/list lists cogmill's tools")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            raise arguments_refused(name, cause) from cause  # the SDK logs the fields
 
 
 @asynccontextmanager
@@ -64,7 +83,7 @@ def build_server(
     # process' logging is cogmill's (and uvicorn's) to set, so it is put back as it was.
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
-    server: MCPServer[Any] = MCPServer(
+    server = CogmillServer(
         "cogmill", instructions=INSTRUCTIONS, version=_version(), lifespan=lifespan
     )
     root.handlers[:] = handlers

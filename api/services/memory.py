@@ -22,7 +22,8 @@ from api.services.add import add_files
 from api.services.cognify import cognify
 from api.services.datasets import checked, ensure_idle, names
 from api.services.delete import Deleted, delete_dataset, delete_document
-from core.access import LOCAL, Caller
+from api.services.retrieval import retrieval_for
+from core.access import LOCAL, Caller, Role
 from core.errors import InvalidInput
 from core.models.jobs import Job
 from retrieval.memory import DEFAULT_THRESHOLD, ImproveResult, RecallResponse
@@ -147,11 +148,12 @@ def recall(
     caller: Caller = LOCAL,
 ) -> RecallResponse:
     """Results from the session's lane and/or the graph's (see retrieval/memory.py), each
-    tagged with its source. Raises InvalidInput for a bad request."""
+    tagged with its source; the question is kept in the session (for improve) only when the
+    caller may change sessions (a writer). Raises InvalidInput for a bad request."""
     names = [checked(name, caller) for name in datasets]
     with rt.priority.urgent():  # as search's
         response = recall_memory(
-            rt.retrieval(),
+            retrieval_for(rt, caller),
             query,
             session=session,
             datasets=names,
@@ -160,6 +162,7 @@ def recall(
             search_type=search_type,
             threshold=threshold,
             sessions=sessions(rt, caller),
+            record=caller.role.allows(Role.WRITER),
         )
     return shown.recall(caller, response)
 

@@ -22,6 +22,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from core.access import Caller
 from core.llm.usage import UsageTotals, priced
 from core.models.jobs import Job, JobStatus
 from runtime import Runtime
@@ -34,6 +35,7 @@ from workers.metrics import (
     histograms,
     llm_counters,
 )
+from workers.retention import COUNTS as RETIRED_COUNTS
 from workers.retention import retired
 from workers.schedules import totals as schedule_totals
 from workers.usage import jobs_usage
@@ -42,14 +44,21 @@ TOKENS = ("prompt_tokens", "completion_tokens", "cached_tokens")
 
 
 class StateCollector(Collector):
-    """Reads the deployment's metrics from the state store and the broker on every collect."""
+    """Reads the deployment's metrics from the state store and the broker on every collect;
+    with a `tenant` caller, only the figures of that tenant's jobs."""
 
-    def __init__(self, runtime: Runtime, app: Celery) -> None:
-        self.runtime, self.app = runtime, app
+    def __init__(self, runtime: Runtime, app: Celery, tenant: Caller | None = None) -> None:
+        self.runtime, self.app, self.tenant = runtime, app, tenant
 
     def collect(self) -> Iterator[Metric]:
         state = self.runtime.state
         jobs = list(JobTracker(state, self.runtime.settings.artifact_ttl_seconds).all())
+        if self.tenant is not None:
+            jobs = [job for job in jobs if self.tenant.owns(job.dataset)]
+            yield from _job_metrics(jobs, None, dict.fromkeys(RETIRED_COUNTS, 0))
+            usage = jobs_usage(state, [job.id for job in jobs])
+            yield from _usage_metrics(usage, priced(usage, self.runtime.settings))
+            return  # the rest is the deployment's, not attributable to one tenant
         gone, gone_usage = retired(state)  # jobs deleted after the retention
         yield from _job_metrics(jobs, failed_batches(state), gone)
         usage = jobs_usage(state, [job.id for job in jobs])
@@ -94,7 +103,7 @@ class StateCollector(Collector):
         yield depth
 
 
-def _job_metrics(jobs: Sequence[Job], failed: int, gone: dict[str, int]) -> Iterator[Metric]:
+def _job_metrics(jobs: Sequence[Job], failed: int | None, gone: dict[str, int]) -> Iterator[Metric]:
     by_state = Counter(job.status.value for job in jobs)
     gauge = GaugeMetricFamily("cogmill_jobs", "Cognify jobs by state", labels=["state"])
     for status in JobStatus:
@@ -115,7 +124,8 @@ def _job_metrics(jobs: Sequence[Job], failed: int, gone: dict[str, int]) -> Iter
     done = gone["batches_done"] + sum(job.counts.get("batches_done", 0) for job in jobs)
     batches.add_metric(["planned"], planned)
     batches.add_metric(["done"], done)
-    batches.add_metric(["failed"], failed)
+    if failed is not None:  # counted for the whole deployment only
+        batches.add_metric(["failed"], failed)
     yield batches
 
 
@@ -159,8 +169,8 @@ def _histogram(
     return family
 
 
-def scrape(runtime: Runtime, app: Celery) -> bytes:
-    """The deployment's metrics in the Prometheus text format."""
+def scrape(runtime: Runtime, app: Celery, tenant: Caller | None = None) -> bytes:
+    """The deployment's metrics (or one tenant's: `tenant`) in the Prometheus text format."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StateCollector(runtime, app))
+    registry.register(StateCollector(runtime, app, tenant))
     return generate_latest(registry)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from api.services import shown
 from api.services.datasets import checked
 from api.services.memory import sessions
+from api.services.retrieval import retrieval_for
 from core.access import LOCAL, AccessDeniedError, Caller, Role
 from retrieval.models import Route, SearchResponse, SearchType
 from retrieval.response_model import ResponseModel
@@ -44,7 +45,7 @@ def search(
     query). Raises InvalidInput (CatalogError for a bad dataset name) for a bad request,
     AccessDeniedError for a query type the caller's role may not run."""
     check_type_allowed(caller, search_type if search_type is not None else route(query).search_type)
-    ctx, names = rt.retrieval(), [checked(name, caller) for name in datasets]
+    ctx, names = retrieval_for(rt, caller), [checked(name, caller) for name in datasets]
     started = time.perf_counter()
     store = sessions(rt, caller) if session is not None else None
     with rt.priority.urgent():  # a job running in this process waits (core/priority.py)
@@ -54,8 +55,9 @@ def search(
     return Searched(shown.search(caller, response), qa_id)
 
 
-# Queries written in Cypher (or translated into it) are not confined to the caller's datasets
-# by anything but the text itself, so only an admin key may run them.
+# Queries written in Cypher (or translated into it) take an admin key. A tenant's admin runs
+# them confined to the searched datasets (retrieval/cypher_confine.py); only an operator's run
+# as written, over every tenant.
 ADMIN_TYPES = frozenset({SearchType.CYPHER, SearchType.NATURAL_LANGUAGE})
 
 
@@ -63,8 +65,8 @@ def check_type_allowed(caller: Caller, search_type: SearchType) -> None:
     """Raise AccessDeniedError when the caller may not run this search type."""
     if search_type in ADMIN_TYPES and not caller.role.allows(Role.ADMIN):
         raise AccessDeniedError(
-            f"{search_type.value} queries are admin-only (they can read every tenant's data); "
-            "use another search type, or an admin key"
+            f"{search_type.value} queries take an admin key (confined to the tenant's "
+            "datasets); use another search type, or an admin key"
         )
 
 

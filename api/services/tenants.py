@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import re
 import secrets
 import threading
@@ -18,12 +19,13 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, replace
 
 from core.access import Role
-from core.errors import InvalidInput, TooLarge
+from core.errors import InvalidInput, RateLimited, TooLarge
 from core.ports import StateStore
 
 TENANT_PREFIX = "tenants:tenant:"
 KEY_PREFIX = "tenants:key:"
 RATE_PREFIX = "tenants:rate:"
+FAILED_PREFIX = "tenants:failed:"
 # Set by the first key ever created and never removed: from then on the API requires keys
 # (revoking every key does not open the API again).
 AUTH_MARKER = "tenants:auth"
@@ -38,6 +40,12 @@ class TenantError(InvalidInput):
     """A bad tenant name, an unknown tenant or key id, or a duplicate tenant."""
 
     code = "invalid_tenant"
+
+
+class TooManyFailuresError(RateLimited):
+    """Too many wrong secrets this minute for the key id or from the client address."""
+
+    code = "too_many_failures"
 
 
 class QuotaExceededError(TooLarge):
@@ -57,10 +65,10 @@ class Tenant:
 
 @dataclass(frozen=True)
 class ApiKey:
-    """A key's stored record (never the key itself)."""
+    """A key's stored record (never the key itself); an operator key has no tenant."""
 
     id: str
-    tenant: str
+    tenant: str | None
     role: Role
     created: float
     expires: float | None
@@ -95,13 +103,21 @@ _VERIFIED_MAX = 4096
 _verified_lock = threading.Lock()
 
 
-def _verified(secret: str, record: ApiKey) -> bool:
-    """Whether `secret` is the secret of the key `record` holds the hash of."""
+def _seen(secret: str, record: ApiKey) -> bool:
+    """Whether this process verified `secret` as the key's secret before (no hash computed)."""
     seen = (record.hash, hashlib.sha256(secret.encode()).hexdigest())
     with _verified_lock:
         if seen in _VERIFIED:
             _VERIFIED.move_to_end(seen)
             return True
+    return False
+
+
+def _verified(secret: str, record: ApiKey) -> bool:
+    """Whether `secret` is the secret of the key `record` holds the hash of."""
+    if _seen(secret, record):
+        return True
+    seen = (record.hash, hashlib.sha256(secret.encode()).hexdigest())
     if not hmac.compare_digest(_hash(secret, bytes.fromhex(record.salt)), record.hash):
         return False
     with _verified_lock:
@@ -109,6 +125,11 @@ def _verified(secret: str, record: ApiKey) -> bool:
         while len(_VERIFIED) > _VERIFIED_MAX:
             _VERIFIED.popitem(last=False)
     return True
+
+
+def _failure_counters(key_id: str, client: str, window: int) -> list[str]:
+    """The counters of wrong secrets for a key id and from a client address in a minute."""
+    return [f"{FAILED_PREFIX}id:{key_id}:{window}", f"{FAILED_PREFIX}addr:{client}:{window}"]
 
 
 class Tenants:
@@ -153,8 +174,23 @@ class Tenants:
         self, tenant: str, role: Role = Role.READER, expires_days: float | None = None
     ) -> tuple[str, ApiKey]:
         """A new key for an existing tenant: the key (to show once) and its stored record."""
+        if role is Role.OPERATOR:
+            raise TenantError(
+                "an operator is not a tenant's role; make operator keys with "
+                "`cogmill keys create --operator`"
+            )
         if not self.exists(check_tenant_name(tenant)):
             raise TenantError(f"tenant {tenant!r} does not exist; `cogmill tenants create` it")
+        return self._new_key(tenant, role, expires_days)
+
+    def create_operator_key(self, expires_days: float | None = None) -> tuple[str, ApiKey]:
+        """A new deployment-wide operator key (no tenant). Only the CLI calls this: no HTTP
+        route or MCP tool makes keys."""
+        return self._new_key(None, Role.OPERATOR, expires_days)
+
+    def _new_key(
+        self, tenant: str | None, role: Role, expires_days: float | None
+    ) -> tuple[str, ApiKey]:
         key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
         salt = secrets.token_bytes(16)
         now = time.time()
@@ -165,7 +201,8 @@ class Tenants:
         return f"cm_{key_id}_{secret}", record
 
     def keys(self, tenant: str | None = None) -> list[ApiKey]:
-        """Every key's record (revoked and expired ones too), optionally of one tenant."""
+        """Every key's record (revoked and expired ones too, operator keys included), or one
+        tenant's."""
         raws = self.state.get_many(self.state.keys(KEY_PREFIX))
         records = [self._load(raw) for raw in raws if raw]
         return [r for r in records if tenant is None or r.tenant == tenant]
@@ -180,18 +217,42 @@ class Tenants:
         self._store(revoked)
         return revoked
 
-    def authenticate(self, key: str) -> ApiKey | None:
+    def authenticate(
+        self, key: str, client: str = "", failures_per_minute: int = 0
+    ) -> ApiKey | None:
         """The usable key record `key` is the key of, or None (malformed, unknown, wrong,
-        revoked or expired)."""
+        revoked or expired).
+
+        With `failures_per_minute`, a wrong secret for a real key id (the one failure that
+        costs a PBKDF2 hash) is counted against the key id and the `client` address, and once
+        either reached the limit this minute, TooManyFailuresError is raised before any hash
+        is computed. A key this process verified before passes anyway (no hash is needed), so
+        guessing at a key id cannot lock its owner out."""
         found = KEY_FORMAT.fullmatch(key)
         if found is None:
             return None
         raw = self.state.get(KEY_PREFIX + found.group(1))
         if raw is None:
             return None
-        record = self._load(raw)
-        if not _verified(found.group(2), record):
+        record, secret = self._load(raw), found.group(2)
+        counters = _failure_counters(record.id, client, int(time.time() // 60))
+        if failures_per_minute and not _seen(secret, record):
+            counts = self.state.get_many(counters)
+            if max(int(value or 0) for value in counts) >= failures_per_minute:
+                wait = 60 - time.time() % 60
+                raise TooManyFailuresError(
+                    f"{failures_per_minute} wrong secrets this minute for this key id or from "
+                    "this address (COGMILL_API_AUTH_FAILURES_PER_MINUTE); retry in "
+                    f"{math.ceil(wait)} s",
+                    retry_after=wait,
+                )
+        if not _verified(secret, record):
+            for counter in counters if failures_per_minute else ():
+                if self.state.incr(counter) == 1:  # the window's first: expire with it
+                    self.state.put(counter, "1", ttl=120)
             return None
+        if record.tenant is None and record.role is not Role.OPERATOR:
+            return None  # only operator keys act without a tenant
         return record if record.usable(time.time()) else None
 
     def throttle(self, key_id: str, per_minute: int, now: float | None = None) -> float | None:

@@ -64,6 +64,7 @@ def cypher_runner(settings: Settings) -> CypherRunner:
         user=settings.neo4j_user,
         password=settings.neo4j_password,
         database=settings.neo4j_database,
+        timeout=settings.cypher_timeout_seconds,
         pool_size=settings.neo4j_pool_size,
     )
 

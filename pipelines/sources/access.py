@@ -49,7 +49,11 @@ def _local_path(spec: SourceSpec) -> Path | None:
         try:
             url = make_url(spec.location)
         except ArgumentError as err:
-            raise SourceError(f"{err}; give a SQLAlchemy URL such as sqlite:///shop.db") from None
+            raise SourceError(
+                f"{spec.location!r} is not a database URL; give a SQLAlchemy URL such as "
+                "sqlite:///shop.db or postgresql://user@host/db",
+                detail=str(err),
+            ) from None
         if url.get_backend_name() != "sqlite":
             return None
         return Path(url.database or ":memory:")
@@ -88,7 +92,11 @@ def _check_public(host: str) -> None:
     try:
         infos = socket.getaddrinfo(host, None)
     except OSError as err:
-        raise SourceError(f"cannot resolve {host!r}: {err}") from err
+        raise SourceError(
+            f"the source host {host!r} does not resolve to an address; check its spelling "
+            "and that it is in DNS",
+            detail=f"{type(err).__name__}: {err}",
+        ) from err
     for info in infos:
         ip = ipaddress.ip_address(info[4][0])
         if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:

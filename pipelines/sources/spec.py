@@ -174,7 +174,11 @@ def _absolute_sqlite(url: str) -> str:
     try:
         parsed = make_url(url)
     except ArgumentError as err:
-        raise SourceError(f"{err}; give a SQLAlchemy URL such as sqlite:///shop.db") from None
+        raise SourceError(
+            f"{url!r} is not a database URL; give a SQLAlchemy URL such as sqlite:///shop.db "
+            "or postgresql://user@host/db",
+            detail=str(err),
+        ) from None
     database = parsed.database or ""
     if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
         return url

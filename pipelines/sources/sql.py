@@ -104,8 +104,9 @@ class SqlScan:
             engine = sa.create_engine(self.spec.location)
         except (ArgumentError, NoSuchModuleError, ValueError) as err:
             raise SourceError(
-                f"cannot use the database URL ({err}); give a SQLAlchemy URL such as "
-                "sqlite:///path/to/file.db (other databases need their driver installed)"
+                f"cannot use the database URL {self.spec.display()}: it is no SQLAlchemy URL, or "
+                "its database's driver is not installed; give e.g. sqlite:///path/to/file.db",
+                detail=f"{type(err).__name__}: {err}",
             ) from err
         listing = Listing(cursor={"tables": {}}, keys=self.spec.keys)
         known = cursor.get("tables", {})
@@ -114,7 +115,11 @@ class SqlScan:
                 for table in self._tables(sa.inspect(conn)):
                     self._table(conn, sa.inspect(conn), table, known.get(table), listing)
         except SQLAlchemyError as err:
-            raise SourceError(f"reading the database failed: {str(err)[:500]}") from err
+            raise SourceError(
+                f"reading the database {self.spec.display()} failed: {_why(err)}; check the URL, "
+                "that the database is up and that its login may read the tables",
+                detail=f"{type(err).__name__}: {str(err)[:2000]}",
+            ) from err
         finally:
             engine.dispose()
         return listing
@@ -288,3 +293,14 @@ def canonical(work: Path, target: Path, table: str, ddl: str, key: list[str]) ->
         for block in iter(lambda: stream.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _why(err: Exception) -> str:
+    """What went wrong reading a database, in cogmill's words (the driver's are the log's)."""
+    from sqlalchemy.exc import DatabaseError, OperationalError
+
+    if isinstance(err, OperationalError):
+        return "it cannot be reached or opened"
+    if isinstance(err, DatabaseError):
+        return "the file or server is not a database of that kind, or refused a query"
+    return "the driver failed"

@@ -1,5 +1,6 @@
 """CYPHER and NATURAL_LANGUAGE against the real Neo4j test server: read-only, with provenance;
-the CypherRunner contract on Neo4j."""
+the CypherRunner contract on Neo4j. These run an operator's raw queries (`ctx.cypher_raw`);
+the confined ones a tenant runs are tests/security/test_cypher_confinement.py's."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from core.settings import Settings
 from core.stores import factory
 from core.stores.neo4j.cypher import Neo4jCypherRunner
 from core.stores.neo4j.graph import Neo4jGraphStore
+from retrieval.base import RetrievalContext
 from retrieval.cypher import ReadOnlyViolation, check_read_only
 from retrieval.models import SearchType
 from retrieval.search import search
@@ -43,6 +45,13 @@ def runtime(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> Ite
         Settings(home=home, neo4j_uri=services.neo4j_uri(), **llm_settings(llm))
     ) as rt:
         yield rt
+
+
+def raw(runtime: Runtime) -> RetrievalContext:
+    """An operator's retrieval context: Cypher runs as written."""
+    ctx = runtime.retrieval()
+    ctx.cypher_raw = True
+    return ctx
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +92,7 @@ def test_cypher_rows_come_back_as_json_with_the_chunks_behind_them(
         "MATCH (c:DocumentChunk)-[:REL {name: 'MENTIONS'}]->(e:Entity) "
         "WHERE c.dataset IN $datasets RETURN e.name AS entity, e AS node"
     )
-    response = search(runtime.retrieval(), query, [dataset], SearchType.CYPHER)
+    response = search(raw(runtime), query, [dataset], SearchType.CYPHER)
     assert len(response.results) == 1
     row = json.loads(response.results[0].text)
     assert row["entity"] == "Marie Curie" and "Entity" in row["node"]["labels"]
@@ -92,7 +101,7 @@ def test_cypher_rows_come_back_as_json_with_the_chunks_behind_them(
 
 def test_cypher_returns_at_most_top_k_rows(runtime: Runtime, dataset: str) -> None:
     query = "UNWIND range(1, 100) AS i RETURN i"
-    response = search(runtime.retrieval(), query, [dataset], SearchType.CYPHER, top_k=7)
+    response = search(raw(runtime), query, [dataset], SearchType.CYPHER, top_k=7)
     assert [json.loads(r.text)["i"] for r in response.results] == list(range(1, 8))
 
 
@@ -114,7 +123,7 @@ def test_writes_are_refused_before_they_reach_the_server(
     runtime: Runtime, dataset: str, query: str, named: str
 ) -> None:
     with pytest.raises(ReadOnlyViolation, match=named):
-        search(runtime.retrieval(), query, [dataset], SearchType.CYPHER)
+        search(raw(runtime), query, [dataset], SearchType.CYPHER)
 
 
 def test_words_inside_strings_and_property_names_are_not_clauses() -> None:
@@ -154,7 +163,7 @@ def test_searches_share_the_runtimes_one_runner(runtime: Runtime, dataset: str) 
     assert ctx.cypher is not None and ctx.cypher() is runner
     query = "MATCH (c:DocumentChunk) WHERE c.dataset IN $datasets RETURN count(c) AS n"
     for _ in range(3):
-        response = search(runtime.retrieval(), query, [dataset], SearchType.CYPHER)
+        response = search(raw(runtime), query, [dataset], SearchType.CYPHER)
         assert json.loads(response.results[0].text) == {"n": 1}
     assert runtime.cypher is runner  # no runner (and no driver) opened per query
 
@@ -182,7 +191,7 @@ def test_a_refused_query_is_told_in_cogmills_words(
 ) -> None:
     caplog.set_level(logging.INFO, "cogmill.cypher")
     with pytest.raises(CypherError) as caught:
-        search(runtime.retrieval(), query, [dataset], SearchType.CYPHER)
+        search(raw(runtime), query, [dataset], SearchType.CYPHER)
     said = str(caught.value)
     assert not [word for word in LIBRARY_WORDS if word in said], said
     assert "check" in said  # what to do
@@ -193,14 +202,14 @@ def test_a_refused_query_is_told_in_cogmills_words(
 
 def test_a_syntax_error_says_where(runtime: Runtime, dataset: str) -> None:
     with pytest.raises(CypherError, match=r"not valid Cypher.*near line 1, column 10"):
-        search(runtime.retrieval(), "MATCH (n RETURN n", [dataset], SearchType.CYPHER)
+        search(raw(runtime), "MATCH (n RETURN n", [dataset], SearchType.CYPHER)
 
 
 def test_natural_language_runs_the_llms_read_only_query(
     runtime: Runtime, dataset: str, llm: LLMTestServer
 ) -> None:
     response = search(
-        runtime.retrieval(), "Which chunks are there?", [dataset], SearchType.NATURAL_LANGUAGE
+        raw(runtime), "Which chunks are there?", [dataset], SearchType.NATURAL_LANGUAGE
     )
     assert response.results and SAFE_CYPHER.startswith("MATCH (c:DocumentChunk)")
     assert all(s.chunk_id for r in response.results for s in r.sources)
@@ -210,7 +219,7 @@ def test_natural_language_runs_the_llms_read_only_query(
 def test_natural_language_retries_with_the_error(
     runtime: Runtime, dataset: str, llm: LLMTestServer
 ) -> None:
-    calls, ctx = llm.calls(), runtime.retrieval()
+    calls, ctx = llm.calls(), raw(runtime)
     response = search(ctx, "Show me broken chunks", [dataset], SearchType.NATURAL_LANGUAGE)
     assert response.results  # the first query failed; the retry with its error worked
     assert llm.calls() - calls == 3  # broken query, fixed query, answer
@@ -218,9 +227,9 @@ def test_natural_language_retries_with_the_error(
 
 def test_natural_language_never_runs_a_write(runtime: Runtime, dataset: str) -> None:
     with pytest.raises(ValueError, match="DELETE"):
-        search(runtime.retrieval(), "sneaky question", [dataset], SearchType.NATURAL_LANGUAGE)
+        search(raw(runtime), "sneaky question", [dataset], SearchType.NATURAL_LANGUAGE)
     rows = search(
-        runtime.retrieval(),
+        raw(runtime),
         "MATCH (c:DocumentChunk) WHERE c.dataset IN $datasets RETURN count(c) AS n",
         [dataset],
         SearchType.CYPHER,

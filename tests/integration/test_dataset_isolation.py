@@ -10,8 +10,9 @@ document names, its dataset name, any of its node ids) may appear in the results
 sources, the answer, or any prompt the LLM was sent. The same search over the secret dataset
 must find it, so every check can fail.
 
-CYPHER and NATURAL_LANGUAGE run a query against the whole Neo4j database: a query that names
-another dataset reads it. That is shown by the strict xfail tests at the end.
+CYPHER and NATURAL_LANGUAGE are confined to the searched datasets by rewriting the query
+(retrieval/cypher_confine.py): a query that names another dataset, or ignores `$datasets`,
+still reads only the searched ones (the tests at the end).
 """
 
 from __future__ import annotations
@@ -227,23 +228,13 @@ def test_session_recall_keeps_to_the_sessions_and_datasets_asked(world: World) -
             assert not world.leaks(prompt), (ask, world.leaks(prompt))
 
 
-CYPHER_LEAK = (
-    "Neo4j Community has no per-dataset access control and a Cypher query sees the whole "
-    "database: scoping relies on the query using $datasets, so a query that names another "
-    "dataset reads it (needs a Cypher rewriter/parser, Enterprise fine-grained security, or "
-    "CYPHER/NATURAL_LANGUAGE limited to callers allowed to read every dataset)"
-)
-
-
 # Read-only queries that ignore $datasets: one names the other dataset, one matches its text.
 READING_THE_SECRET = {
     "names-the-dataset": "MATCH (c:DocumentChunk) WHERE c.dataset = '{secret}' RETURN c.text",
     "ignores-the-scope": "MATCH (c:DocumentChunk) WHERE c.text CONTAINS 'Reykj' RETURN c",
 }
-leak = pytest.mark.xfail(strict=True, raises=AssertionError, reason=CYPHER_LEAK)
 
 
-@leak
 @pytest.mark.parametrize("query", list(READING_THE_SECRET.values()), ids=list(READING_THE_SECRET))
 def test_a_cypher_query_cannot_read_another_dataset(world: World, query: str) -> None:
     if world.kind == EMBEDDED:
@@ -252,7 +243,6 @@ def test_a_cypher_query_cannot_read_another_dataset(world: World, query: str) ->
     assert not world.leaks(shown(response)), world.leaks(shown(response))
 
 
-@leak
 @pytest.mark.parametrize("query", list(READING_THE_SECRET.values()), ids=list(READING_THE_SECRET))
 def test_a_question_cannot_make_the_llm_read_another_dataset(world: World, query: str) -> None:
     if world.kind == EMBEDDED:

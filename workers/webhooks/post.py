@@ -56,10 +56,33 @@ class Reply:
         return self.status is not None and 200 <= self.status < 300
 
 
+# IPv6 prefixes whose addresses carry an IPv4 address in their last 32 bits and reach it
+# through a translator (NAT64, RFC 6052 and RFC 8215).
+NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address leads to: IPv4-compatible (`::a.b.c.d`), 6to4
+    (2002::/16), Teredo (2001::/32: its server and client) and NAT64."""
+    found = [a for a in (ip.sixtofour,) if a is not None]
+    found += list(ip.teredo or ())
+    low32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if int(ip) >> 32 == 0 and int(ip) > 1:  # ::a.b.c.d (not :: or ::1, checked as they are)
+        found.append(low32)
+    if any(ip in net for net in NAT64):
+        found.append(low32)
+    return found
+
+
 def _forbidden(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
-    """Why a delivery may not go to this address (None: it may)."""
+    """Why a delivery may not go to this address (None: it may); an IPv6 address that embeds
+    an IPv4 one is judged by that one too."""
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+        ip = ip.ipv4_mapped  # the socket connects to the IPv4 address itself
+    if isinstance(ip, ipaddress.IPv6Address):
+        for embedded in _embedded_ipv4(ip):
+            if (reason := _forbidden(embedded)) is not None:
+                return f"{reason} (IPv4 {embedded} inside {ip})"
     for reason, hit in (
         ("loopback", ip.is_loopback),
         ("link-local", ip.is_link_local),
@@ -77,9 +100,19 @@ def check_url(url: str, *, allow_private: bool) -> Target:
     """The URL's target, resolved and checked; WebhookError says what is wrong."""
     try:
         parts = urlsplit(url)
+    except ValueError as err:  # an unclosed or misplaced IPv6 bracket
+        raise WebhookError(
+            f"webhook URL {url!r} cannot be read; write it as http(s)://host[:port]/path, an "
+            "IPv6 address in brackets ([2001:db8::1])",
+            detail=str(err),
+        ) from err
+    try:
         port = parts.port
     except ValueError as err:
-        raise WebhookError(f"invalid webhook URL {url!r}: {err}") from err
+        raise WebhookError(
+            f"webhook URL {url!r} has a port that is not a number from 1 to 65535",
+            detail=str(err),
+        ) from err
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise WebhookError(f"webhook URL {url!r} must be http:// or https:// with a host name")
     if parts.username or parts.password:
@@ -88,7 +121,11 @@ def check_url(url: str, *, allow_private: bool) -> Target:
     try:
         infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, ValueError) as err:  # ValueError: not encodable (IDNA, NUL)
-        raise WebhookError(f"cannot resolve webhook host {parts.hostname!r}: {err}") from err
+        raise WebhookError(
+            f"webhook host {parts.hostname!r} does not resolve to an address; check its "
+            "spelling (labels of 1-63 letters, digits and hyphens) and that it is in DNS",
+            detail=f"{type(err).__name__}: {err}",
+        ) from err
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not allow_private:
         for address in addresses:

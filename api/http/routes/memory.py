@@ -3,7 +3,7 @@ and the caller's sessions: list, history, delete.
 
 A session belongs to the caller's tenant: another tenant's session of the same name is another
 session, and one the caller has not used is a 404. Forget everything spans every tenant, so
-no key may do it (403).
+only an operator may do it (403 for any tenant's key).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from api.http.schemas import (
 )
 from api.services import memory
 from api.services.search import check_type_allowed
-from core.access import AccessDeniedError
+from core.access import AccessDeniedError, Role
 from retrieval.memory import ImproveResult, RecallResponse
 
 router = APIRouter(prefix="/api/v1", tags=["memory"])
@@ -103,13 +103,13 @@ def improve_answer(body: ImproveRequest, runtime: RuntimeDep, caller: Writer) ->
     responses=error_responses(400, 404, 409, 422, 503),
 )
 def forget(body: ForgetRequest, runtime: RuntimeDep, caller: Writer) -> ForgetResult:
-    """Forget a session, a document, a dataset, or everything (`everything` + `confirm`, only
-    without keys: it spans every tenant); 409 while a cognify job runs on a dataset it would
-    remove from."""
-    if body.everything and caller.tenant is not None:
+    """Forget a session, a document, a dataset, or everything (`everything` + `confirm`, an
+    operator's only: it spans every tenant); 409 while a cognify job runs on a dataset it
+    would remove from."""
+    if body.everything and not caller.role.allows(Role.OPERATOR):
         raise AccessDeniedError(
-            "forget everything spans every tenant, so no API key may do it; forget your "
-            "datasets one by one"
+            "forget everything spans every tenant, so only an operator key may do it; forget "
+            "your datasets one by one"
         )
     done = memory.forget(
         runtime,

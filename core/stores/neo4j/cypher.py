@@ -11,8 +11,14 @@ import logging
 import re
 from typing import Any
 
-from neo4j import READ_ACCESS, ManagedTransaction, unit_of_work
-from neo4j.exceptions import BrokenRecordError, ClientError, DatabaseError, Neo4jError
+from neo4j import READ_ACCESS
+from neo4j.exceptions import (
+    BrokenRecordError,
+    ClientError,
+    DatabaseError,
+    Neo4jError,
+    TransientError,
+)
 from neo4j.graph import Node as DriverNode
 from neo4j.graph import Path as DriverPath
 from neo4j.graph import Relationship as DriverRelationship
@@ -36,10 +42,6 @@ REFUSALS = {
     "ProcedureNotFound": "the query calls a procedure this Neo4j does not have; check its name",
     "AccessMode": "the query would write, and CYPHER runs read-only; check it only reads",
     "Forbidden": "the query does something CYPHER may not do; check it only reads",
-    "TransactionTimedOutClientConfiguration": "the query ran over its time limit; check it can "
-    "be cheaper (a narrower MATCH, a LIMIT)",
-    "TransactionTimedOut": "the query ran over its time limit; check it can be cheaper (a "
-    "narrower MATCH, a LIMIT)",
     "ExecutionFailed": "the query failed while running (e.g. a negative index or length given "
     "to a string function); check its function arguments",
 }
@@ -47,12 +49,23 @@ DEFAULT_REFUSAL = "the database refused the query; check it against the Cypher m
 _POSITION = re.compile(r"\(line (\d+), column (\d+)")
 
 
-def _refusal(err: Exception) -> CypherError:
-    """The query's fault in cogmill's words, with where Neo4j found it when it says."""
+def _refusal(err: Exception, timeout: float) -> CypherError:
+    """The query's fault in cogmill's words, with where Neo4j found it when it says, or the
+    bound (time, memory) at which Neo4j stopped it."""
     code = getattr(err, "code", None) or ""
     text = getattr(err, "message", None) or str(err)
     reason = REFUSALS.get(code.rpartition(".")[2], DEFAULT_REFUSAL)
-    if isinstance(err, BrokenRecordError):
+    if "TransactionTimedOut" in code or "Terminated" in code:
+        reason = (
+            f"the query ran past the {timeout:g} s bound (COGMILL_CYPHER_TIMEOUT_SECONDS) and "
+            "Neo4j stopped it; narrow it with a label, a property or a LIMIT"
+        )
+    elif "MemoryPoolOutOfMemory" in code:
+        reason = (
+            "the query needs more memory than Neo4j allows one transaction "
+            "(db.memory.transaction.max); narrow it with a label, a property or a LIMIT"
+        )
+    elif isinstance(err, BrokenRecordError):
         reason = "a value the query returns cannot be read (e.g. a date out of range); check it"
     found = _POSITION.search(text)
     where = f" (near line {found[1]}, column {found[2]})" if found else ""
@@ -85,7 +98,9 @@ def _end_id(node: DriverNode | None) -> Any:
 
 
 class Neo4jCypherRunner:
-    """CypherRunner on one Neo4j database: READ transactions with a timeout; shared by threads."""
+    """CypherRunner on one Neo4j database: READ transactions that Neo4j ends at `timeout`
+    seconds (between rows and at store reads; cypher_guard refuses what loops within a row);
+    shared by threads."""
 
     def __init__(
         self,
@@ -105,34 +120,38 @@ class Neo4jCypherRunner:
         self.uri, self.database, self.timeout = self._conn.uri, database, timeout
 
     def run_read(self, query: str, params: dict[str, Any], limit: int) -> list[dict[str, Any]]:
-        """At most `limit` rows of `query` run in a READ transaction.
+        """At most `limit` rows of `query` run in a READ transaction, never retried (a query
+        that hit the time or memory bound would only hit it again).
 
-        Raises CypherError when the database refuses the query (or fails on its values),
-        StoreError when it fails.
+        Raises CypherError when the database refuses the query, fails on its values or stops
+        it at a bound, StoreError when it fails.
         """
-
-        @unit_of_work(timeout=self.timeout)
-        def work(tx: ManagedTransaction) -> list[dict[str, Any]]:
-            result = tx.run(query, params)
-            rows = []
-            for record in result:
-                rows.append({key: _plain(value) for key, value in record.items()})
-                if len(rows) >= limit:
-                    break
-            result.consume()  # lets the server end the query early past the limit
-            return rows
-
         driver = self._conn.driver
         with self._conn.errors():
             try:
-                with driver.session(database=self.database, default_access_mode=READ_ACCESS) as s:
-                    return s.execute_read(work)
+                with (
+                    driver.session(database=self.database, default_access_mode=READ_ACCESS) as s,
+                    s.begin_transaction(timeout=self.timeout) as tx,
+                ):
+                    result = tx.run(query, params)
+                    rows = []
+                    for record in result:
+                        rows.append({key: _plain(value) for key, value in record.items()})
+                        if len(rows) >= limit:
+                            break
+                    result.consume()  # lets the server end the query early past the limit
+                    tx.rollback()  # read-only: nothing to commit
+                    return rows
             except (ClientError, BrokenRecordError) as err:
-                raise _refusal(err) from err
+                raise _refusal(err, self.timeout) from err
+            except TransientError as err:
+                if "MemoryPoolOutOfMemory" not in (err.code or ""):
+                    raise  # the server is busy or restarting: a StoreError
+                raise _refusal(err, self.timeout) from err
             except DatabaseError as err:
                 if not _query_failed(err):
                     raise
-                raise _refusal(err) from err
+                raise _refusal(err, self.timeout) from err
 
     def close(self) -> None:
         """Close the driver; later queries raise StoreError."""

@@ -44,6 +44,10 @@ public final class Neo4jLauncher {
         conf.put("db.tx_log.rotation.size", "16m");
         conf.put("db.tx_log.preallocate", "false");
         conf.put("db.tx_log.rotation.retention_policy", "1 files");
+        // A bound on the heap one transaction may hold (collect, sort, distinct, the rows of a
+        // query): over it Neo4j stops that transaction instead of running out of heap for all.
+        // Caller-supplied Cypher is also ended by its transaction timeout (the driver's).
+        conf.put("db.memory.transaction.max", "256m");
         // Tests have no business phoning home, and the network is closed anyway.
         conf.put("dbms.usage_report.enabled", "false");
         // Netty waits a 5 s quiet period per Bolt event loop group on shutdown (~10 s in all).
