@@ -274,11 +274,15 @@ class Settings(BaseSettings):
     ppr_named_backflow: float = Field(default=0.0, ge=0, le=1)
 
     # A JSON Schema response_model comes from outside: its JSON size, schema nodes (each
-    # `$defs` entry counted once), properties and nesting are capped (retrieval/response_model.py).
+    # `$defs` entry counted once), properties, nesting, enum values and anyOf/oneOf/type-list
+    # alternatives (both summed over the schema) are capped before anything is built
+    # (retrieval/response_model.py).
     response_model_max_bytes: int = Field(default=64 * 1024, ge=1)
     response_model_max_nodes: int = Field(default=2000, ge=1)
     response_model_max_properties: int = Field(default=500, ge=1)
     response_model_max_depth: int = Field(default=16, ge=1, le=64)
+    response_model_max_enum_values: int = Field(default=1000, ge=1)
+    response_model_max_alternatives: int = Field(default=500, ge=1)
 
     # API
     # API access (core/access.py): auto requires a key once any key was created; required
