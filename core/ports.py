@@ -248,6 +248,18 @@ class StateStore(Protocol):
         ValueError when a key does not hold an integer (the others are still added)."""
         ...
 
+    def reserve(self, key: str, amount: int, limit: int, *, ttl: float) -> int | None:
+        """Atomically add `amount` to counter `key` if the sum stays within `limit`: the new
+        sum, or None (nothing added). The counter expires `ttl` seconds after the last
+        reservation, so one never released does not hold for ever. ValueError when the key
+        holds no integer or `ttl` is not positive."""
+        ...
+
+    def release(self, key: str, amount: int) -> None:
+        """Take back `amount` that `reserve` added; the counter is removed at zero or below
+        (never negative: a release after the counter expired leaves nothing)."""
+        ...
+
     def add_member(self, key: str, member: str, *, ttl: float | None = None) -> bool:
         """Add to a set; True when the member was new (idempotent completion counting). With
         `ttl`, the whole set expires `ttl` seconds from now (each such add pushes it out)."""
