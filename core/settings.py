@@ -173,6 +173,11 @@ class Settings(BaseSettings):
     llm_price_cached_input_per_mtok: float = Field(default=0, ge=0)
     embedding_price_per_mtok: float = Field(default=0, ge=0)
 
+    # Completion tokens an LLM request may use, sent as its max_tokens: a job's budget sets
+    # this much aside for each request (with its prompt's UTF-8 bytes, which no byte-level
+    # tokenizer exceeds) before it is sent, so no reply can take the job past its budget.
+    llm_max_completion_tokens: int = Field(default=4096, ge=1)
+
     # `cognify --estimate`: completion tokens assumed per LLM call (replies are not sent for).
     llm_estimate_completion_tokens: int = Field(default=256, ge=0)
 
