@@ -93,12 +93,16 @@ class JobBudget:
             raise BudgetExceeded(self._message())
         tokens = prompt_tokens + completion_tokens
         nano = nano_usd(prompt_tokens, completion_tokens, 0, self.settings)
+        # Held first: a reservation counted in the committed sums is always counted as open.
+        held = _budget_key(self.job_id, "held")
+        self.state.incr(held, tokens)
         used_tokens = self.state.incr(_budget_key(self.job_id, "tokens"), tokens)
         used_nano = self.state.incr(_budget_key(self.job_id, "nano_usd"), nano)
-        held = self.state.incr(_budget_key(self.job_id, "held"), tokens)
         if self._over(used_tokens, used_nano):
+            # Read after committing: every reservation that took the sums over is in it.
+            others = int(self.state.get(held) or 0) - tokens
             self.settle(-prompt_tokens, -completion_tokens, 0, closes=tokens)
-            if retry and held > tokens:  # others' reservations are open: they may settle
+            if retry and others > 0:  # their replies may settle below their reservations
                 raise BudgetExceeded(self._message(), retry=True)
             self.state.put(refused, "1")
             raise BudgetExceeded(self._message())

@@ -123,7 +123,6 @@ def test_budget_pauses_and_resume_finishes_like_an_unbudgeted_run(
         # budget, and it stops once the next request does not fit beside those in flight.
         assert report.spent.tokens <= budget, report.spent
         assert report.spent.tokens >= budget // 4, report.spent  # it did spend its budget
-        print(f"\nbudget {budget} tokens: spent {report.spent.tokens}")
         assert report.llm.calls == server.calls() - reference_calls
         states = statuses(rt, dataset)
         processed = [n for n, s in states.items() if s == DocumentStatus.PROCESSED]
