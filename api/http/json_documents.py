@@ -69,7 +69,7 @@ class _Text:
         self.carry = ""  # a high surrogate whose low half is in the next piece
 
     def __call__(self, piece: bytes) -> None:
-        self.write(self.carry + json.loads(b'"' + piece + b'"'))
+        self.write(self.carry + _decoded(b'"' + piece + b'"'))
 
     def write(self, text: str) -> None:
         self.carry = ""
@@ -160,7 +160,7 @@ class _Parser:
                 self.fail(f"a name or field value over {SMALL_VALUE_BYTES} bytes")
 
         self.value(keep, 0)
-        return json.loads(raw)
+        return _decoded(bytes(raw))
 
     def value(self, sink: Callable[[bytes], None] | None, depth: int) -> None:
         """Read (and pass to `sink` as raw JSON, if any) or skip the next value."""
@@ -286,6 +286,16 @@ class _Parser:
 
         self.members(member)
         return doc
+
+
+def _decoded(raw: bytes) -> Any:
+    """A JSON value the scanner delimited. MalformedJSON for what only decoding finds: bytes
+    that are no UTF-8, a number with more digits than Python converts."""
+    try:
+        return json.loads(raw)
+    except ValueError as err:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        what = "bytes that are not UTF-8" if isinstance(err, UnicodeDecodeError) else "a value"
+        raise MalformedJSON(f"invalid JSON: {what} that cannot be read") from None
 
 
 def _end(pattern: re.Pattern[bytes], data: bytes, pos: int) -> int:

@@ -93,6 +93,19 @@ def test_malformed_bodies_are_refused_saying_where(tmp_path: Path, raw: bytes, w
     assert "at byte" in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"documents": [{"name": "a.txt", "text": "caf\xe9 in Latin-1"}]}',
+        b'{"documents": [{"name": "\xff.txt", "text": "x"}]}',
+        b'{"node_set": ' + b"9" * 5000 + b"}",
+    ],
+)
+def test_what_only_decoding_finds_is_refused_too(tmp_path: Path, raw: bytes) -> None:
+    with pytest.raises(MalformedJSON):
+        parse(tmp_path, raw, 1 << 16)
+
+
 def test_a_text_over_the_limit_and_too_many_documents_are_refused(tmp_path: Path) -> None:
     raw = json.dumps({"documents": [{"text": "ok"}, {"text": "é" * 6}]}).encode()
     with pytest.raises(TextTooLarge) as caught:
