@@ -22,6 +22,7 @@ from cogmill_client.binding import (
     request_args,
 )
 from cogmill_client.calls import Call, datasets, queries
+from cogmill_client.calls import sync as sync_calls
 from cogmill_client.errors import RateLimitError, StreamEndedError, error_from
 from cogmill_client.events import JobEvent, Progress, SseParser, Tracker
 
@@ -93,6 +94,12 @@ class AsyncClient:
     health = async_method(queries.health)
     ready = async_method(queries.ready)
     metrics = async_method(queries.metrics)
+    sync = async_method(sync_calls.sync)
+    list_schedules = async_method(sync_calls.list_schedules)
+    add_schedule = async_method(sync_calls.add_schedule)
+    pause_schedule = async_method(sync_calls.pause_schedule)
+    resume_schedule = async_method(sync_calls.resume_schedule)
+    remove_schedule = async_method(sync_calls.remove_schedule)
 
     async def events(self, job_id: str, *, after: int = 0) -> AsyncIterator[JobEvent]:
         """A job's events after id `after`, then new ones until `finished` (the last one).

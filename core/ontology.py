@@ -33,6 +33,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from core.child_process import module_command
+from core.errors import InvalidInput
 from core.models.graph import normalise_name
 from core.ports import BlobStore
 from core.rdf_guard import UnsafeRdf, check_rdf_text
@@ -62,8 +63,10 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 log = logging.getLogger("cogmill.ontology")
 
 
-class InvalidOntology(ValueError):
+class InvalidOntology(InvalidInput):
     """An ontology file cogmill cannot read; the message says what is wrong."""
+
+    code = "invalid_ontology"
 
 
 @dataclass(frozen=True)

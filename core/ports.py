@@ -1,8 +1,6 @@
-"""The narrow interfaces every adapter implements and every other package talks through.
-
-Adapters live in `core/stores/` (one per file) and are chosen in `core/stores/factory.py`.
-Errors: adapters raise `StoreError` (or a subclass) for failures of the backing store and
-`ValueError` for bad arguments; they never leak driver exceptions.
+"""The narrow interfaces every adapter (`core/stores/`, chosen in `core/stores/factory.py`)
+implements and every other package talks through. Adapters raise `StoreError` (or a subclass)
+when the backing store fails and `ValueError` for bad arguments, never a driver's exception.
 """
 
 from __future__ import annotations
@@ -12,6 +10,7 @@ from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 import numpy as np
 
+from core.errors import InvalidInput, Unavailable
 from core.models.extraction import KnowledgeGraph
 from core.models.graph import (
     Edge,
@@ -30,8 +29,11 @@ from core.models.vectors import VectorHit, VectorPoint
 VectorQuery = tuple[str, Sequence[float], int]
 
 
-class StoreError(RuntimeError):
+class StoreError(Unavailable):
     """A backing store failed or is unreachable."""
+
+    code = "store_unavailable"
+    public_message = "a store did not answer; retry later"
 
 
 @runtime_checkable
@@ -249,15 +251,12 @@ class StateStore(Protocol):
         ...
 
     def reserve(self, key: str, amount: int, limit: int, *, ttl: float) -> int | None:
-        """Atomically add `amount` to counter `key` if the sum stays within `limit`: the new
-        sum, or None (nothing added). The counter expires `ttl` seconds after the last
-        reservation, so one never released does not hold for ever. ValueError when the key
-        holds no integer or `ttl` is not positive."""
+        """Atomically add `amount` to counter `key` if the sum stays within `limit`: the new sum,
+        else None. Expires `ttl` s after the last add. ValueError: no integer, or `ttl` <= 0."""
         ...
 
     def release(self, key: str, amount: int) -> None:
-        """Take back `amount` that `reserve` added; the counter is removed at zero or below
-        (never negative: a release after the counter expired leaves nothing)."""
+        """Take back a reserved `amount`; the counter is removed at zero or below."""
         ...
 
     def add_member(self, key: str, member: str, *, ttl: float | None = None) -> bool:
@@ -339,8 +338,11 @@ class RateLimiter(Protocol):
         ...
 
 
-class CypherError(ValueError):
-    """The database refused a query (syntax, unknown procedure, a write in read mode...)."""
+class CypherError(InvalidInput):
+    """The database refused a query (syntax, unknown procedure, a write in read mode...);
+    the message says why in cogmill's words, `detail` holds the database's own text."""
+
+    code = "cypher_refused"
 
 
 @runtime_checkable

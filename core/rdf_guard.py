@@ -15,12 +15,16 @@ import json
 import re
 from typing import Any
 
+from core.errors import InvalidInput
+
 # A DOCTYPE or ENTITY declaration in any ASCII-compatible or UTF-16/32 encoding (NULs dropped).
 _DECLARATION = re.compile(rb"<!\s*(doctype|entity)", re.IGNORECASE)
 
 
-class UnsafeRdf(ValueError):
+class UnsafeRdf(InvalidInput):
     """RDF text refused before parsing; the message says what to change."""
+
+    code = "unsafe_rdf"
 
 
 def check_rdf_text(data: bytes, rdf_format: str, source: str, max_bytes: int) -> None:

@@ -104,10 +104,9 @@ class Settings(BaseSettings):
     # A file larger than this is rejected by `add` (and by an upload).
     max_file_bytes: int = Field(default=200 * 1024 * 1024, ge=1)
 
-    # Decompression-bomb guards: the bytes one document may unpack to in all (the
-    # members of a docx/pptx/xlsx ZIP archive, the streams of a PDF), the bytes any one member
-    # or stream may unpack to, and the compression ratio allowed for a member above 64 KiB
-    # and for a ZIP archive as a whole.
+    # Decompression-bomb guards: the bytes one document may unpack to in all (a docx/pptx/xlsx
+    # ZIP's members, a PDF's streams), that any one member or stream may unpack to, and the
+    # compression ratio allowed for a member above 64 KiB and for a ZIP archive as a whole.
     max_unpacked_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
     max_unpacked_part_bytes: int = Field(default=128 * 1024 * 1024, ge=1)
     max_compression_ratio: int = Field(default=250, ge=1)
@@ -119,8 +118,7 @@ class Settings(BaseSettings):
 
     # A .txt/.md document larger than this is planned as segments of about this many bytes,
     # each a batch of its own, and a batch of smaller documents holds at most this many bytes,
-    # so no step's memory grows with the file (1 MiB: ~260 MiB peak above the
-    # worker's baseline with the offline extractor, 4 MiB: ~440 MiB, bench/large_file.py).
+    # so no step's memory grows with the file (bench/large_file.py: docs/benchmarks.md).
     segment_bytes: int = Field(default=1024 * 1024, ge=4096)
 
     # Chunk size and overlap, in word pieces of the embedder's tokenizer.
@@ -146,8 +144,7 @@ class Settings(BaseSettings):
     llm_model: str = "gpt-4o-mini"
     llm_api_key: str = ""
 
-    # Seconds per LLM call, and attempts per call (429, 5xx and timeouts are retried with
-    # backoff, honouring Retry-After).
+    # Seconds and attempts per LLM call (429, 5xx, timeouts: retried with backoff, Retry-After).
     llm_timeout_seconds: float = Field(default=60.0, gt=0)
     llm_max_attempts: int = Field(default=6, ge=1)
 
@@ -157,9 +154,7 @@ class Settings(BaseSettings):
 
     # LLM calls in flight per worker process (all its batches share them), and the limits
     # every worker shares (a token bucket in Redis, or in the process without Redis; 0: none).
-    llm_concurrency: int = Field(
-        default=16, ge=1, le=1024, description="LLM calls in flight per worker process"
-    )
+    llm_concurrency: int = Field(default=16, ge=1, le=1024, description="Calls per process")
     llm_requests_per_minute: float = Field(default=0, ge=0, description="0 = unlimited")
     llm_tokens_per_minute: float = Field(default=0, ge=0, description="0 = unlimited")
 
@@ -173,9 +168,8 @@ class Settings(BaseSettings):
     llm_price_cached_input_per_mtok: float = Field(default=0, ge=0)
     embedding_price_per_mtok: float = Field(default=0, ge=0)
 
-    # Completion tokens an LLM request may use, sent as its max_tokens: a job's budget sets
-    # this much aside for each request (with its prompt's UTF-8 bytes, which no byte-level
-    # tokenizer exceeds) before it is sent, so no reply can take the job past its budget.
+    # An LLM request's max_tokens: a budget reserves it and the prompt's UTF-8 bytes (no
+    # byte-level tokenizer exceeds them) before sending, so no reply overspends.
     llm_max_completion_tokens: int = Field(default=4096, ge=1)
 
     # `cognify --estimate`: completion tokens assumed per LLM call (replies are not sent for).
@@ -278,10 +272,8 @@ class Settings(BaseSettings):
     # (0: a passage's mass moves on to the bridges it names; 1: as any entity).
     ppr_named_backflow: float = Field(default=0.0, ge=0, le=1)
 
-    # A JSON Schema response_model comes from outside: its JSON size, schema nodes (each
-    # `$defs` entry counted once), properties, nesting, enum values and anyOf/oneOf/type-list
-    # alternatives (both summed over the schema) are capped before anything is built
-    # (retrieval/response_model.py).
+    # A JSON Schema response_model's JSON size, nodes (a `$defs` entry once), properties,
+    # nesting, enum values and alternatives are capped before it is built (retrieval/).
     response_model_max_bytes: int = Field(default=64 * 1024, ge=1)
     response_model_max_nodes: int = Field(default=2000, ge=1)
     response_model_max_properties: int = Field(default=500, ge=1)
@@ -353,6 +345,30 @@ class Settings(BaseSettings):
 
     # GET /metrics also answers a request bearing this token (besides admin keys).
     metrics_token: str | None = None
+
+    # Sync (`cogmill sync`, pipelines/sources/): bounds on what a source may hold and ask for.
+    sync_max_files: int = Field(default=100_000, ge=1)
+    sync_max_globs: int = Field(default=64, ge=0, le=10_000)
+    sync_max_glob_chars: int = Field(default=256, ge=1, le=4096)
+    sync_max_path_chars: int = Field(default=1024, ge=1, le=4096)
+    # Folders on the server's disk that HTTP and MCP-over-HTTP callers may sync (folders, local
+    # git repositories, SQLite files): the local tenant anywhere below a root, a tenant only
+    # below <root>/<tenant>. Empty: none (the CLI and MCP over stdio may read any path).
+    sync_roots: list[Path] = []
+    # Network sources asked for over HTTP may resolve to private addresses (off: refused).
+    sync_allow_private: bool = False
+    sync_git_schemes: list[str] = ["https", "ssh"]
+    sync_git_timeout_seconds: float = Field(default=600.0, gt=0)
+    sync_sql_max_tables: int = Field(default=200, ge=1)
+    sync_sql_max_rows: int = Field(default=1_000_000, ge=1, description="Rows per SQL table")
+    # A sync's source phase renews a lease every third of this; unrenewed for this long, its
+    # worker is taken as dead and the phase is run again (workers/sync.py).
+    sync_lease_seconds: float = Field(default=30.0, gt=0)
+    # Schedules (`cogmill schedules`, workers/schedules.py) and the beat that fires them.
+    schedule_min_seconds: float = Field(default=60.0, gt=0)
+    schedules_per_tenant: int = Field(default=20, ge=0)
+    beat_tick_seconds: float = Field(default=1.0, gt=0, le=60)
+    beat_lock_seconds: float = Field(default=15.0, gt=0)
 
     @field_validator("home")
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core.errors import InvalidInput
 from pipelines.add_data_points import AddDataPoints
 from pipelines.base import Pipeline, Step
 from pipelines.chunk import ChunkDocuments
@@ -66,12 +67,18 @@ def _step_registry(pipelines: dict[str, Pipeline]) -> dict[str, type[Step]]:
 STEPS = _step_registry(PIPELINES)
 
 
+class UnknownPipeline(InvalidInput):
+    """No pipeline by that name."""
+
+    code = "unknown_pipeline"
+
+
 def get_pipeline(name: str) -> Pipeline:
-    """The pipeline called `name`, or a ValueError listing the known ones."""
+    """The pipeline called `name`, or an UnknownPipeline listing the known ones."""
     try:
         return PIPELINES[name]
     except KeyError:
-        raise ValueError(
+        raise UnknownPipeline(
             f"unknown pipeline {name!r}; known: {', '.join(sorted(PIPELINES))}"
         ) from None
 

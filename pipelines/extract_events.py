@@ -53,6 +53,8 @@ class EventList(BaseModel):
 class EventExtractionFailed(LLMError):
     """Some texts got no events from the LLM; the others' events are kept in `results`."""
 
+    code = "event_extraction_failed"
+
     def __init__(self, failures: dict[int, LLMError], results: list[list[ExtractedEvent] | None]):
         first = min(failures)
         super().__init__(

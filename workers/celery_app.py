@@ -33,6 +33,8 @@ TASK_STEPS = {task_name(name): name for name in [*STEPS, FINISH]}
 TASK_QUEUES = {task_name(name): step.queue for name, step in STEPS.items()}
 TASK_QUEUES[task_name(FINISH)] = INGEST_QUEUE
 TASK_QUEUES[task_name("deliver_webhook")] = INGEST_QUEUE  # workers/webhooks/deliveries.py
+TASK_QUEUES[task_name("sync")] = INGEST_QUEUE  # a sync's source phase (workers/sync.py)
+TASK_QUEUES[task_name("scheduled_run")] = INGEST_QUEUE  # a schedule's run (workers/beat.py)
 
 
 def celery_config(settings: Settings) -> dict[str, object]:
@@ -92,6 +94,8 @@ app = Celery(
         "workers.webhooks.deliveries",
         "workers.metrics",
         "workers.llm_batches.polling",
+        "workers.sync_tasks",
+        "workers.beat",
     ],
 )
 app.conf.update(celery_config(Settings()))

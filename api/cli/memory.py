@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from api.cli.render import guarded, out, print_ranked, runtime_session, wait_for
-from api.services import memory
+from api.services import jobs, memory
+from core.errors import InvalidInput
 from retrieval.memory import DEFAULT_THRESHOLD, RecallResponse
 from retrieval.models import SearchType
 from retrieval.router import DEFAULT_TYPE
@@ -30,7 +31,7 @@ def remember(
 
     def body() -> str:
         if (session is None) == (dataset is None):
-            raise ValueError("give exactly one of --session or --dataset")
+            raise InvalidInput("give exactly one of --session or --dataset")
         if session is not None:
             with runtime_session() as rt:
                 note = memory.remember_note(rt, session, text)
@@ -41,7 +42,7 @@ def remember(
             job = wait_for(done.job, sys.stderr.isatty())
         if job.status.value != "succeeded" or job.errors:
             problems = "; ".join(e.message for e in job.errors) or job.message
-            raise RuntimeError(f"job {job.id} {job.status.value}: {problems}")
+            raise jobs.JobFailedError(f"job {job.id} {job.status.value}: {problems}")
         return f"remembered in dataset {dataset} as {done.document} (job {job.id})"
 
     out.print(guarded(body), markup=False)
@@ -141,7 +142,7 @@ def forget(
 
     def body() -> memory.Forgotten:
         if everything and not yes:
-            raise ValueError("--all deletes every dataset and session; add --yes to confirm")
+            raise InvalidInput("--all deletes every dataset and session; add --yes to confirm")
         with runtime_session() as rt:
             return memory.forget(
                 rt,

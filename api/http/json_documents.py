@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
+from api.http.errors import FileTooLarge, TooManyFiles
+from core.errors import InvalidInput
+
 CHUNK_BYTES = 1 << 16
 SMALL_VALUE_BYTES = 1 << 16
 MAX_DEPTH = 64
@@ -35,20 +38,22 @@ _LONGEST_ESCAPE = 6  # \uXXXX
 _LONGEST_SCALAR = 512
 
 
-class MalformedJSON(ValueError):
-    """The body is no JSON (or not the shape an upload has); says where."""
+class MalformedJSON(InvalidInput):
+    """A JSON upload's body is no JSON (or not the shape an upload has); says where."""
+
+    code = "malformed_json"
 
 
-class TextTooLarge(ValueError):
-    """A document's text is over the one-file limit; `index` says which document."""
+class TextTooLarge(FileTooLarge):
+    """A document's text in a JSON upload is over COGMILL_MAX_FILE_BYTES; `index` says which."""
 
-    def __init__(self, index: int) -> None:
-        super().__init__(index)
+    def __init__(self, message: str = "", *, index: int = 0) -> None:
+        super().__init__(message)
         self.index = index
 
 
-class TooManyDocuments(ValueError):
-    """More documents than one request may carry."""
+class TooManyDocuments(TooManyFiles):
+    """More documents in one JSON upload than one request may carry."""
 
 
 @dataclass
@@ -80,7 +85,11 @@ class _Text:
         data = text.encode()
         self.size += len(data)
         if self.size > self.limit:
-            raise TextTooLarge(self.index)
+            raise TextTooLarge(
+                f"the text of document {self.index} of the JSON body is larger than the limit "
+                f"of {self.limit} bytes; split it, or raise COGMILL_MAX_FILE_BYTES on the server",
+                index=self.index,
+            )
         self.out.write(data)
 
     def close(self) -> None:
@@ -255,7 +264,7 @@ class _Parser:
             return found
         while True:
             if len(found) == MAX_DOCUMENTS:
-                raise TooManyDocuments(f"at most {MAX_DOCUMENTS} documents per request")
+                raise TooManyDocuments(f"at most {MAX_DOCUMENTS} documents per request; send fewer")
             if self.peek() == b"{":
                 found.append(self.document(len(found), parsed))
             else:

@@ -20,6 +20,7 @@ from api.mcp.tools import DESTRUCTIVE, READ, RECORDS, WRITE, Dataset, add_tool
 from api.services import memory, shown
 from api.services import search as service
 from api.services.search import check_type_allowed
+from core.errors import InvalidInput
 from retrieval.memory import DEFAULT_THRESHOLD, ImproveResult, RecallResponse
 from retrieval.models import SearchResponse, SearchType
 from retrieval.registry import RETRIEVERS
@@ -120,10 +121,10 @@ def remember(
     face = current()
     caller = writer(face.caller)
     if (session is None) == (dataset is None):
-        raise ValueError("give exactly one of `session` or `dataset`")
+        raise InvalidInput("give exactly one of `session` or `dataset`")
     limit = face.runtime.settings.api_max_body_bytes  # the remember route's body bound
     if len(text.encode()) > limit:
-        raise ValueError(
+        raise InvalidInput(
             f"the text is over {limit} bytes (COGMILL_API_MAX_BODY_BYTES); add a long text "
             "with add_text instead"
         )

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from api.http.deps import reader, too_large, writer
 from api.http.schemas import AddResult, DatasetPublic, DeleteResult, DocumentPublic, JobAccepted
-from api.mcp.errors import guarded, job_not_found
+from api.mcp.errors import guarded
 from api.mcp.face import Face, current
 from api.services import datasets, delete, jobs, shown
 from api.services.add import AddOptions, add_files, add_paths
@@ -159,16 +159,13 @@ async def job_status(
     def owned() -> Job:
         job = jobs.tracker(runtime).get(jobs.checked_id(job_id))
         if not caller.owns(job.dataset):
-            raise job_not_found(job_id)
+            raise JobNotFoundError(job_id)  # another tenant's job: as if there were none
         return job
 
-    try:
-        job = await anyio.to_thread.run_sync(owned, limiter=limiter)
-        if wait_seconds and not job.status.finished:
-            await _wait(face, owned, wait_seconds)
-        report = await anyio.to_thread.run_sync(jobs.show, runtime, job_id, limiter=limiter)
-    except JobNotFoundError:
-        raise job_not_found(job_id) from None
+    job = await anyio.to_thread.run_sync(owned, limiter=limiter)
+    if wait_seconds and not job.status.finished:
+        await _wait(face, owned, wait_seconds)
+    report = await anyio.to_thread.run_sync(jobs.show, runtime, job_id, limiter=limiter)
     return shown.job(caller, report)
 
 

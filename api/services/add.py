@@ -19,6 +19,7 @@ from api.services.quota import storage_reserved
 from core.access import LOCAL, Caller
 from core.catalog import AddReport, check_node_set, iter_files
 from core.document_names import document_name
+from core.errors import InvalidInput
 from core.models.documents import STRUCTURED_PIPELINE
 from pipelines.definitions import get_pipeline
 from pipelines.structured.key_declarations import KeyDeclarations, declare_keys
@@ -56,7 +57,7 @@ class AddOptions:
     keys: KeyDeclarations | None = None
 
     def check(self) -> None:
-        """Raise CatalogError / ValueError for a bad node set or an unknown pipeline."""
+        """Raise CatalogError / InvalidInput for a bad node set or an unknown pipeline."""
         if self.node_set is not None:
             check_node_set(self.node_set)
         if self.pipeline is not None:
@@ -73,7 +74,7 @@ def add_files(
     """Add files, each `(name, path)`: rejected (with the reason), skipped as unchanged, or
     stored. A name from outside is a label, never a path: it is reduced to its base name
     (core/document_names.py) or rejected. Raises CatalogError for a bad dataset or node set
-    name, ValueError for an unknown pipeline, before anything is stored."""
+    name, InvalidInput for an unknown pipeline, before anything is stored."""
     return _add(rt, dataset, (_named(name, path) for name, path in files), options, caller)
 
 
@@ -97,12 +98,14 @@ def add_paths(
 
 
 def sql_source_name(url: str) -> str:
-    """The document name of a SQL source: its URL with the password hidden. ValueError for a
+    """The document name of a SQL source: its URL with the password hidden. InvalidInput for a
     string that is no SQLAlchemy URL."""
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError as error:
-        raise ValueError(f"{error}; give a SQLAlchemy URL such as sqlite:///shop.db") from None
+    except ArgumentError:
+        raise InvalidInput(
+            "the source is not a database URL; give a SQLAlchemy URL such as sqlite:///shop.db"
+        ) from None
 
 
 def add_sql(

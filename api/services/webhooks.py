@@ -41,7 +41,7 @@ def add(
 ) -> Subscription:
     """Subscribe `tenant` (None: the local default tenant) to its jobs' finished statuses
     (`events`; default all). Returns the subscription with its secret, shown this once.
-    Raises WebhookError (a ValueError) for a URL that may not be used, TenantError."""
+    Raises WebhookError (an InvalidInput) for a URL that may not be used, TenantError."""
     return Subscriptions(rt.state).add(_tenant(rt, tenant), url, events, settings=rt.settings)
 
 

@@ -16,6 +16,7 @@ from tokenizers import Tokenizer
 
 from core.embeddings import bert
 from core.embeddings.bert import Padded
+from core.errors import Unavailable
 from core.llm import usage as accounting
 from core.priority import Pause, no_pause
 
@@ -31,8 +32,11 @@ _REQUIRED_FILES = (
 Encode = Callable[[list[Padded]], list[np.ndarray]]
 
 
-class ModelNotInstalledError(FileNotFoundError):
+class ModelNotInstalledError(Unavailable):
     """The all-MiniLM-L6-v2 files are not installed (or the given directory lacks them)."""
+
+    code = "model_not_installed"
+    public_message = "the embedding model is not installed on the server"
 
 
 def default_model_dir() -> Path:

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import openai
 
+from core.errors import UpstreamFailed
 from core.llm.client import NO_API_KEY
 from core.llm.deferral import Deferred
 from core.llm.retries import short
@@ -28,9 +29,12 @@ FINISHED = frozenset({"completed", "failed", "expired", "cancelled"})
 _LIST_PAGE = 100
 
 
-class BatchAPIError(RuntimeError):
+class BatchAPIError(UpstreamFailed):
     """The Files or Batches endpoint refused a request or could not be reached; `refused`:
     it answered a 4xx, so the request created nothing."""
+
+    code = "batch_api_failed"
+    public_message = "the LLM's Batch API failed; retry later"
 
     def __init__(self, message: str, *, refused: bool = False) -> None:
         super().__init__(message)

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from core.llm import aio, deferral, outage
 from core.llm import usage as accounting
 from core.llm.cache import LLMCache, cache_key
+from core.llm.errors import LLMError
 from core.llm.retries import Failure, backoff_delay, classify, short
 from core.llm.schemas import mentions_schema, repair_messages, response_format, schema_of
 from core.llm.usage import LLMStats
@@ -31,10 +32,6 @@ log = logging.getLogger("cogmill.llm")
 Model = TypeVar("Model", bound=BaseModel)
 # Local servers (vLLM, Ollama, llama.cpp) need no key, but the SDK refuses an empty one.
 NO_API_KEY = "not-needed"
-
-
-class LLMError(RuntimeError):
-    """An LLM endpoint failed for good: after all attempts, or with a non-retryable error."""
 
 
 class LLMClient:

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from core.embeddings.tokenizer import count_tokens as word_pieces
+from core.errors import CogmillError
 from core.settings import Settings
 
 # Completion tokens assumed per call before any usage has been reported.
@@ -96,7 +97,7 @@ class Usage:
         return asdict(self)
 
 
-class BudgetExceeded(RuntimeError):
+class BudgetExceeded(CogmillError, RuntimeError):
     """The job's budget cannot cover the next LLM call, which is not made. Not an LLMError on
     purpose: no step may take it for one call's failure; the step stops and its batch waits
     for `jobs resume`. `retry`: what stands in the way is other requests' reservations, which
@@ -105,6 +106,8 @@ class BudgetExceeded(RuntimeError):
     def __init__(self, message: str, *, retry: bool = False) -> None:
         super().__init__(message)
         self.retry = retry
+
+    code, status = "budget_exceeded", 402
 
 
 class Spending(Protocol):

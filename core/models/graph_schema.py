@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from core.errors import InvalidInput
 from core.models.vocabulary import (
     CHUNK,
     DATASET,
@@ -96,8 +97,10 @@ EXPECTED = (
 )
 
 
-class InvalidGraphModel(ValueError):
+class InvalidGraphModel(InvalidInput):
     """A custom graph model that cogmill cannot use; the message says what to change."""
+
+    code = "invalid_graph_model"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from core.errors import InvalidInput, problem
 from core.models.documents import PIPELINE, PIPELINE_VERSION, STRUCTURED_PIPELINE
 from core.models.graph import Node, dataset_id
 from core.models.vocabulary import DATASET, DOCUMENT
@@ -22,8 +23,10 @@ DECLARATIONS = "table_keys"  # Dataset node property holding the declared keys
 _NAME = re.compile(r"^[^.=\s][^.=]*$")
 
 
-class KeyDeclarationError(ValueError):
+class KeyDeclarationError(InvalidInput):
     """A key declaration is malformed or names something that does not exist."""
+
+    code = "invalid_key_declaration"
 
 
 class TableDeclaration(BaseModel):
@@ -70,18 +73,21 @@ def parse_keys_yaml(text: str, where: str = "keys file") -> KeyDeclarations:
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as err:
-        raise KeyDeclarationError(f"{where} is not valid YAML: {err}") from err
+        mark = getattr(err, "problem_mark", None)
+        near = f" near line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise KeyDeclarationError(
+            f"{where} is not valid YAML{near}; check its indentation, colons and brackets"
+        ) from err
     if isinstance(data, dict) and "tables" not in data:
         data = {"tables": data}  # the `tables:` level may be left out
     try:
         return KeyDeclarations.model_validate(data)
     except ValidationError as err:
-        first = err.errors()[0]
-        at = ".".join(str(p) for p in first["loc"])
+        said = problem(".".join(str(p) for p in err.errors()[0]["loc"]), err.errors()[0])
+        # The example is YAML on one line: every face prints an error as one line.
         raise KeyDeclarationError(
-            f"{where}: {at}: {first['msg']}; expected e.g.\n"
-            "tables:\n  orders:\n    primary_key: order_id\n"
-            "    foreign_keys:\n      customer_id: customers.customer_id"
+            f"{where}: {said}; expected e.g. {{tables: {{orders: {{primary_key: order_id, "
+            "foreign_keys: {customer_id: customers.customer_id}}}}"
         ) from err
 
 

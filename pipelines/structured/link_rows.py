@@ -124,7 +124,8 @@ class LinkRows:
             documents = [d for d in batch.documents if d.id not in failed]
             reuse = self._purge(batch.dataset, documents)
             report.vectors += self._write_tables(batch.dataset, tables, plan)
-            written: set[str] = set()
+            # A table's name is embedded again whatever it held: its vector stays.
+            written: set[str] = {table_id(batch.dataset, t.name) for t in tables}
             for info in tables:
                 rows, vectors = self._write_rows(
                     batch.dataset, info, sources[info.name], plan, reuse, written

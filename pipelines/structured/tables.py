@@ -25,6 +25,7 @@ from typing import Any, BinaryIO
 from core.catalog import SQLITE_MAGIC
 from core.ports import BlobStore
 from pipelines.classify import check_supported
+from pipelines.formats.base import TableProblem
 from pipelines.formats.records import TOO_DEEP, too_deep
 from pipelines.models import DocumentRef
 
@@ -33,10 +34,6 @@ _HEAD = 65536
 _INTEGRAL_FLOAT = re.compile(r"^-?\d+\.0+$")
 
 Row = dict[str, str]  # column -> value as text, "" when empty or missing
-
-
-class TableProblem(ValueError):
-    """A document cannot be read as tables; the message says what is wrong and what to do."""
 
 
 @dataclass

@@ -205,7 +205,7 @@ def test_unknown_job_and_dataset_are_404(client: TestClient) -> None:
 
 def test_unknown_pipeline_is_422(client: TestClient, uploaded: Any) -> None:
     response = client.post("/api/v1/datasets/sample/cognify", json={"pipeline": "nope"})
-    assert_error(response, 422, "invalid_value", "unknown pipeline", "default")
+    assert_error(response, 422, "unknown_pipeline", "unknown pipeline", "default")
 
 
 def test_health_and_ready(client: TestClient, runtime: Runtime, tmp_path: Any) -> None:

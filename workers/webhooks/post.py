@@ -19,13 +19,17 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from core.errors import InvalidInput
+
 RESPONSE_BYTES = 4096
 SIGNATURE_HEADER = "X-Cogmill-Signature"
 ALLOW_HINT = "set COGMILL_WEBHOOK_ALLOW_PRIVATE=true to allow private addresses"
 
 
-class WebhookError(ValueError):
+class WebhookError(InvalidInput):
     """A webhook URL that may not be used (not http(s), unresolvable, or a private address)."""
+
+    code = "invalid_webhook"
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import secrets
 import time
 from dataclasses import asdict, dataclass, field
 
+from core.errors import NotFound
 from core.models.jobs import Job, JobStatus
 from core.ports import StateStore
 from core.settings import Settings
@@ -26,6 +27,16 @@ def job_tenant(job: Job) -> str | None:
     """The tenant owning a job: its dataset's stored name is `tenant:name` (bare: local)."""
     tenant, sep, _ = job.dataset.partition(":")
     return tenant if sep else None
+
+
+class WebhookNotFoundError(NotFound):
+    """No webhook of the caller's with that id."""
+
+    code = "webhook_not_found"
+
+    def __init__(self, webhook_id: str) -> None:
+        super().__init__(f"no webhook {webhook_id!r}")
+        self.webhook_id = webhook_id
 
 
 @dataclass(frozen=True)
@@ -103,10 +114,11 @@ class Subscriptions:
         return sorted(found, key=lambda sub: sub.created)
 
     def remove(self, tenant: str | None, sub_id: str) -> Subscription:
-        """Remove one of the tenant's subscriptions; LookupError when it has none by that id."""
+        """Remove one of the tenant's subscriptions; WebhookNotFoundError when it has none by
+        that id."""
         sub = self.get(sub_id)
         if sub is None or sub.tenant != tenant or sub.job_only:
-            raise LookupError(f"no webhook {sub_id!r}; `cogmill webhooks list` shows them")
+            raise WebhookNotFoundError(sub_id)
         self.state.delete(SUB_PREFIX + sub_id)
         self.state.remove_member(_tenant_index(tenant), sub_id)
         return sub

@@ -10,9 +10,9 @@ from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from api.http.deps import RuntimeDep, get_caller
-from api.http.schemas import ApiError, error_responses
+from api.http.schemas import error_responses
 from api.services.metrics import scrape
-from core.access import Role
+from core.access import AccessDeniedError, Role
 from workers.celery_app import app as celery_app
 
 router = APIRouter(tags=["health"])
@@ -28,7 +28,7 @@ def metrics_access(request: Request, runtime: RuntimeDep) -> None:
     caller = get_caller(request, runtime)
     if not caller.role.allows(Role.ADMIN):
         message = "metrics take an admin key or the COGMILL_METRICS_TOKEN bearer"
-        raise ApiError(403, "forbidden", message)
+        raise AccessDeniedError(message)
 
 
 @router.get(

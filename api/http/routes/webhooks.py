@@ -8,10 +8,9 @@ from fastapi import APIRouter, Depends, Path
 from pydantic import BaseModel, Field
 
 from api.http.deps import Reader, RuntimeDep, Writer, owned_job_id
-from api.http.schemas import ApiError, error_responses
+from api.http.schemas import error_responses
 from api.services import webhooks
 from api.services.webhooks import Attempt
-from workers.jobs import JobNotFoundError
 from workers.webhooks.subscriptions import Subscription
 
 router = APIRouter(prefix="/api/v1", tags=["webhooks"])
@@ -67,11 +66,7 @@ def remove_webhook(
     webhook_id: Annotated[str, Path(max_length=64)], runtime: RuntimeDep, caller: Writer
 ) -> WebhookPublic:
     """Stop sending to a subscription (deliveries already scheduled find it gone)."""
-    try:
-        return _public(webhooks.remove(runtime, webhook_id, tenant=caller.tenant))
-    except LookupError as err:
-        message = f"no webhook {webhook_id!r}; GET /api/v1/webhooks lists them"
-        raise ApiError(404, "webhook_not_found", message) from err
+    return _public(webhooks.remove(runtime, webhook_id, tenant=caller.tenant))
 
 
 @router.get(
@@ -81,8 +76,4 @@ def remove_webhook(
 )
 def job_webhooks(job_id: JobId, runtime: RuntimeDep, caller: Reader) -> list[Attempt]:
     """Every delivery attempt of the job's webhooks, oldest first."""
-    try:
-        return webhooks.deliveries(runtime, job_id)
-    except JobNotFoundError as err:
-        message = f"no job {job_id!r}; GET /api/v1/jobs lists the known jobs"
-        raise ApiError(404, "job_not_found", message) from err
+    return webhooks.deliveries(runtime, job_id)

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from core.errors import Unavailable
 from core.llm.offline.mentions import find_mentions
 from core.llm.offline.rules import Coreference, Mention, SentenceRules, Triple
 from core.models.extraction import ExtractedEntity, ExtractedRelationship, KnowledgeGraph
@@ -28,8 +29,11 @@ LEMMA_CACHE_SIZE = 50_000
 SUMMARY_CHARS = 300
 
 
-class OfflineModelUnavailable(RuntimeError):
+class OfflineModelUnavailable(Unavailable):
     """The spaCy model package for the offline extractor is missing or unusable."""
+
+    code = "offline_model_unavailable"
+    public_message = "the offline extraction model is not installed on the server"
 
 
 class OfflineExtractor:
