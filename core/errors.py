@@ -49,7 +49,8 @@ so code that catches the built-in keeps catching it.
     ├── Conflict                 conflict               409  1  the state does not allow it now
     │   ├── JobRunningError                      api/services/datasets.py
     │   ├── JobNotResumableError                 workers/budgets.py
-    │   └── DatasetBusyError                     workers/sync.py
+    │   ├── DatasetBusyError                     workers/sync.py
+    │   └── Cancelled                            core/cancellation.py
     ├── RateLimited              rate_limited           429  1  too many requests; retry later
     │   └── TooManyStreamsError                  api/services/jobs.py
     ├── BudgetExceeded           budget_exceeded        402  1  core/llm/usage.py

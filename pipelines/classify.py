@@ -15,6 +15,7 @@ import re
 from pathlib import PurePath
 from typing import BinaryIO, ClassVar
 
+from core import cancellation
 from core.models.jobs import DocumentError
 from core.ports import BlobStore
 from pipelines.base import INGEST, StepContext, StepQueue, StepServices
@@ -184,6 +185,7 @@ class Classify:
     def run(self, batch: DocumentBatch) -> ClassifiedBatch:
         out = ClassifiedBatch(dataset=batch.dataset)
         for ref in batch.documents:
+            cancellation.check()  # a cancelled job's step stops here, between documents
             try:
                 out.documents.append(self._classify(ref))
             except DocumentProblem as err:
