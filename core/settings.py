@@ -115,6 +115,11 @@ class Settings(BaseSettings):
     # markdown; pipelines/formats/isolated.py): it runs in a child process, killed at the
     # limit, and the document is reported with an error. 0 parses in the worker, unbounded.
     parse_timeout_seconds: float = Field(default=600.0, ge=0)
+    # Per document: a PDF's pages, an xlsx's cells (counted before it is parsed), the
+    # characters parsed from any kind. Over one, that document fails with an error naming it.
+    max_document_pages: int = Field(default=5_000, ge=1)
+    max_document_cells: int = Field(default=1_000_000, ge=1)
+    max_document_chars: int = Field(default=50_000_000, ge=1)
 
     # A .txt/.md document larger than this is planned as segments of about this many bytes,
     # each a batch of its own, and a batch of smaller documents holds at most this many bytes,
@@ -182,10 +187,8 @@ class Settings(BaseSettings):
     # "batch": a job's extraction, summary and event requests go through the OpenAI Batch
     # API (half price, answers within 24 h; workers/llm_batches/); "sync": sent one by one.
     llm_mode: Literal["sync", "batch"] = "sync"
-
     # How often one worker (or the embedded process) asks the Batch API about pending batches.
     llm_batch_poll_seconds: float = Field(default=30.0, gt=0)
-
     # A submission claimed but not recorded (its worker died) and not found by its metadata
     # after this long is taken as never sent, and its step runs again.
     llm_batch_claim_grace_seconds: float = Field(default=600.0, gt=0)
@@ -196,10 +199,8 @@ class Settings(BaseSettings):
     # Ontology alignment (`cognify --ontology`): the rapidfuzz ratio (0-100) at or above which
     # an entity name or type that matches no label exactly is matched fuzzily.
     ontology_match_threshold: float = Field(default=90.0, gt=0, le=100)
-
     # Ontology text from outside is refused above this size (core/rdf_guard.py).
     ontology_max_bytes: int = Field(default=16 * 1024 * 1024, ge=1)
-
     # A worker parses a job's ontology in a child process, stopped after this many seconds.
     ontology_parse_seconds: float = Field(default=60.0, gt=0)
 
@@ -247,8 +248,7 @@ class Settings(BaseSettings):
     # Extra weight of a relation whose name shares a word with the question (0: not read).
     ppr_relation_words: float = Field(default=2.0, ge=0, description="Question-word relations")
 
-    # Relations of an entity in more chunks than this are not read (CPU; 10 loses nothing on
-    # MuSiQue tune against 50).
+    # Relations of an entity in more chunks than this are not read (10 lost nothing against 50).
     ppr_relation_fanout: int = Field(default=10, ge=1, description="Chunks above: none read")
 
     ppr_specificity: float = Field(default=1.0, ge=0, description="Hub penalty exponent")
