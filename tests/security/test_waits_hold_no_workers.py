@@ -36,6 +36,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 WAITS = 45
 WAIT_SECONDS = 60
 SEARCHES = 40
+# On a loaded machine an idle search's p95 is a few milliseconds and scheduling jitter alone
+# can double it; the stall this replays cost seconds, so 2x gets this much slack.
+JITTER_S = 0.05
 SEARCH_TIMEOUT_S = 5.0
 SENT_DEADLINE_S = 120.0
 QUESTION = "Where did Ada Lovelace meet Charles Babbage?"
@@ -185,7 +188,7 @@ def test_45_waiting_job_status_calls_leave_another_tenants_search_fast(
         f"{p95(busy) * 1000:.0f} ms (max {max(busy) * 1000:.0f} ms); a call over the cap "
         f"answered in {over_seconds:.2f} s"
     )
-    assert p95(busy) <= 2 * p95(idle), (idle, busy)
+    assert p95(busy) <= 2 * p95(idle) + JITTER_S, (idle, busy)
     assert still_waiting and status in ("queued", "running"), (
         f"the calls ended (job {status}) before the searches were measured"
     )
