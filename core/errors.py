@@ -15,11 +15,13 @@ so code that catches the built-in keeps catching it.
     │   ├── NotConfigured        not_configured         422  2  the server is not set up for it
     │   ├── TooLarge             too_large              413  2  over a size or count limit
     │   │   ├── QuotaExceededError                api/services/tenants.py
-    │   │   └── BodyTooLarge, FileTooLarge, TooManyFiles    api/http/errors.py
+    │   │   ├── BodyTooLarge, FileTooLarge, TooManyFiles    api/http/errors.py
+    │   │   └── TextTooLarge, TooManyDocuments      api/http/json_documents.py
     │   ├── CypherError, InvalidCypher           core/ports.py, retrieval/cypher_guard.py
     │   ├── ReadOnlyViolation (UnboundedExpression)  retrieval/cypher_guard.py
     │   ├── CypherScopeError                     retrieval/cypher_expressions.py
     │   ├── InvalidResponseModel                 retrieval/response_model.py
+    │   ├── MalformedJSON                        api/http/json_documents.py
     │   ├── InvalidGraphModel                    core/models/graph_schema.py
     │   ├── InvalidOntology, UnsafeRdf           core/ontology.py, core/rdf_guard.py
     │   ├── DocumentProblem, TableProblem        pipelines/formats/base.py
@@ -48,7 +50,8 @@ so code that catches the built-in keeps catching it.
     ├── Conflict                 conflict               409  1  the state does not allow it now
     │   ├── JobRunningError                      api/services/datasets.py
     │   ├── JobNotResumableError                 workers/budgets.py
-    │   └── DatasetBusyError                     workers/sync.py
+    │   ├── DatasetBusyError                     workers/sync.py
+    │   └── Cancelled                            core/cancellation.py
     ├── RateLimited              rate_limited           429  1  too many requests; retry later
     │   ├── TooManyStreamsError                  api/services/jobs.py
     │   └── TooManyFailuresError                 api/services/tenants.py

@@ -1,8 +1,6 @@
-"""The narrow interfaces every adapter implements and every other package talks through.
-
-Adapters live in `core/stores/` (one per file) and are chosen in `core/stores/factory.py`.
-Errors: adapters raise `StoreError` (or a subclass) for failures of the backing store and
-`ValueError` for bad arguments; they never leak driver exceptions.
+"""The narrow interfaces every adapter (`core/stores/`, chosen in `core/stores/factory.py`)
+implements and every other package talks through. Adapters raise `StoreError` (or a subclass)
+when the backing store fails and `ValueError` for bad arguments, never a driver's exception.
 """
 
 from __future__ import annotations
@@ -250,6 +248,15 @@ class StateStore(Protocol):
     def incr_many(self, amounts: Mapping[str, int]) -> None:
         """Add to several counters in one round trip, each atomically; none is read back.
         ValueError when a key does not hold an integer (the others are still added)."""
+        ...
+
+    def reserve(self, key: str, amount: int, limit: int, *, ttl: float) -> int | None:
+        """Atomically add `amount` to counter `key` if the sum stays within `limit`: the new sum,
+        else None. Expires `ttl` s after the last add. ValueError: no integer, or `ttl` <= 0."""
+        ...
+
+    def release(self, key: str, amount: int) -> None:
+        """Take back a reserved `amount`; the counter is removed at zero or below."""
         ...
 
     def add_member(self, key: str, member: str, *, ttl: float | None = None) -> bool:

@@ -106,10 +106,9 @@ class Settings(BaseSettings):
     # A file larger than this is rejected by `add` (and by an upload).
     max_file_bytes: int = Field(default=200 * 1024 * 1024, ge=1)
 
-    # Decompression-bomb guards: the bytes one document may unpack to in all (the
-    # members of a docx/pptx/xlsx ZIP archive, the streams of a PDF), the bytes any one member
-    # or stream may unpack to, and the compression ratio allowed for a member above 64 KiB
-    # and for a ZIP archive as a whole.
+    # Decompression-bomb guards: the bytes one document may unpack to in all (a docx/pptx/xlsx
+    # ZIP's members, a PDF's streams), that any one member or stream may unpack to, and the
+    # compression ratio allowed for a member above 64 KiB and for a ZIP archive as a whole.
     max_unpacked_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
     max_unpacked_part_bytes: int = Field(default=128 * 1024 * 1024, ge=1)
     max_compression_ratio: int = Field(default=250, ge=1)
@@ -118,11 +117,15 @@ class Settings(BaseSettings):
     # markdown; pipelines/formats/isolated.py): it runs in a child process, killed at the
     # limit, and the document is reported with an error. 0 parses in the worker, unbounded.
     parse_timeout_seconds: float = Field(default=600.0, ge=0)
+    # Per document: a PDF's pages, an xlsx's cells (counted before it is parsed), the
+    # characters parsed from any kind. Over one, that document fails with an error naming it.
+    max_document_pages: int = Field(default=5_000, ge=1)
+    max_document_cells: int = Field(default=1_000_000, ge=1)
+    max_document_chars: int = Field(default=50_000_000, ge=1)
 
     # A .txt/.md document larger than this is planned as segments of about this many bytes,
     # each a batch of its own, and a batch of smaller documents holds at most this many bytes,
-    # so no step's memory grows with the file (1 MiB: ~260 MiB peak above the
-    # worker's baseline with the offline extractor, 4 MiB: ~440 MiB, bench/large_file.py).
+    # so no step's memory grows with the file (bench/large_file.py: docs/benchmarks.md).
     segment_bytes: int = Field(default=1024 * 1024, ge=4096)
 
     # Chunk size and overlap, in word pieces of the embedder's tokenizer.
@@ -151,8 +154,7 @@ class Settings(BaseSettings):
     llm_model: str = "gpt-4o-mini"
     llm_api_key: str = ""
 
-    # Seconds per LLM call, and attempts per call (429, 5xx and timeouts are retried with
-    # backoff, honouring Retry-After).
+    # Seconds and attempts per LLM call (429, 5xx, timeouts: retried with backoff, Retry-After).
     llm_timeout_seconds: float = Field(default=60.0, gt=0)
     llm_max_attempts: int = Field(default=6, ge=1)
 
@@ -162,9 +164,7 @@ class Settings(BaseSettings):
 
     # LLM calls in flight per worker process (all its batches share them), and the limits
     # every worker shares (a token bucket in Redis, or in the process without Redis; 0: none).
-    llm_concurrency: int = Field(
-        default=16, ge=1, le=1024, description="LLM calls in flight per worker process"
-    )
+    llm_concurrency: int = Field(default=16, ge=1, le=1024, description="Calls per process")
     llm_requests_per_minute: float = Field(default=0, ge=0, description="0 = unlimited")
     llm_tokens_per_minute: float = Field(default=0, ge=0, description="0 = unlimited")
 
@@ -177,6 +177,10 @@ class Settings(BaseSettings):
     llm_price_cached_input_per_mtok: float = Field(default=0, ge=0)
     embedding_price_per_mtok: float = Field(default=0, ge=0)
 
+    # An LLM request's max_tokens: a budget reserves it and the prompt's UTF-8 bytes (no
+    # byte-level tokenizer exceeds them) before sending, so no reply overspends.
+    llm_max_completion_tokens: int = Field(default=4096, ge=1)
+
     # `cognify --estimate`: completion tokens assumed per LLM call (replies are not sent for).
     llm_estimate_completion_tokens: int = Field(default=256, ge=0)
 
@@ -187,10 +191,8 @@ class Settings(BaseSettings):
     # "batch": a job's extraction, summary and event requests go through the OpenAI Batch
     # API (half price, answers within 24 h; workers/llm_batches/); "sync": sent one by one.
     llm_mode: Literal["sync", "batch"] = "sync"
-
     # How often one worker (or the embedded process) asks the Batch API about pending batches.
     llm_batch_poll_seconds: float = Field(default=30.0, gt=0)
-
     # A submission claimed but not recorded (its worker died) and not found by its metadata
     # after this long is taken as never sent, and its step runs again.
     llm_batch_claim_grace_seconds: float = Field(default=600.0, gt=0)
@@ -201,10 +203,8 @@ class Settings(BaseSettings):
     # Ontology alignment (`cognify --ontology`): the rapidfuzz ratio (0-100) at or above which
     # an entity name or type that matches no label exactly is matched fuzzily.
     ontology_match_threshold: float = Field(default=90.0, gt=0, le=100)
-
     # Ontology text from outside is refused above this size (core/rdf_guard.py).
     ontology_max_bytes: int = Field(default=16 * 1024 * 1024, ge=1)
-
     # A worker parses a job's ontology in a child process, stopped after this many seconds.
     ontology_parse_seconds: float = Field(default=60.0, gt=0)
 
@@ -252,8 +252,7 @@ class Settings(BaseSettings):
     # Extra weight of a relation whose name shares a word with the question (0: not read).
     ppr_relation_words: float = Field(default=2.0, ge=0, description="Question-word relations")
 
-    # Relations of an entity in more chunks than this are not read (CPU; 10 loses nothing on
-    # MuSiQue tune against 50).
+    # Relations of an entity in more chunks than this are not read (10 lost nothing against 50).
     ppr_relation_fanout: int = Field(default=10, ge=1, description="Chunks above: none read")
 
     ppr_specificity: float = Field(default=1.0, ge=0, description="Hub penalty exponent")
@@ -277,12 +276,14 @@ class Settings(BaseSettings):
     # (0: a passage's mass moves on to the bridges it names; 1: as any entity).
     ppr_named_backflow: float = Field(default=0.0, ge=0, le=1)
 
-    # A JSON Schema response_model comes from outside: its JSON size, schema nodes (each
-    # `$defs` entry counted once), properties and nesting are capped (retrieval/response_model.py).
+    # A JSON Schema response_model's JSON size, nodes (a `$defs` entry once), properties,
+    # nesting, enum values and alternatives are capped before it is built (retrieval/).
     response_model_max_bytes: int = Field(default=64 * 1024, ge=1)
     response_model_max_nodes: int = Field(default=2000, ge=1)
     response_model_max_properties: int = Field(default=500, ge=1)
     response_model_max_depth: int = Field(default=16, ge=1, le=64)
+    response_model_max_enum_values: int = Field(default=1000, ge=1)
+    response_model_max_alternatives: int = Field(default=500, ge=1)
 
     # API
     # API access (core/access.py): auto requires a key once any key was created; required

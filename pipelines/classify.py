@@ -10,11 +10,13 @@ a DocumentError in the batch; it never fails the batch.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from pathlib import PurePath
 from typing import BinaryIO, ClassVar
 
+from core import cancellation
 from core.models.jobs import DocumentError
 from core.ports import BlobStore
 from pipelines.base import INGEST, StepContext, StepQueue, StepServices
@@ -153,6 +155,9 @@ class Classify:
             max_unpacked_bytes=s.max_unpacked_bytes,
             max_compression_ratio=s.max_compression_ratio,
             max_unpacked_part_bytes=s.max_unpacked_part_bytes,
+            max_pages=s.max_document_pages,
+            max_cells=s.max_document_cells,
+            max_chars=s.max_document_chars,
         )
         return cls(services.blobs, s.max_file_bytes, limits, s.parse_timeout_seconds)
 
@@ -172,18 +177,12 @@ class Classify:
         self.blobs = blobs
         self.max_bytes = max_bytes
         self.parse_timeout_s = parse_timeout_s
-        base = limits or Limits()
-        self.limits = Limits(
-            max_bytes=max_bytes,
-            max_unpacked_bytes=base.max_unpacked_bytes,
-            max_compression_ratio=base.max_compression_ratio,
-            block_bytes=base.block_bytes,
-            max_unpacked_part_bytes=base.max_unpacked_part_bytes,
-        )
+        self.limits = dataclasses.replace(limits or Limits(), max_bytes=max_bytes)
 
     def run(self, batch: DocumentBatch) -> ClassifiedBatch:
         out = ClassifiedBatch(dataset=batch.dataset)
         for ref in batch.documents:
+            cancellation.check()  # a cancelled job's step stops here, between documents
             try:
                 out.documents.append(self._classify(ref))
             except DocumentProblem as err:
@@ -224,6 +223,11 @@ class Classify:
                 source = Source(name=ref.name, open=opener, limits=self.limits)
                 index_base = span.start
         elements = self._partition(kind, source)
+        if (chars := sum(len(e.text) for e in elements)) > self.limits.max_chars:
+            raise DocumentProblem(
+                f"its text has {chars} characters, over the limit of {self.limits.max_chars} "
+                "(COGMILL_MAX_DOCUMENT_CHARS); split it into smaller files"
+            )
         # A segment of blank lines is no problem: the document has text elsewhere.
         whole = ref.segments == 1
         if whole and not elements and kind not in _BINARY_KINDS and _only_whitespace(source):

@@ -409,14 +409,22 @@ class _Handler(BaseHTTPRequestHandler):
             content = json.dumps(custom_graph_for_text(text, spec["schema"]))
         if malformed:
             content = content[: len(content) // 2]
+        usage, finish = self._chat_usage(body, content), "stop"
+        cap = body.get("max_tokens")
+        if isinstance(cap, int) and usage["completion_tokens"] > cap:
+            # As an endpoint does: the reply stops at max_tokens (and is then no valid JSON).
+            content = content[: len(content) * cap // usage["completion_tokens"]]
+            total = usage["prompt_tokens"] + cap
+            usage = {**usage, "completion_tokens": cap, "total_tokens": total}
+            finish = "length"
         message = {"role": "assistant", "content": content}
         reply = {
             "id": "chatcmpl-test",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", "test"),
-            "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
-            "usage": self._chat_usage(body, content),
+            "choices": [{"index": 0, "finish_reason": finish, "message": message}],
+            "usage": usage,
         }
         self._answer(reply)
 

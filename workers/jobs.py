@@ -306,8 +306,10 @@ class JobTracker:
         elif paused := bool(self.state.count_members(_key(job_id, "parked"))):
             job.status = JobStatus.PAUSED_BUDGET
             job.message = (
-                "budget reached: the parked batches wait; `cogmill jobs resume "
-                f"{job_id} --budget-usd X` (or POST /api/v1/jobs/{job_id}/resume) continues"
+                "budget reached (each LLM request sets aside its prompt and up to "
+                "COGMILL_LLM_MAX_COMPLETION_TOKENS of reply until it is answered): the parked "
+                f"batches wait; `cogmill jobs resume {job_id} --budget-usd X` (or POST "
+                f"/api/v1/jobs/{job_id}/resume) continues"
             )
         elif (
             job.total_documents and len({e.document_id for e in job.errors}) >= job.total_documents

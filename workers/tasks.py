@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from celery import Task
 from celery.signals import task_postrun, task_received
 
+from core import cancellation
 from core.llm import outage
 from core.llm.usage import BudgetExceeded
 from core.models.jobs import Claim, DocumentError
@@ -164,15 +165,19 @@ def _run_step(work: Delivery, counted: list[int]) -> str | None:
             return through_batch_api(runtime, job, work, lambda: instance.run(data))
 
         try:
-            output = ride_out_llm_outages(
-                runtime.settings.llm_outage_pauses_seconds,
-                lambda: metered(runtime.state, job_id, work.step, step, data),
-                f"step={work.step} job={job_id} batch={batch}",
-            )
+            with cancellation.watching(lambda: jobs.cancelled(job_id)):
+                output = ride_out_llm_outages(
+                    runtime.settings.llm_outage_pauses_seconds,
+                    lambda: metered(runtime.state, job_id, work.step, step, data),
+                    f"step={work.step} job={job_id} batch={batch}",
+                )
             if output is None:
                 return PARKED
         except StoreError:
             raise
+        except cancellation.Cancelled:  # as if cancelled before it started: nothing stored
+            log.info("step_cancelled step=%s job=%s batch=%s", work.step, job_id, batch)
+            return None
         except BudgetExceeded as err:  # not the documents' fault: no errors, the batch waits
             log.info("budget_reached step=%s job=%s batch=%s: %s", work.step, job_id, batch, err)
             park_batch(runtime, job_id, batch, work.step)

@@ -83,27 +83,40 @@ class JobBudget:
     def __init__(self, state: StateStore, job_id: str, budget: Budget, settings: Settings):
         self.state, self.job_id, self.budget, self.settings = state, job_id, budget, settings
 
-    def reserve(self, prompt_tokens: int, completion_tokens: int) -> None:
-        """Commit a request's estimate, or raise BudgetExceeded (committing nothing) when it
-        would go over the cap or the job already refused a request."""
+    def reserve(self, prompt_tokens: int, completion_tokens: int, *, retry: bool = False) -> None:
+        """Commit a request's most, or raise BudgetExceeded (committing nothing) when it would
+        go over the cap or the job already refused a request. With `retry`, a request that
+        only other requests' open reservations keep out is refused with `retry` set, and the
+        job does not refuse (their replies may settle below them)."""
         refused = _budget_key(self.job_id, "refused")
         if self.state.get(refused) is not None:
             raise BudgetExceeded(self._message())
         tokens = prompt_tokens + completion_tokens
         nano = nano_usd(prompt_tokens, completion_tokens, 0, self.settings)
+        # Held first: a reservation counted in the committed sums is always counted as open.
+        held = _budget_key(self.job_id, "held")
+        self.state.incr(held, tokens)
         used_tokens = self.state.incr(_budget_key(self.job_id, "tokens"), tokens)
         used_nano = self.state.incr(_budget_key(self.job_id, "nano_usd"), nano)
         if self._over(used_tokens, used_nano):
-            self.settle(-prompt_tokens, -completion_tokens, 0)
+            # Read after committing: every reservation that took the sums over is in it.
+            others = int(self.state.get(held) or 0) - tokens
+            self.settle(-prompt_tokens, -completion_tokens, 0, closes=tokens)
+            if retry and others > 0:  # their replies may settle below their reservations
+                raise BudgetExceeded(self._message(), retry=True)
             self.state.put(refused, "1")
             raise BudgetExceeded(self._message())
 
-    def settle(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> None:
-        """Add usage beyond (negative: below) what was committed."""
+    def settle(
+        self, prompt_tokens: int, completion_tokens: int, cached_tokens: int, *, closes: int = 0
+    ) -> None:
+        """Add usage beyond (negative: below) what was committed; close `closes` tokens of
+        open reservations."""
         nano = nano_usd(prompt_tokens, completion_tokens, cached_tokens, self.settings)
         amounts = {
             _budget_key(self.job_id, "tokens"): prompt_tokens + completion_tokens,
             _budget_key(self.job_id, "nano_usd"): nano,
+            _budget_key(self.job_id, "held"): -closes,
         }
         self.state.incr_many({key: value for key, value in amounts.items() if value})
 
@@ -139,7 +152,7 @@ def rebase_budget(state: StateStore, job_id: str, settings: Settings) -> None:
     spent = nano_usd(llm["prompt_tokens"], llm["completion_tokens"], llm["cached_tokens"], settings)
     state.put(_budget_key(job_id, "tokens"), str(llm["prompt_tokens"] + llm["completion_tokens"]))
     state.put(_budget_key(job_id, "nano_usd"), str(spent))
-    state.delete(_budget_key(job_id, "refused"))
+    state.delete(_budget_key(job_id, "refused"), _budget_key(job_id, "held"))
 
 
 def budget_refused(state: StateStore, job_id: str) -> bool:

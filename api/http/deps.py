@@ -31,6 +31,7 @@ from api.http.errors import (
     UnsupportedMediaType,
     UploadInterrupted,
 )
+from api.http.json_documents import MAX_DOCUMENTS, parse_upload
 from api.http.schemas import DocumentsAdd
 from api.services import datasets, jobs
 from api.services.tenants import Tenants
@@ -42,7 +43,8 @@ from workers.jobs import JobNotFoundError
 if TYPE_CHECKING:
     from python_multipart.multipart import MultipartCallbacks
 
-MAX_FILES = 1000
+MAX_FILES = MAX_DOCUMENTS
+SPOOL_WRITE_BYTES = 1 << 20  # a JSON body's chunks are written to disk this much at a time
 
 
 def get_runtime(request: Request) -> Runtime:
@@ -284,20 +286,29 @@ async def _receive_files(request: Request, folder: Path, limit: int) -> Uploads:
 
 
 async def _receive_documents(request: Request, folder: Path, limit: int) -> Uploads:
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        # JSON is parsed in memory, so the whole body is held to the one-file limit.
-        if len(body) > limit:
-            raise too_large("the JSON body (use multipart/form-data for large files)", limit)
+    """JSON texts: the body spooled to disk as it comes, then read with each document's text
+    streamed to its own file (api/http/json_documents.py), so no text is held whole."""
+    spooled = folder / "body.json"
+    with spooled.open("wb") as out:
+        pending: list[bytes] = []
+        async for chunk in request.stream():
+            pending.append(chunk)
+            if sum(map(len, pending)) >= SPOOL_WRITE_BYTES:
+                await run_in_threadpool(out.writelines, pending)
+                pending = []
+        await run_in_threadpool(out.writelines, pending)
+    try:  # MalformedJSON, TextTooLarge and TooManyDocuments answer as they are
+        parsed = await run_in_threadpool(parse_upload, spooled, folder, limit)
+    finally:
+        await run_in_threadpool(spooled.unlink, True)
     try:
-        received = DocumentsAdd.model_validate_json(bytes(body))
+        received = DocumentsAdd.model_validate(parsed.body)
     except ValidationError as err:
         raise RequestValidationError(err.errors(include_url=False)) from err
-    documents = received.documents
-    uploads = [Upload(doc.name, folder / str(i)) for i, doc in enumerate(documents)]
-    for upload, doc in zip(uploads, documents, strict=True):
-        await run_in_threadpool(upload.path.write_text, doc.text, "utf-8")
+    uploads = []
+    for doc, path in zip(received.documents, parsed.texts, strict=True):
+        assert path is not None  # a text that is a string was streamed to a file
+        uploads.append(Upload(doc.name, path))
     return Uploads(uploads, received.node_set)
 
 

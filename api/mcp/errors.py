@@ -9,8 +9,9 @@ logged with its traceback and reported as a bug, never as a stack trace in the a
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import ParamSpec, TypeVar, cast
 
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
@@ -38,12 +39,28 @@ def tool_error(tool: str, exc: Exception) -> ToolError:
 
 
 def guarded(fn: Callable[P, T]) -> Callable[P, T]:
-    """A tool whose exceptions come back as tool errors with safe messages."""
+    """A tool whose exceptions come back as tool errors with safe messages (a coroutine
+    function stays one, so the server awaits it on the event loop)."""
+    if inspect.iscoroutinefunction(fn):
+        return cast(Callable[P, T], _guarded_async(fn))
 
     @functools.wraps(fn)
     def run(*args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return fn(*args, **kwargs)
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise tool_error(fn.__name__, exc) from None
+
+    return run
+
+
+def _guarded_async(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    @functools.wraps(fn)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await fn(*args, **kwargs)
         except ToolError:
             raise
         except Exception as exc:

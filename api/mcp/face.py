@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from api.services.jobs import StreamSlots
 from core.access import LOCAL, Caller
 from runtime import Runtime
 
@@ -21,11 +22,14 @@ from runtime import Runtime
 @dataclass(frozen=True)
 class Face:
     """Who a message acts for and on which runtime; `remote` when it came over the network
-    (it may then not name paths on the server's disk)."""
+    (it may then not name paths on the server's disk). A call that waits takes a slot of
+    `streams` for API key `key` (None: the local default tenant, no key)."""
 
     runtime: Runtime
     caller: Caller
     remote: bool
+    streams: StreamSlots = field(default_factory=StreamSlots)
+    key: str | None = None
 
 
 class Access(Protocol):
@@ -41,9 +45,10 @@ class LocalAccess:
     """stdio: every message acts for the local default tenant on this runtime."""
 
     runtime: Runtime
+    streams: StreamSlots = field(default_factory=StreamSlots)
 
     def face(self, request: Any) -> Face:
-        return Face(self.runtime, LOCAL, remote=False)
+        return Face(self.runtime, LOCAL, remote=False, streams=self.streams)
 
 
 _FACE: ContextVar[Face] = ContextVar("cogmill_mcp_face")

@@ -24,6 +24,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from api.http.deps import get_caller, reader
+from api.http.streams import key_of, stream_slots
 from api.mcp.face import Access, Face
 from api.mcp.server import build_server
 
@@ -38,7 +39,9 @@ class KeyedAccess:
     def face(self, request: Any) -> Face:
         if not isinstance(request, Request) or CALLER not in request.scope.get("state", {}):
             raise RuntimeError("an MCP message over HTTP reached a tool without a caller")
-        return Face(request.app.state.runtime, request.scope["state"][CALLER], remote=True)
+        caller = request.scope["state"][CALLER]
+        streams, key = stream_slots(request.app), key_of(request, caller)
+        return Face(request.app.state.runtime, caller, remote=True, streams=streams, key=key)
 
 
 @asynccontextmanager

@@ -10,11 +10,11 @@ from __future__ import annotations
 import inspect
 import shutil
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
@@ -23,11 +23,12 @@ from pydantic import BaseModel, Field
 from api.http.deps import reader, too_large, writer
 from api.http.schemas import AddResult, DatasetPublic, DeleteResult, DocumentPublic, JobAccepted
 from api.mcp.errors import guarded
-from api.mcp.face import current
+from api.mcp.face import Face, current
 from api.services import datasets, delete, jobs, shown
 from api.services.add import AddOptions, add_files, add_paths
 from api.services.cognify import cognify as run_cognify
-from api.services.jobs import JobReport
+from api.services.jobs import JobReport, TooManyStreamsError
+from core.models.jobs import Job
 from workers.jobs import JobNotFoundError
 
 Dataset = Annotated[
@@ -54,8 +55,10 @@ class DocumentList(BaseModel):
     documents: list[DocumentPublic]
 
 
-# A poll that waits saves the model turns; bounded so a call never holds a worker for long.
+# A poll that waits saves the model turns. It waits on the event loop, so it holds no request
+# thread; the bound and the stream caps keep a client from piling them up.
 MAX_WAIT_SECONDS = 60
+POLL_SECONDS = 0.5
 
 
 def add_text(
@@ -134,7 +137,7 @@ def cognify(
     return JobAccepted(job_id=job.id, status=job.status, message=job.message)
 
 
-def job_status(
+async def job_status(
     job_id: Annotated[str, Field(min_length=1, max_length=64, description="From cognify")],
     wait_seconds: Annotated[
         int,
@@ -147,17 +150,39 @@ def job_status(
 ) -> JobReport:
     """A cognify job's status (queued, running, succeeded, failed, cancelled), its counts
     (documents, chunks, entities, relationships...), per-document errors and token usage.
-    Poll it after cognify until the status is final; a nonzero wait_seconds saves polls."""
+    Poll it after cognify until the status is final; a nonzero wait_seconds saves polls (the
+    server may answer sooner when it holds many waiting calls)."""
     face = current()
     caller = reader(face.caller)
-    deadline = time.monotonic() + wait_seconds
-    job = jobs.tracker(face.runtime).get(jobs.checked_id(job_id))
-    if not caller.owns(job.dataset):  # another tenant's job: as if there were none
-        raise JobNotFoundError(job_id)
-    while not job.status.finished and time.monotonic() < deadline:
-        time.sleep(0.2)
-        job = jobs.tracker(face.runtime).get(job_id)
-    return shown.job(caller, jobs.show(face.runtime, job_id))
+    runtime, limiter = face.runtime, face.streams.limiter
+
+    def owned() -> Job:
+        job = jobs.tracker(runtime).get(jobs.checked_id(job_id))
+        if not caller.owns(job.dataset):
+            raise JobNotFoundError(job_id)  # another tenant's job: as if there were none
+        return job
+
+    job = await anyio.to_thread.run_sync(owned, limiter=limiter)
+    if wait_seconds and not job.status.finished:
+        await _wait(face, owned, wait_seconds)
+    report = await anyio.to_thread.run_sync(jobs.show, runtime, job_id, limiter=limiter)
+    return shown.job(caller, report)
+
+
+async def _wait(face: Face, read: Callable[[], Job], seconds: int) -> None:
+    """Wait (on the event loop) for the job to finish, as one of the key's streams; at once
+    when the key or the server holds as many as it may (COGMILL_API_MAX_STREAMS[_PER_KEY])."""
+    settings = face.runtime.settings
+    try:
+        release = face.streams.take(
+            face.key, settings.api_max_streams_per_key, settings.api_max_streams
+        )
+    except TooManyStreamsError:
+        return
+    try:
+        await jobs.wait_finished(read, seconds, poll=POLL_SECONDS, limiter=face.streams.limiter)
+    finally:
+        release()
 
 
 def list_datasets() -> DatasetList:

@@ -14,8 +14,8 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from api.services.datasets import checked, register, stored_bytes
-from api.services.tenants import QuotaExceededError
+from api.services.datasets import checked, register
+from api.services.quota import storage_reserved
 from core.access import LOCAL, Caller
 from core.catalog import AddReport, check_node_set, iter_files
 from core.document_names import document_name
@@ -128,19 +128,6 @@ def add_sql(
     return added
 
 
-def _check_quota(rt: Runtime, caller: Caller, paths: list[Path]) -> None:
-    """Raise QuotaExceededError when the files would take a tenant over its storage quota
-    (counted whole: a replaced document's old bytes are not deducted)."""
-    quota = rt.settings.tenant_storage_bytes
-    used, incoming = stored_bytes(rt, caller), sum(path.stat().st_size for path in paths)
-    if used + incoming > quota:
-        raise QuotaExceededError(
-            f"this tenant stores {used} bytes of documents; adding {incoming} "
-            f"more would pass its quota of {quota} (COGMILL_TENANT_STORAGE_BYTES): delete "
-            "documents or datasets first"
-        )
-
-
 def _accepted(
     files: Iterable[tuple[str, Path, str | None]], report: AddReport
 ) -> Iterator[tuple[str, Path]]:
@@ -163,19 +150,21 @@ def _add(
     options = options or AddOptions()
     options.check()
     shown, dataset = dataset, checked(dataset, caller)
+    incoming = 0
     if caller.tenant is not None and rt.settings.tenant_storage_bytes:
         files = list(files)  # counted before anything is stored
-        _check_quota(rt, caller, [path for _, path, problem in files if problem is None])
-    register(rt, dataset)
-    added = Added(shown)
-    rt.catalog.add_files(
-        dataset,
-        _accepted(files, added.report),
-        added.report,
-        check_source,
-        options.node_set,
-        options.pipeline,
-    )
+        incoming = sum(path.stat().st_size for _, path, problem in files if problem is None)
+    with storage_reserved(rt, caller, incoming):
+        register(rt, dataset)
+        added = Added(shown)
+        rt.catalog.add_files(
+            dataset,
+            _accepted(files, added.report),
+            added.report,
+            check_source,
+            options.node_set,
+            options.pipeline,
+        )
     if options.keys is not None and declare_keys(rt.graph, dataset, options.keys):
         added.relinked_tables = sorted(options.keys.tables)
     return added

@@ -221,6 +221,19 @@ async def follow_job_async(
         await anyio.sleep(poll)
 
 
+async def wait_finished(
+    read: Callable[[], Job], seconds: float, *, poll: float, limiter: anyio.CapacityLimiter
+) -> Job:
+    """The job `read` returns, read again every `poll` seconds until it finished or `seconds`
+    passed. For an event loop: the reads run on threads of `limiter`, the waits hold none."""
+    deadline = time.monotonic() + seconds
+    job = await anyio.to_thread.run_sync(read, limiter=limiter)
+    while not job.status.finished and (left := deadline - time.monotonic()) > 0:
+        await anyio.sleep(min(poll, left))
+        job = await anyio.to_thread.run_sync(read, limiter=limiter)
+    return job
+
+
 class JobFailedError(CogmillError):
     """A job a command waited for ended without succeeding; the message gives its errors."""
 

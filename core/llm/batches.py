@@ -71,7 +71,13 @@ def jsonl(requests: Sequence[Deferred]) -> bytes:
     lines = []
     for request in requests:
         fmt = response_format(request.schema, request.schema_json, True)
-        body = {"model": request.model, "messages": request.messages, "response_format": fmt}
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": request.messages,
+            "response_format": fmt,
+        }
+        if request.max_tokens is not None:
+            body["max_tokens"] = request.max_tokens
         line = {"custom_id": request.key, "method": "POST", "url": ENDPOINT, "body": body}
         lines.append(json.dumps(line, ensure_ascii=False, separators=(",", ":")))
     return ("\n".join(lines) + "\n").encode("utf-8")

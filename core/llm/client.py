@@ -50,6 +50,7 @@ class LLMClient:
         backoff_base: float = 0.5,
         backoff_cap: float = 30.0,
         max_in_flight: int = 16,
+        max_completion_tokens: int = 4096,
     ) -> None:
         if not base_url or not model:
             raise ValueError(f"base_url and model are required, got {base_url!r}, {model!r}")
@@ -59,6 +60,10 @@ class LLMClient:
             raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
+        if max_completion_tokens < 1:
+            raise ValueError(
+                f"max_completion_tokens must be at least 1, got {max_completion_tokens}"
+            )
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.endpoint = f"{self.base_url}/chat/completions"
@@ -69,6 +74,8 @@ class LLMClient:
         self.backoff = (backoff_base, backoff_cap)
         self.stats = LLMStats()
         self.max_in_flight = max_in_flight
+        # Sent as every request's max_tokens: what a budget sets aside for the reply.
+        self.max_completion_tokens = max_completion_tokens
         self._api_key = api_key or NO_API_KEY
         # Cleared for good when the server rejects `json_schema`; then `json_object` is used.
         self._json_schema = True
@@ -88,7 +95,10 @@ class LLMClient:
         key = cache_key(self.model, messages, schema_json) if self.cache else None
         if key is not None and (hit := await self._cached(key, schema)) is not None:
             return hit
-        if key is not None and deferral.defer(key, self.model, messages, schema, schema_json):
+        max_tokens = self.max_completion_tokens
+        if key is not None and deferral.defer(
+            key, self.model, messages, schema, schema_json, max_tokens
+        ):
             raise LLMError(f"{self.endpoint}: {deferral.DEFERRED}")  # COGMILL_LLM_MODE=batch
         try:
             result = await self._complete(list(messages), schema, schema_json)
@@ -138,7 +148,11 @@ class LLMClient:
     ) -> str:
         """One request after the limiter allows it; the reply text ("" if none). Raises
         BudgetExceeded, sending nothing, when the job's budget cannot cover it."""
-        accounting.reserve(messages, schema_json, self.stats.expected_completion_tokens())
+        # Replies to the requests in flight settle their reservations within an attempt.
+        patience = self.timeout + self.backoff[1]
+        await accounting.reserve(
+            messages, schema_json, self.max_completion_tokens, patience=patience
+        )
         if self.limiter is not None:
             await self.limiter.acquire(self._estimate(messages, schema_json))
         self.stats.add(requests=1)
@@ -151,7 +165,12 @@ class LLMClient:
             async with self._gate():
                 raw = await self._sdk().post(
                     "/chat/completions",
-                    body={"model": self.model, "messages": sent, "response_format": fmt},
+                    body={
+                        "model": self.model,
+                        "messages": sent,
+                        "response_format": fmt,
+                        "max_tokens": self.max_completion_tokens,
+                    },
                     cast_to=httpx.Response,
                     options={"timeout": self.timeout},
                 )

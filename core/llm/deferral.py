@@ -32,6 +32,7 @@ class Deferred:
     messages: list[dict[str, Any]]
     schema: type[BaseModel]
     schema_json: dict[str, Any]
+    max_tokens: int | None = None  # the reply's cap, sent with the request
 
 
 @dataclass
@@ -70,11 +71,12 @@ def defer(
     messages: Sequence[dict[str, Any]],
     schema: type[BaseModel],
     schema_json: dict[str, Any],
+    max_tokens: int | None = None,
 ) -> bool:
     """Note a request the cache did not answer when a collector is current: True then, and
     the caller must not send it (it fails the call with DEFERRED)."""
     collector = _collector.get()
     if collector is None:
         return False
-    collector.add(Deferred(key, model, list(messages), schema, schema_json))
+    collector.add(Deferred(key, model, list(messages), schema, schema_json, max_tokens))
     return True

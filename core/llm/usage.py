@@ -9,15 +9,20 @@ only sums in memory; whoever opened it stores the totals once (atomic counters, 
 never lose each other's increments).
 
 A meter may carry a job's budget (`Spending`): before each LLM request the client calls
-`reserve`, which sets the request's estimated tokens aside against the budget (or raises
-BudgetExceeded, and the request is not sent); the reply's usage then settles the estimate to
-what was used. Cache hits never reach the endpoint and are free.
+`reserve`, which sets the most the request can use aside against the budget (or raises
+BudgetExceeded, and the request is not sent): its prompt bound (`prompt_bound`) and its
+`max_tokens`, which the endpoint enforces on the reply. The reply's usage then settles the
+reservation to what was used. Every reservation is an upper bound, so the requests in flight
+together can never take the job past its budget. Cache hits never reach the endpoint and are
+free.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -32,6 +37,13 @@ from core.settings import Settings
 
 # Completion tokens assumed per call before any usage has been reported.
 DEFAULT_COMPLETION_TOKENS = 256
+# What a chat request's framing adds to its text: role and separator tokens per message, the
+# reply's priming, the structured-output instructions around a schema (generous: measured
+# chat formats add 3-4 tokens per message and 3 per reply).
+TOKENS_PER_MESSAGE = 8
+TOKENS_PER_REQUEST = 64
+# How often a request waiting for other requests' reservations to settle asks again.
+RESERVE_RETRY_S = 0.25
 KINDS = ("llm", "embeddings")
 FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "cache_hits")
 
@@ -88,7 +100,12 @@ class Usage:
 class BudgetExceeded(CogmillError, RuntimeError):
     """The job's budget cannot cover the next LLM call, which is not made. Not an LLMError on
     purpose: no step may take it for one call's failure; the step stops and its batch waits
-    for `jobs resume`."""
+    for `jobs resume`. `retry`: what stands in the way is other requests' reservations, which
+    their replies may settle below (the job has not refused; asking again later may pass)."""
+
+    def __init__(self, message: str, *, retry: bool = False) -> None:
+        super().__init__(message)
+        self.retry = retry
 
     code, status = "budget_exceeded", 402
 
@@ -96,12 +113,17 @@ class BudgetExceeded(CogmillError, RuntimeError):
 class Spending(Protocol):
     """A job's budget as its LLM calls see it (workers/usage.py keeps it in the state store)."""
 
-    def reserve(self, prompt_tokens: int, completion_tokens: int) -> None:
-        """Set a call's estimated tokens aside; BudgetExceeded (nothing set aside) when they
-        would take the job over its budget. Raises StoreError."""
+    def reserve(self, prompt_tokens: int, completion_tokens: int, *, retry: bool = False) -> None:
+        """Set the most a call can use aside; BudgetExceeded (nothing set aside) when that
+        would take the job over its budget, which then refuses every later call too. With
+        `retry`, a call that would fit once other calls' reservations settle is refused with
+        `retry` set, and the job does not refuse. Raises StoreError."""
 
-    def settle(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> None:
-        """Add what calls used beyond (negative: below) what was set aside for them."""
+    def settle(
+        self, prompt_tokens: int, completion_tokens: int, cached_tokens: int, *, closes: int = 0
+    ) -> None:
+        """Add what calls used beyond (negative: below) what was set aside for them, and close
+        `closes` tokens of reservations (their calls answered, or never sent)."""
 
 
 @dataclass
@@ -127,10 +149,10 @@ class Meter:
     _holds: list[Hold] = field(default_factory=list, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def hold(self, prompt_tokens: int, completion_tokens: int) -> Hold:
-        """Reserve one request's estimate against the guard (BudgetExceeded: refused)."""
+    def hold(self, prompt_tokens: int, completion_tokens: int, *, retry: bool = False) -> Hold:
+        """Reserve one request's most against the guard (BudgetExceeded: refused)."""
         assert self.guard is not None
-        self.guard.reserve(prompt_tokens, completion_tokens)
+        self.guard.reserve(prompt_tokens, completion_tokens, retry=retry)
         hold = Hold(prompt_tokens, completion_tokens)
         with self._lock:
             self._holds.append(hold)
@@ -141,13 +163,15 @@ class Meter:
         whole usage when the hold was released meanwhile, or there was none)."""
         if self.guard is None:
             return
+        closes = 0
         with self._lock:
             if hold is not None and hold.open:
                 hold.open = False
                 self._holds.remove(hold)
                 prompt -= hold.prompt_tokens
                 completion -= hold.completion_tokens
-        self.guard.settle(prompt, completion, cached)
+                closes = hold.prompt_tokens + hold.completion_tokens
+        self.guard.settle(prompt, completion, cached, closes=closes)
 
     def release(self, holds: list[Hold] | None = None) -> None:
         """Give back the estimate of requests that got no answer (default: every open hold)."""
@@ -160,7 +184,8 @@ class Meter:
                 self._holds.remove(hold)
         if gone:
             prompt = sum(h.prompt_tokens for h in gone)
-            self.guard.settle(-prompt, -sum(h.completion_tokens for h in gone), 0)
+            completion = sum(h.completion_tokens for h in gone)
+            self.guard.settle(-prompt, -completion, 0, closes=prompt + completion)
 
     def open_holds(self) -> int:
         """Requests sent under this meter and not answered (or given back) yet."""
@@ -225,12 +250,27 @@ def metering(meter: Meter) -> Iterator[Meter]:
         meter.release()  # requests that never got an answer spent nothing
 
 
-def reserve(
-    messages: Sequence[dict[str, Any]], schema: dict[str, Any], completion_tokens: int
+def prompt_bound(messages: Sequence[dict[str, Any]], schema: dict[str, Any]) -> int:
+    """The most prompt tokens a request can be counted: its text's UTF-8 bytes (a byte-level
+    BPE token, as chat models use, is at least one byte; a word piece at least one
+    character), the schema's JSON, and the framing of each message and of the request."""
+    text = sum(len(str(m.get("content", "")).encode()) for m in messages)
+    framing = TOKENS_PER_MESSAGE * len(messages) + TOKENS_PER_REQUEST
+    return text + len(json.dumps(schema).encode()) + framing
+
+
+async def reserve(
+    messages: Sequence[dict[str, Any]],
+    schema: dict[str, Any],
+    max_completion_tokens: int,
+    *,
+    patience: float = 120.0,
 ) -> None:
-    """Before an LLM request: set its estimated tokens (the prompt's ~4 characters a token,
-    and `completion_tokens`) aside against the current meter's budget, if it has one. Raises
-    BudgetExceeded when the budget cannot cover them: the request must not be sent."""
+    """Before an LLM request: set the most it can use (`prompt_bound` and the
+    `max_completion_tokens` it is sent with) aside against the current meter's budget, if it
+    has one. While only other requests' reservations stand in the way, wait (on the event
+    loop, up to `patience` seconds) for their replies to settle them. Raises BudgetExceeded
+    when the budget cannot cover the request: it must not be sent."""
     meter = current_meter()
     if meter is None or meter.guard is None:
         return
@@ -238,8 +278,17 @@ def reserve(
     if previous is not None:  # this context's previous attempt got no answer
         meter.release([previous])
     _hold.set(None)
-    chars = sum(len(str(m.get("content", ""))) for m in messages) + len(json.dumps(schema))
-    _hold.set(meter.hold(chars // 4, completion_tokens))
+    prompt = prompt_bound(messages, schema)
+    deadline = time.monotonic() + patience
+    while True:
+        retry = time.monotonic() < deadline
+        try:
+            _hold.set(meter.hold(prompt, max_completion_tokens, retry=retry))
+            return
+        except BudgetExceeded as refused:
+            if not refused.retry:
+                raise
+        await asyncio.sleep(RESERVE_RETRY_S)
 
 
 def record(kind: str, usage: Mapping[str, Any] | None, *, prompt: str, completion: str) -> None:

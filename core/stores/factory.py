@@ -159,6 +159,7 @@ def llm_client(settings: Settings, state: StateStore) -> LLMClient | None:
         limiter=rate_limiter(settings),
         cache=LLMCache(state, ttl=settings.llm_cache_ttl_seconds),
         max_in_flight=settings.llm_concurrency,
+        max_completion_tokens=settings.llm_max_completion_tokens,
     )
 
 

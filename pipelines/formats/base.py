@@ -32,7 +32,9 @@ class Limits:
 
     `max_unpacked_bytes` (the whole document), `max_unpacked_part_bytes` (one ZIP member or
     PDF stream) and `max_compression_ratio` guard compressed formats (docx, pptx, xlsx, PDF):
-    a few kilobytes can declare or inflate to gigabytes (a "decompression bomb").
+    a few kilobytes can declare or inflate to gigabytes (a "decompression bomb"). `max_pages`
+    (a PDF's), `max_cells` (an xlsx's, counted in its XML before it is loaded) and `max_chars`
+    (the text parsed from any document) bound what a small file can make the steps hold.
     """
 
     max_bytes: int = 200 * 1024 * 1024
@@ -40,10 +42,13 @@ class Limits:
     max_compression_ratio: int = 250
     block_bytes: int = BLOCK_BYTES
     max_unpacked_part_bytes: int = 128 * 1024 * 1024
+    max_pages: int = 5_000
+    max_cells: int = 1_000_000
+    max_chars: int = 50_000_000
 
     def __post_init__(self) -> None:
         names = ("max_bytes", "max_unpacked_bytes", "max_compression_ratio", "block_bytes")
-        for name in (*names, "max_unpacked_part_bytes"):
+        for name in (*names, "max_unpacked_part_bytes", "max_pages", "max_cells", "max_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
 

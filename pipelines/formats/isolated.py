@@ -28,6 +28,7 @@ import threading
 import time
 from typing import IO, Any
 
+from core import cancellation
 from core.child_process import module_command
 from pipelines.formats.base import DocumentProblem, Partitioner, Source
 from pipelines.models import Element
@@ -39,6 +40,8 @@ _HEADER = struct.Struct("!Q")
 _READY = b"ready"
 _START_TIMEOUT_S = 120.0  # for the child's interpreter and imports, not a document's time
 _PARENT_POLL_S = 1.0
+# While a child parses, the parent asks this often whether the job was cancelled.
+_CANCEL_POLL_MS = 250
 # A child waiting this long for a document exits (its parsers hold ~190 MiB once markdown or
 # HTML was read); the parent reuses only children idle for less, with a margin.
 _IDLE_EXIT_S = 60.0
@@ -75,6 +78,9 @@ class _Child:
         self.idle_since = time.monotonic()
         try:
             ready = self.read(time.monotonic() + _START_TIMEOUT_S)
+        except cancellation.Cancelled:
+            self.kill()
+            raise
         except (_Late, _Ended) as err:
             self.kill()
             raise RuntimeError(
@@ -99,8 +105,11 @@ class _Child:
         data = bytearray()
         while len(data) < size:
             left_ms = (deadline - time.monotonic()) * 1000
-            if left_ms <= 0 or not poller.poll(max(1, int(left_ms))):
+            if left_ms <= 0:
                 raise _Late
+            if not poller.poll(max(1, int(min(left_ms, _CANCEL_POLL_MS)))):
+                cancellation.check()  # the caller's except clause kills the child
+                continue
             part = os.read(self.fd, min(size - len(data), 1 << 20))
             if not part:
                 raise _Ended
@@ -156,7 +165,7 @@ class IsolatedParsers:
                     "stopped; split it into smaller files, save its text as .txt, or raise the "
                     "limit (COGMILL_PARSE_TIMEOUT_SECONDS)"
                 ) from None
-            except BaseException:  # interrupted (a task time limit, shutdown): leave nothing
+            except BaseException:  # cancelled, or interrupted (a time limit): leave no child
                 child.kill()
                 raise
         self._give_back(child)

@@ -152,6 +152,11 @@ def partition_pdf(source: Source) -> list[Element]:
         _check_tail(stream)
         stream.seek(0)
         pages = _open_checked(stream)
+        if pages > source.limits.max_pages:
+            raise DocumentProblem(
+                f"the PDF has {pages} pages, over the limit of {source.limits.max_pages} "
+                "(COGMILL_MAX_DOCUMENT_PAGES); split it into smaller files"
+            )
         stream.seek(0)
         _check_streams(stream, source)
         stream.seek(0)

@@ -129,6 +129,41 @@ class StateStoreContract:
         _run_threads(8, work)
         assert state_store.get("hits") == "1600"
 
+    def test_reserve_adds_only_within_the_limit_and_release_gives_back(
+        self, state_store: StateStore
+    ) -> None:
+        assert state_store.reserve("held", 40, 100, ttl=60) == 40
+        assert state_store.reserve("held", 60, 100, ttl=60) == 100
+        assert state_store.reserve("held", 1, 100, ttl=60) is None  # nothing added
+        assert state_store.get("held") == "100"
+        state_store.release("held", 60)
+        assert state_store.reserve("held", 50, 100, ttl=60) == 90
+        state_store.release("held", 90)
+        assert state_store.keys("held") == []  # gone at zero
+        state_store.release("held", 5)  # after it expired, say: never below zero
+        assert state_store.get("held") is None
+        state_store.put("word", "abc")
+        with pytest.raises(ValueError):
+            state_store.reserve("word", 1, 100, ttl=60)
+        with pytest.raises(ValueError):
+            state_store.reserve("held", 1, 100, ttl=0)
+
+    def test_a_reservation_never_released_expires(self, state_store: StateStore) -> None:
+        assert state_store.reserve("leaked", 70, 100, ttl=1) == 70
+        assert state_store.reserve("leaked", 70, 100, ttl=1) is None
+        wait_for(lambda: state_store.reserve("leaked", 70, 100, ttl=60) == 70, "it expired")
+
+    def test_concurrent_reservations_never_pass_the_limit(self, state_store: StateStore) -> None:
+        granted: list[int] = []
+
+        def work(_: int) -> None:
+            for _ in range(25):
+                if state_store.reserve("quota", 7, 1000, ttl=60) is not None:
+                    granted.append(7)
+
+        _run_threads(8, work)  # 1,400 bytes asked for, 1,000 allowed
+        assert sum(granted) == 994 and state_store.get("quota") == "994"
+
     def test_incr_many_adds_to_each_counter(self, state_store: StateStore) -> None:
         state_store.incr("a", 5)
         state_store.put("text", "x")

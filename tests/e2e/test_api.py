@@ -97,7 +97,7 @@ def test_oversize_file_is_413_and_nothing_is_stored(client: TestClient, uploaded
         client.post(DATA, files=files), 413, "file_too_large", "big.txt", "COGMILL_MAX_FILE_BYTES"
     )
     big_json = {"documents": [{"name": "big.txt", "text": "a" * (LIMIT + 1)}]}
-    assert_error(client.post(DATA, json=big_json), 413, "file_too_large", "multipart")
+    assert_error(client.post(DATA, json=big_json), 413, "file_too_large", "COGMILL_MAX_FILE_BYTES")
     names = {doc["name"] for doc in client.get(DATA).json()}
     assert names == {*SAMPLE_NAMES, "notes.txt"}
 

@@ -302,25 +302,30 @@ def test_cli_flag(backend: Backend, server: LLMTestServer, tmp_path: Path) -> No
 def test_a_budget_holds_in_batch_mode(
     backend: Backend, server: LLMTestServer, tmp_path: Path
 ) -> None:
-    """Each file is submitted only once its estimate is reserved in the job's budget: half
-    the sync run's tokens pauses the job with nothing failed, and a resume ends it with the
-    sync run's graph and calls."""
+    """Each file is submitted only once the most its requests can use is reserved in the
+    job's budget: twice the sync run's tokens pause the job (the reservations are above what
+    the answers use) with nothing failed, and a resume ends it with the sync run's graph and
+    calls."""
     files = write_files(tmp_path / "docs", TEXTS)
     expected_graph, expected_llm = reference_run(
         backend, server, "budget", files, tmp_path / "reference", None
     )
     spent = expected_llm.prompt_tokens + expected_llm.completion_tokens
     server.batches.configure(delay_seconds=0.5)
-    with backend.runtime(**llm_settings(server), **{**SETTINGS, "batch_size": 1}) as rt:
+    # Replies here are under 2,048 tokens; each request reserves this much of reply.
+    options = {**SETTINGS, "batch_size": 1, "llm_max_completion_tokens": 2048}
+    with backend.runtime(**llm_settings(server), **options) as rt:
         assert not add_files(rt, "budget", files).rejected
-        job = start_cognify(rt, "budget", llm_mode="batch", budget_tokens=spent // 2)
+        budget = spent * 2  # a submission of three requests reserves more than `spent`
+        job = start_cognify(rt, "budget", llm_mode="batch", budget_tokens=budget)
         paused = finished(rt, job, 120)
         assert paused.status is JobStatus.PAUSED_BUDGET and not paused.errors, paused
         report = jobs.show(rt, job.id)
-        # Reserved before submitting (estimates above what the answers used): never over.
-        assert 0 < report.spent.tokens <= spent // 2, (report.spent, spent)
+        # Reserved before submitting (the most the requests can use): never over.
+        assert 0 < report.spent.tokens <= budget, (report.spent, spent)
         assert JobTracker(rt.state).parked(job.id)
-        done = succeeded(rt, jobs.resume(rt, job.id, tokens=spent * 3), 120)
+        # A submission reserves all its requests at once, several submissions at a time.
+        done = succeeded(rt, jobs.resume(rt, job.id, tokens=spent * 10), 120)
         assert graph_ids(rt, "budget") == expected_graph
         final = jobs.show(rt, done.id)
         assert final.llm.calls == expected_llm.calls and final.spent.tokens == spent, final

@@ -21,7 +21,7 @@ from core.models.jobs import JobStatus
 from core.settings import Settings
 from pipelines.sources.spec import parse_source
 from runtime import Runtime
-from tests.backends import embedder_fixture, finished, threaded_runtime  # noqa: F401 - fixture
+from tests.backends import finished, threaded_runtime
 
 pytestmark = pytest.mark.e2e
 

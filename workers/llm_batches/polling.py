@@ -99,6 +99,7 @@ def _settle(
                 llm["prompt_tokens"] - prompt,
                 llm["completion_tokens"] - completion,
                 llm["cached_tokens"],
+                closes=prompt + completion,
             )
         for name, value in meter.totals()["llm"].items():
             if value:

@@ -4,7 +4,6 @@ and recorded before the upload, their estimated tokens set aside in the job's bu
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -13,7 +12,7 @@ from typing import TypeVar
 from core.llm import deferral
 from core.llm.batches import BatchAPIError
 from core.llm.deferral import Deferred
-from core.llm.usage import Meter, Spending, Usage, current_meter, metering
+from core.llm.usage import Meter, Spending, Usage, current_meter, metering, prompt_bound
 from core.models.jobs import Job
 from pipelines.base import LLM
 from pipelines.definitions import get_step
@@ -122,19 +121,20 @@ def submit(
 def _reserve(
     runtime: Runtime, budget: Spending | None, requests: list[Deferred]
 ) -> tuple[int, int]:
-    """Set the requests' estimated tokens aside in the job's budget, all or none (prompts at
-    ~4 characters a token with their schema, `llm_estimate_completion_tokens` each reply)."""
+    """Set the most the requests can use aside in the job's budget, all or none: each
+    prompt's bound and each reply's max_tokens (core/llm/usage.py)."""
     if budget is None:
         return (0, 0)
-    chars = sum(len(json.dumps(r.messages)) + len(json.dumps(r.schema_json)) for r in requests)
-    estimate = (chars // 4, len(requests) * runtime.settings.llm_estimate_completion_tokens)
+    default = runtime.settings.llm_max_completion_tokens
+    prompts = sum(prompt_bound(r.messages, r.schema_json) for r in requests)
+    estimate = (prompts, sum(r.max_tokens or default for r in requests))
     budget.reserve(*estimate)
     return estimate
 
 
 def _release(budget: Spending | None, reserved: tuple[int, int]) -> None:
     if budget is not None and any(reserved):
-        budget.settle(-reserved[0], -reserved[1], 0)
+        budget.settle(-reserved[0], -reserved[1], 0, closes=sum(reserved))
 
 
 def _owners(meter: Meter | None) -> dict[str, str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -17,8 +16,9 @@ from starlette.types import Receive, Scope, Send
 
 from api.http.deps import Reader, RuntimeDep, Writer, owned_job_id
 from api.http.schemas import JobResume, error_responses
+from api.http.streams import key_of, stream_slots
 from api.services import jobs, shown
-from api.services.jobs import JobEvent, JobReport, StreamSlots
+from api.services.jobs import JobEvent, JobReport
 from core.access import Caller
 from core.models.jobs import Job
 
@@ -136,23 +136,6 @@ class EventStream(StreamingResponse):
             self.release()
 
 
-def _stream_slots(request: Request) -> StreamSlots:
-    """The app's open streams, made on the first stream (on the event loop: no race)."""
-    state = request.app.state
-    if getattr(state, "event_streams", None) is None:
-        state.event_streams = StreamSlots()
-    slots: StreamSlots = state.event_streams
-    return slots
-
-
-def _key_of(request: Request, caller: Caller) -> str | None:
-    """Which API key a stream counts against (a digest of it); None without keys (auth off)."""
-    if caller.tenant is None:
-        return None
-    _, _, key = request.headers.get("authorization", "").partition(" ")
-    return hashlib.sha256(key.strip().encode()).hexdigest()
-
-
 # Event ids are a job's sequence numbers; a larger `after` (say 1e23) is refused up front
 # instead of overflowing the stores' 64-bit integers once the stream has started.
 MAX_EVENT_ID = 2**53
@@ -180,12 +163,12 @@ async def job_events(
     over the open streams allowed per key or in all, the answer is a 429 with Retry-After.
     """
     start = after if last_event_id is None else last_event_id
-    slots, settings = _stream_slots(request), runtime.settings
+    slots, settings = stream_slots(request.app), runtime.settings
     # 404 now, before the stream starts; the store is read off the event loop.
     read = partial(jobs.follower, runtime, job_id, after=start)
     follower = await anyio.to_thread.run_sync(read, limiter=slots.limiter)
     release = slots.take(
-        _key_of(request, caller), settings.api_max_streams_per_key, settings.api_max_streams
+        key_of(request, caller), settings.api_max_streams_per_key, settings.api_max_streams
     )
     events = jobs.follow_job_async(follower, poll=POLL_SECONDS, limiter=slots.limiter)
     body = sse_lines(

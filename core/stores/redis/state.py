@@ -28,6 +28,25 @@ end
 return out
 """
 
+# reserve: KEYS[1] a counter, ARGV amount, limit, ttl in ms. INCRBY only when the sum stays
+# within the limit (one script: no other client runs between the read and the add).
+_RESERVE = """
+local current = redis.call('GET', KEYS[1])
+local total = tonumber(current or '0')
+if total == nil then return redis.error_reply('not an integer') end
+total = total + tonumber(ARGV[1])
+if total > tonumber(ARGV[2]) then return false end
+redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return total
+"""
+# release: KEYS[1] a counter, ARGV[1] the amount; gone at zero (or below, once expired).
+_RELEASE = """
+local total = redis.call('DECRBY', KEYS[1], ARGV[1])
+if total <= 0 then redis.call('DEL', KEYS[1]) end
+return total
+"""
+
 
 class RedisStateStore:
     """StateStore on Redis; keys live under `prefix` so several users can share one server."""
@@ -38,6 +57,8 @@ class RedisStateStore:
         self._conn = RedisConnection(url, client=client)
         self.url, self.prefix, self._redis = self._conn.url, prefix, self._conn.client
         self._add_members = self._redis.register_script(_ADD_MEMBERS)
+        self._reserve = self._redis.register_script(_RESERVE)
+        self._release = self._redis.register_script(_RELEASE)
 
     def _key(self, key: str) -> str:
         return self.prefix + key
@@ -99,6 +120,24 @@ class RedisStateStore:
         bad = [k for k, r in zip(amounts, replies, strict=True) if isinstance(r, Exception)]
         if bad:
             raise ValueError(f"key {bad[0]!r} does not hold an integer counter")
+
+    def reserve(self, key: str, amount: int, limit: int, *, ttl: float) -> int | None:
+        """Add `amount` to a counter if the sum stays within `limit` (one script, atomic): the
+        new sum, or None. The counter expires `ttl` s after the last reservation."""
+        args = [amount, limit, _milliseconds(ttl)]
+        with self._conn.errors():
+            try:
+                total = self._reserve(keys=[self._key(key)], args=args)
+            except redis.ResponseError as err:
+                if "not an integer" not in str(err):
+                    raise
+                raise ValueError(f"key {key!r} does not hold an integer counter") from None
+        return None if total is None else int(total)
+
+    def release(self, key: str, amount: int) -> None:
+        """Take back a reservation; the counter is removed at zero or below."""
+        with self._conn.errors():
+            self._release(keys=[self._key(key)], args=[amount])
 
     def add_member(self, key: str, member: str, *, ttl: float | None = None) -> bool:
         """Add to a set; True when the member was new. With `ttl`, the set expires then."""

@@ -111,6 +111,28 @@ class SQLiteStateStore(SQLiteFile):
         if bad:
             raise ValueError(f"keys {bad!r} do not hold integer counters")
 
+    def reserve(self, key: str, amount: int, limit: int, *, ttl: float) -> int | None:
+        """Add `amount` to a counter if the sum stays within `limit` (one write transaction,
+        so another process's reservation waits for it): the new sum, or None."""
+        expires_at = _expiry(ttl)
+        with self._db(write=True) as db:
+            total = _counter(db, key) + amount
+            if total > limit:
+                return None
+            db.execute(
+                "INSERT OR REPLACE INTO kv (key, value, expires_at) VALUES (?, ?, ?)",
+                (key, str(total), expires_at),
+            )
+            return total
+
+    def release(self, key: str, amount: int) -> None:
+        """Take back a reservation; the counter is removed at zero or below."""
+        with self._db(write=True) as db:
+            if _counter(db, key) - amount <= 0:
+                db.execute("DELETE FROM kv WHERE key = ?", (key,))
+            else:
+                _incr(db, key, -amount)
+
     def add_member(self, key: str, member: str, *, ttl: float | None = None) -> bool:
         """Add to a set; True when the member was new. With `ttl`, the set expires then."""
         expires_at = _expiry(ttl)
@@ -193,6 +215,14 @@ def _expiry(ttl: float | None) -> float | None:
     if ttl <= 0:
         raise ValueError(f"ttl must be positive seconds, got {ttl!r}")
     return time.time() + ttl
+
+
+def _counter(db: sqlite3.Connection, key: str) -> int:
+    """A counter's value (0 when missing or expired). ValueError when it holds no integer."""
+    row = db.execute("SELECT value, expires_at FROM kv WHERE key = ?", (key,)).fetchone()
+    if row is None or (row[1] is not None and row[1] <= time.time()):
+        return 0
+    return _as_int(key, row[0])
 
 
 def _incr(db: sqlite3.Connection, key: str, amount: int) -> int:
