@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from api.services import shown
 from api.services.add import add_files
 from api.services.cognify import cognify
-from api.services.datasets import checked, ensure_idle, names
+from api.services.datasets import checked, ensure_idle, existing_all, names
 from api.services.delete import Deleted, delete_dataset, delete_document
 from core.access import LOCAL, Caller
 from core.models.jobs import Job
@@ -146,8 +146,9 @@ def recall(
     caller: Caller = LOCAL,
 ) -> RecallResponse:
     """Results from the session's lane and/or the graph's (see retrieval/memory.py), each
-    tagged with its source. Raises ValueError for a bad request."""
-    names = [checked(name, caller) for name in datasets]
+    tagged with its source. Raises ValueError for a bad request, DatasetNotFoundError naming
+    the datasets that do not exist."""
+    names = existing_all(rt, datasets, caller)
     with rt.priority.urgent():  # as search's
         response = recall_memory(
             rt.retrieval(), query, session=session, datasets=names, scope=scope, top_k=top_k,
