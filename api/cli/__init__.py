@@ -1,6 +1,6 @@
 """The `cogmill` command line, a module per command group.
 
-ingest: add, add-sql, cognify, delete, export · search: search, route · jobs: list, show,
+ingest: add, add-sql, cognify · datasets: delete, export · search: search, route · jobs: list, show,
 cancel, watch · ops: worker, serve, demo, eval · memory: remember, recall, improve, forget ·
 access: tenants create|list, keys create|list|revoke · mcp: the MCP server over stdio ·
 webhooks: add|list|remove (and `jobs webhooks ID`, a job's deliveries).
@@ -16,21 +16,46 @@ from __future__ import annotations
 import functools
 import re
 import sys
+from typing import Annotated
 
 import typer
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"cogmill {version('cogmill')}")
+        raise typer.Exit()
+
+
 @functools.cache
 def _app() -> typer.Typer:
-    from api.cli import access, ingest, jobs, mcp, memory, ops, search, webhooks
+    from api.cli import access, datasets, ingest, jobs, mcp, memory, ops, search, webhooks
+    from api.cli.helptext import styled
 
     app = typer.Typer(
         add_completion=False,
         no_args_is_help=True,
         pretty_exceptions_enable=False,
-        help="cogmill: knowledge-graph memory for LLM applications.",
+        rich_markup_mode=None,
     )
+
+    @app.callback()
+    def root(
+        version: Annotated[
+            bool,
+            typer.Option(
+                "--version", callback=_print_version, is_eager=True, help="Print the version."
+            ),
+        ] = False,
+    ) -> None:
+        """cogmill: knowledge-graph memory for LLM applications.
+
+        Run `cogmill COMMAND --help` for a command's options."""
+
     app.add_typer(ingest.app)
+    app.add_typer(datasets.app)
     app.add_typer(search.app)
     app.add_typer(jobs.app, name="jobs")
     app.add_typer(ops.app)
@@ -40,7 +65,7 @@ def _app() -> typer.Typer:
     app.add_typer(webhooks.app, name="webhooks")
     jobs.app.command("webhooks")(webhooks.job_deliveries)
     app.add_typer(mcp.app)
-    return app
+    return styled(app)
 
 
 def __getattr__(name: str) -> typer.Typer:
@@ -78,4 +103,4 @@ def main() -> None:
         print("error: fix or unset those settings (in the environment or .env; README, "
               "Configuration)", file=sys.stderr)  # fmt: skip
         raise SystemExit(2)
-    _app()()
+    _app()(prog_name="cogmill")
