@@ -93,11 +93,14 @@ class JobTracker:
             job.errors = job.errors + errors
         return job
 
+    def ids(self) -> set[str]:
+        """Every job's id, from their index (`JOBS`)."""
+        once(self.state, INDEXED, self._index_older_jobs)
+        return self.state.add_members({JOBS: []})[JOBS]
+
     def all(self, *, live: bool = True) -> Iterator[Job]:
         """Every job, from the index of their ids (`JOBS`), read many at a time."""
-        once(self.state, INDEXED, self._index_older_jobs)
-        ids = sorted(self.state.add_members({JOBS: []})[JOBS])
-        for part in batched(ids, _REPORTS_PER_READ):
+        for part in batched(sorted(self.ids()), _REPORTS_PER_READ):
             for raw in self.state.get_many([_key(job_id) for job_id in part]):
                 if raw is not None:
                     yield self._read(raw, live)

@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
+from api.cli.datasets import confirm_dataset_deletion
 from api.cli.render import guarded, out, print_ranked, runtime_session, wait_for
+from api.cli.search import type_option
 from api.services import memory
 from retrieval.memory import DEFAULT_THRESHOLD, RecallResponse
 from retrieval.models import SearchType
@@ -49,7 +51,7 @@ def remember(
 
 def print_recall(response: RecallResponse, as_json: bool) -> None:
     if as_json:
-        out.print_json(response.model_dump_json(exclude_none=True))
+        out.print_json(response.model_dump_json())
         return
     if response.note:
         out.print(f"[dim]{response.note}[/dim]")
@@ -72,9 +74,7 @@ def recall_command(
         str, typer.Option(help="auto, session, graph or both (auto: see `recall` in the README)")
     ] = "auto",
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=1000)] = 10,
-    search_type: Annotated[
-        SearchType, typer.Option("--type", "-t", case_sensitive=False, help="Graph lane type")
-    ] = DEFAULT_TYPE,
+    search_type: Annotated[SearchType, type_option("Graph lane type")] = DEFAULT_TYPE,
     threshold: Annotated[
         float, typer.Option(min=-1, max=1, help="Cosine at which a session hit answers alone")
     ] = DEFAULT_THRESHOLD,
@@ -132,14 +132,20 @@ def forget(
         str | None, typer.Option("--document", help="Only this document of --dataset")
     ] = None,
     everything: Annotated[bool, typer.Option("--all", help="Every dataset and session")] = False,
-    yes: Annotated[bool, typer.Option("--yes", help="Confirm --all")] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Confirm --all, or forgetting a whole dataset")
+    ] = False,
 ) -> None:
-    """Forget a session, a document, a dataset, or everything (--all --yes)."""
+    """Forget a session, a document, a dataset, or everything (--all --yes).
+
+    Forgetting a whole dataset asks first, as `delete` does; --yes skips the question."""
 
     def body() -> memory.Forgotten:
         if everything and not yes:
             raise ValueError("--all deletes every dataset and session; add --yes to confirm")
         with runtime_session() as rt:
+            if dataset is not None and document is None and session is None and not everything:
+                confirm_dataset_deletion(rt, dataset, yes)
             return memory.forget(
                 rt,
                 session=session,

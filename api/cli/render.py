@@ -68,7 +68,7 @@ def guarded(action: Callable[[], T]) -> T:
     except typer.Exit:
         raise
     except DatasetNotFoundError as error:
-        fail(f"{error}; `cogmill add` documents to it first", 2)
+        fail(f"{error}; `cogmill add` documents to it first")
     except JobRunningError as error:
         job = error.job_ids[0]
         fail(f"{error} (`cogmill jobs watch {job}` follows it, `cogmill jobs cancel {job}` "
@@ -80,10 +80,13 @@ def guarded(action: Callable[[], T]) -> T:
 
 
 def wait_for(job: Job, show_progress: bool) -> jobs.JobReport:
-    """Poll a job until it finishes, with a progress bar on a terminal."""
+    """Poll a job until it finishes, with a progress bar on a terminal, else progress lines
+    (both on stderr, so stdout keeps only the result)."""
     from runtime import current_runtime
 
     rt = current_runtime()
+    if not show_progress:
+        return _wait_with_lines(rt, job)
     columns = [
         TextColumn("{task.description}"),
         BarColumn(),
@@ -97,6 +100,26 @@ def wait_for(job: Job, show_progress: bool) -> jobs.JobReport:
             job = jobs.show(rt, job.id)
             done = job.counts.get("documents", 0) + len({e.document_id for e in job.errors})
             progress.update(bar, completed=done)
+    return jobs.show(rt, job.id)
+
+
+PROGRESS_EVERY_S, QUIET_LINE_S = 1.0, 30.0
+
+
+def _wait_with_lines(rt: Runtime, job: Job) -> jobs.JobReport:
+    """A line when the documents done change (at most one a second) or after 30 s of quiet."""
+    started = said_at = time.monotonic()
+    said = -1
+    err.print(f"cognify {job.dataset}: job {job.id}, {job.total_documents} documents", markup=False)
+    while not job.status.finished:
+        time.sleep(0.2)
+        job = jobs.show(rt, job.id)
+        done = job.counts.get("documents", 0) + len({e.document_id for e in job.errors})
+        now = time.monotonic()
+        if (done != said and now - said_at >= PROGRESS_EVERY_S) or now - said_at >= QUIET_LINE_S:
+            line = f"cognify {job.dataset}: {done}/{job.total_documents} documents"
+            err.print(f"{line}, {now - started:.0f} s", markup=False)
+            said, said_at = done, now
     return jobs.show(rt, job.id)
 
 
@@ -137,7 +160,7 @@ def print_ranked(results: Sequence[R], label: Callable[[R], str]) -> None:
 
 def print_response(response: SearchResponse, as_json: bool) -> None:
     if as_json:
-        out.print_json(response.model_dump_json(exclude_none=True))
+        out.print_json(response.model_dump_json())
         return
     if response.note:
         out.print(f"[dim]{response.note}[/dim]")

@@ -40,6 +40,24 @@ def checked_id(job_id: str) -> str:
     return job_id
 
 
+def by_prefix(rt: Runtime, job_id: str) -> str:
+    """The id of the one job whose id is or starts with `job_id` (as `docker` and `git` take a
+    unique prefix). Raises JobNotFoundError when none does, ValueError when several do."""
+    checked_id(job_id)
+    ids = tracker(rt).ids()
+    if job_id in ids:
+        return job_id
+    found = sorted(i for i in ids if i.startswith(job_id))
+    if not found:
+        raise JobNotFoundError(f"no job {job_id!r}; `cogmill jobs list` shows the known jobs")
+    if len(found) > 1:
+        raise ValueError(
+            f"job id prefix {job_id!r} is ambiguous ({', '.join(found[:5])}"
+            f"{', ...' if len(found) > 5 else ''}); give more of the id"
+        )
+    return found[0]
+
+
 def list_jobs(rt: Runtime) -> list[Job]:
     """Jobs known to the state store, newest first."""
     return sorted(tracker(rt).all(), key=lambda job: job.created_at, reverse=True)
