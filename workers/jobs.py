@@ -2,7 +2,8 @@
 
 Counts are never incremented in place: each finished batch stores its WriteReport under its
 own key and is added to the job's "done" set, so a redelivered task cannot count twice and a
-crash between the two writes only repeats an idempotent write.
+crash between the two writes only repeats an idempotent write. A finished job's entity and
+relationship counts are then the graph's (workers/job_counts.py).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from collections.abc import Iterator
 
 from core.migrations import once
 from core.models.jobs import Claim, DocumentError, Job, JobStatus, utcnow
-from core.ports import StateStore, batched
+from core.ports import GraphReader, StateStore, batched
 from pipelines.models import WriteReport
+from workers import job_counts
 from workers.webhooks import announce
 
 COUNTED = ("documents", "chunks", "entities", "relationships", "vectors")
@@ -50,9 +52,19 @@ def step_output_key(job_id: str, batch: int, step: str) -> str:
 class JobTracker:
     """Reads and writes job state; every method is safe to repeat."""
 
-    def __init__(self, state: StateStore, artifact_ttl: int = 86_400) -> None:
+    def __init__(
+        self, state: StateStore, artifact_ttl: int = 86_400, graph: GraphReader | None = None
+    ) -> None:
         self.state = state
         self.artifact_ttl = artifact_ttl
+        # With the graph, a job's final counts are the graph's (workers/job_counts.py).
+        self.graph = graph
+
+    def record_graph_before(self, job: Job) -> None:
+        """Count the job's dataset in the graph as it is before the job writes."""
+        if self.graph is not None:
+            before = job_counts.stored(self.graph, job.dataset)
+            self.state.put(_key(job.id, "before"), json.dumps(before))
 
     def save(self, job: Job) -> None:
         self.state.add_member(JOBS, job.id)
@@ -268,6 +280,10 @@ class JobTracker:
             return job
         job.counts, errors = self._totals(job)
         job.errors = job.errors + errors
+        before = self.state.get(_key(job_id, "before"))
+        if self.graph is not None and before is not None:
+            after = job_counts.stored(self.graph, job.dataset)
+            job.counts = job_counts.settle(job.counts, json.loads(before), after)
         paused = False
         if self.cancelled(job_id):
             job.status = JobStatus.CANCELLED

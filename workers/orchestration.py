@@ -212,7 +212,8 @@ def cognify(
         total_documents=len({d.id for b in batches for d in b.documents}),
         total_batches=len(batches),
     )
-    jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
+    jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds, runtime.graph)
+    jobs.record_graph_before(job)  # before any batch can write
     jobs.save(job)
     jobs.event(job.id, "planned", documents=job.total_documents, batches=len(batches))
     if not batches:
@@ -240,7 +241,7 @@ def record_batch(runtime: Runtime, job_id: str, batch: int, report: WriteReport 
     A segmented document is marked failed as soon as one segment fails, and processed only when
     its last segment is recorded and none failed.
     """
-    jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
+    jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds, runtime.graph)
     job = jobs.get(job_id, live=False)
     if job.status.finished:
         return  # a late redelivery: the job's artifacts are gone with it

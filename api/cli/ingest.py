@@ -195,11 +195,14 @@ def cognify(
     job = guarded(body)
     c = job.counts
     out.print(f"job {job.id}: {job.status.value}" + (f" ({job.message})" if job.message else ""))
+    merged = (c.get("entities_merged", 0), c.get("relationships_merged", 0))
     out.print(
         f"documents {c.get('documents', 0)}, chunks {c.get('chunks', 0)}, "
         f"entities {c.get('entities', 0)}, relationships {c.get('relationships', 0)}, "
         f"errors {len(job.errors)}, seconds {time.perf_counter() - started:.1f}"
     )
+    if any(merged):
+        out.print(f"merged into what was stored: entities {merged[0]}, relationships {merged[1]}")
     llm, embeddings = job.llm, job.embeddings
     out.print(
         f"LLM calls {llm.calls} ({llm.cache_hits} from cache), tokens in {llm.prompt_tokens} "

@@ -125,7 +125,9 @@ def resume(
 def cancel(rt: Runtime, job_id: str) -> Job:
     """Stop a job: queued batches are skipped, running steps stop at their next boundary.
     Raises JobNotFoundError."""
-    return tracker(rt).cancel(checked_id(job_id))
+    # With the graph: cancelling a paused job ends it, counting it in the graph.
+    with_graph = JobTracker(rt.state, rt.settings.artifact_ttl_seconds, rt.graph)
+    return with_graph.cancel(checked_id(job_id))
 
 
 def watch(

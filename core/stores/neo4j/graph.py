@@ -376,9 +376,9 @@ class Neo4jGraphStore:
         seeds = list(dict.fromkeys(node_ids))
         return self._read(reads.neighbourhood, seeds=seeds, hops=hops, limit=limit)
 
-    def count(self, dataset: str) -> dict[str, int]:
-        """Node counts per type and the edge count (key "edges") of a dataset."""
-        return self._read(reads.count, dataset=dataset)
+    def count(self, dataset: str, *, edge_names: bool = False) -> dict[str, int]:
+        """Node counts per type, the edge count ("edges") and per name ("edges:NAME")."""
+        return self._read(reads.count, dataset=dataset, edge_names=edge_names)
 
     def total(self, datasets: Sequence[str], node_type: str, key: str) -> int:
         """The sum of the integer property `key` over the datasets' nodes of a type."""

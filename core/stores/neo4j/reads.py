@@ -74,13 +74,19 @@ def _time_branch(low: bool, high: bool, closed_from_start: bool) -> str:
         RETURN collect({q.NODE})"""
 
 
-def count(tx: ManagedTransaction, dataset: str) -> dict[str, int]:
-    """Node counts per type and the edge count of a dataset."""
+def count(tx: ManagedTransaction, dataset: str, edge_names: bool = False) -> dict[str, int]:
+    """Node counts per type and the edge count of a dataset; with `edge_names`, also the edges
+    per name (key "edges:NAME")."""
     by_type = f"{q.IN_DATASET} RETURN n.type AS type, count(*) AS n"
     counts = {r["type"]: r["n"] for r in tx.run(by_type, dataset=dataset)}
-    edges = "MATCH ()-[r:REL {dataset: $dataset}]->() RETURN count(r)"
-    counts["edges"] = codec.value(tx, edges, dataset=dataset)
-    return counts
+    if not edge_names:
+        edges = "MATCH ()-[r:REL {dataset: $dataset}]->() RETURN count(r)"
+        counts["edges"] = codec.value(tx, edges, dataset=dataset)
+        return counts
+    by_name = "MATCH ()-[r:REL {dataset: $dataset}]->() RETURN r.name AS name, count(*) AS n"
+    named = {r["name"]: r["n"] for r in tx.run(by_name, dataset=dataset)}
+    counts["edges"] = sum(named.values())
+    return counts | {f"edges:{name}": n for name, n in named.items()}
 
 
 def total(tx: ManagedTransaction, datasets: list[str], node_type: str, key: str) -> int:

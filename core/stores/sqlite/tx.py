@@ -172,12 +172,16 @@ def node_chunks(
     return found
 
 
-def count(conn: sqlite3.Connection, dataset: str) -> dict[str, int]:
-    """Node counts per type and the edge count (key "edges") of a dataset."""
+def count(conn: sqlite3.Connection, dataset: str, edge_names: bool = False) -> dict[str, int]:
+    """Node counts per type and the edge count (key "edges") of a dataset; with `edge_names`,
+    also the edges per name (key "edges:NAME")."""
     by_type = "SELECT type, count(*) FROM nodes WHERE dataset = ? GROUP BY type"
     counts = dict(conn.execute(by_type, (dataset,)).fetchall())
-    edges = conn.execute("SELECT count(*) FROM edges WHERE dataset = ?", (dataset,))
-    counts["edges"] = edges.fetchone()[0]
+    by_name = "SELECT name, count(*) FROM edges WHERE dataset = ? GROUP BY name"
+    named = dict(conn.execute(by_name, (dataset,)).fetchall())
+    counts["edges"] = sum(named.values())
+    if edge_names:
+        counts |= {f"edges:{name}": n for name, n in named.items()}
     return counts
 
 
