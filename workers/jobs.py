@@ -347,6 +347,16 @@ class JobTracker:
             self.event(job_id, "cancel_requested")
         return job
 
+    def abandon(self, job_id: str, message: str) -> Job:
+        """End a job whose batches could not all be queued: any that went out skip their steps
+        (as after a cancel), and the job is failed with `message`, so nothing waits for it."""
+        self.state.put(_key(job_id, "cancel"), "1")
+        job = self.get(job_id, live=False)
+        job.status, job.message, job.finished_at = JobStatus.FAILED, message, utcnow()
+        self.save(job)
+        self.event(job_id, "finished", status=job.status.value)
+        return job
+
     def cancelled(self, job_id: str) -> bool:
         return self.state.get(_key(job_id, "cancel")) is not None
 
