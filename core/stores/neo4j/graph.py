@@ -114,11 +114,8 @@ class Neo4jGraphStore:
         return self._call(lambda: self._conn.read(query, params))[0][0]
 
     def _transaction(self, write: bool, work: Callable[..., T], params: dict[str, Any]) -> T:
-        """One managed transaction in a short-lived session."""
-        # Shared bookmarks: each call sees this store's earlier writes, even on a cluster.
-        bookmarks = self._driver.execute_query_bookmark_manager
-        with self._driver.session(database=self._database, bookmark_manager=bookmarks) as session:
-            return (session.execute_write if write else session.execute_read)(work, **params)
+        """One managed transaction in a short-lived session (`Neo4jConnection.transaction`)."""
+        return self._conn.transaction(work, params, write=write)
 
     def _execute(self, statement: str) -> None:
         """One auto-committed statement (schema changes)."""
