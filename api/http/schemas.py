@@ -245,6 +245,14 @@ class RouteRequest(BaseModel):
     query: str = Field(min_length=1, description="The question to route")
 
 
+class Identity(BaseModel):
+    """What the request's API key may do (GET /api/v1/me)."""
+
+    role: Literal["reader", "writer", "admin"] = Field(
+        description="Each may do what the ones before may; admin also runs Cypher searches"
+    )
+
+
 class Health(BaseModel):
     status: str = "ok"
 
