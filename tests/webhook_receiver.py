@@ -1,5 +1,5 @@
 """A webhook receiver for tests: a threaded HTTP server on 127.0.0.1 that records every POST
-and answers a scripted sequence of statuses (then 200), plus the README's verification code."""
+and answers a scripted sequence of statuses (then 200), plus the docs' verification code."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+OPERATIONS = Path(__file__).resolve().parents[1] / "docs" / "operations.md"
 
 
 @dataclass(frozen=True)
@@ -73,11 +73,11 @@ class WebhookReceiver:
         raise AssertionError(f"{len(self.received)} of {count} webhook POSTs in {timeout}s")
 
 
-def readme_verify() -> Callable[..., bool]:
-    """The `verify` function of the README's verification snippet, as a receiver would run it."""
-    text = README.read_text(encoding="utf-8")
+def docs_verify() -> Callable[..., bool]:
+    """The `verify` function of the docs' verification snippet, as a receiver would run it."""
+    text = OPERATIONS.read_text(encoding="utf-8")
     found = re.search(r"<!-- webhook-verify -->\s*```python\n(.*?)```", text, re.S)
-    assert found, "the README lost its webhook verification snippet"
+    assert found, "docs/operations.md lost its webhook verification snippet"
     scope: dict[str, Any] = {}
-    exec(found.group(1), scope)  # noqa: S102 - the README's own code, as users copy it
+    exec(found.group(1), scope)  # noqa: S102 - the docs' own code, as users copy it
     return scope["verify"]

@@ -1,8 +1,9 @@
 """docker-compose.yml as written: the invariants that can be checked without a Docker engine.
 
-Each check reads the compose file, deploy/Dockerfile, .env.example and the README's
-"Distributed setup" and returns the problems it finds. The repository's files must have none,
-and every check must report the fault it exists for (`test_each_check_catches_its_fault`).
+Each check reads the compose file, deploy/Dockerfile, .env.example and docs/operations.md
+(its "Distributed setup" and "Runbook") and returns the problems it finds. The repository's
+files must have none, and every check must report the fault it exists for
+(`test_each_check_catches_its_fault`).
 `COGMILL_TEST_COMPOSE_DIR=<dir>` runs the checks on another copy of those files (e.g. an old
 commit's), so a reviewer can see what they catch there.
 """
@@ -60,7 +61,7 @@ class Stack:
     compose: dict[str, Any]
     env_example: dict[str, str]
     dockerfile: str
-    readme: str
+    operations: str  # docs/operations.md
 
     @property
     def services(self) -> dict[str, dict[str, Any]]:
@@ -92,7 +93,7 @@ def load_stack(root: Path = ROOT) -> Stack:
         compose=yaml.safe_load((root / "docker-compose.yml").read_text(encoding="utf-8")),
         env_example=read_env_file((root / ".env.example").read_text(encoding="utf-8")),
         dockerfile=(root / DOCKERFILE).read_text(encoding="utf-8"),
-        readme=(root / "README.md").read_text(encoding="utf-8"),
+        operations=(root / "docs" / "operations.md").read_text(encoding="utf-8"),
     )
 
 
@@ -514,15 +515,17 @@ def check_redis_auth(stack: Stack) -> list[str]:
 
 
 def check_redis_durability(stack: Stack) -> list[str]:
-    """Redis keeps an AOF, and the README says which fsync policy compose runs."""
+    """Redis keeps an AOF, and docs/operations.md says which fsync policy compose runs."""
     args = command(stack.services.get("redis") or {})
     option = dict(zip(args, args[1:], strict=False))
     problems = []
     if option.get("--appendonly") != "yes":
         problems.append("redis: --appendonly yes is missing (a restart would lose the queues)")
     fsync = option.get("--appendfsync", "everysec")  # Redis' default
-    if f"appendfsync {fsync}" not in readme_section(stack.readme, "Distributed setup"):
-        problems.append(f"README's Distributed setup does not say Redis runs appendfsync {fsync}")
+    if f"appendfsync {fsync}" not in doc_section(stack.operations, "Distributed setup"):
+        problems.append(
+            f"docs/operations.md's Distributed setup does not say Redis runs appendfsync {fsync}"
+        )
     return problems
 
 
@@ -562,29 +565,41 @@ def check_flower(stack: Stack) -> list[str]:
     return problems
 
 
-def readme_section(readme: str, title: str) -> str:
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", readme, re.M | re.S)
+def doc_section(text: str, title: str) -> str:
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
     return match.group(1) if match else ""
 
 
-def check_readme_workers(stack: Stack) -> list[str]:
-    """The README's worker command lines are the compose workers' (queues and concurrency)."""
+# Where a shell line's command ends: a redirection, a pipe, a background or list operator.
+SHELL_OPERATORS = re.compile(r"^(\d?>>?|&|\||;|&&|\|\||\d?>&\d)")
+
+
+def command_words(line: str) -> list[str]:
+    """A shell line's command and arguments, without what follows them (`> log 2>&1 &`)."""
+    words = shlex.split(line, comments=True)
+    end = next((i for i, w in enumerate(words) if SHELL_OPERATORS.match(w)), len(words))
+    return words[:end]
+
+
+def check_doc_workers(stack: Stack) -> list[str]:
+    """docs/operations.md's worker command lines are the compose workers' (queues and
+    concurrency)."""
     compose_workers = {}
     for service in stack.services.values():
         ctx, _ = check_command_line(command(service))
         if ctx is not None and is_worker(service):
             compose_workers[ctx.params["queues"]] = ctx.params["concurrency"]
     problems = []
-    section = readme_section(stack.readme, "Distributed setup")
-    for line in re.findall(r"^(cogmill worker .*?)(?:\s+#.*)?$", section, re.M):
-        ctx, error = check_command_line(shlex.split(line))
+    section = doc_section(stack.operations, "Distributed setup")
+    for line in re.findall(r"^(cogmill worker .*)$", section, re.M):
+        ctx, error = check_command_line(command_words(line))
         if ctx is None:
-            problems.append(f"README: {line!r} does not parse: {error}")
+            problems.append(f"docs/operations.md: {line!r} does not parse: {error}")
             continue
         queues, concurrency = ctx.params["queues"], ctx.params["concurrency"]
         if compose_workers.get(queues, concurrency) != concurrency:
             problems.append(
-                f"README runs the {queues} worker with --concurrency {concurrency}, "
+                f"docs/operations.md runs the {queues} worker with --concurrency {concurrency}, "
                 f"docker-compose.yml with {compose_workers[queues]}"
             )
     return problems
@@ -597,18 +612,18 @@ COMPOSE_GLOBAL_VALUE_FLAGS = frozenset(
 COMPOSE_VALUE_FLAGS = {"--tail", "--scale", "--profile", "-f", "--file", "-n", "--index"}
 
 
-def runbook_commands(readme: str) -> list[str]:
+def runbook_commands(operations: str) -> list[str]:
     """The `cogmill ...`, `celery ...` and `docker compose ...` commands the Runbook gives."""
-    section = readme_section(readme, "Runbook")
+    section = doc_section(operations, "Runbook")
     spans = [re.sub(r"\s+", " ", s).strip() for s in re.findall(r"`([^`]+)`", section)]
     return [span for span in spans if re.match(r"(cogmill|celery|docker compose) ", span)]
 
 
 def check_runbook_commands(stack: Stack) -> list[str]:
     """Every command the Runbook gives exists: CLI commands and options, compose services."""
-    commands = runbook_commands(stack.readme)
+    commands = runbook_commands(stack.operations)
     if not commands:
-        return ["README has no Runbook section with commands"]
+        return ["docs/operations.md has no Runbook section with commands"]
     problems = []
     for line in commands:
         args = shlex.split(line)
@@ -655,7 +670,7 @@ CHECKS: dict[str, Callable[[Stack], list[str]]] = {
     "redis durability": check_redis_durability,
     "neo4j auth": check_neo4j_auth,
     "flower": check_flower,
-    "readme workers": check_readme_workers,
+    "doc workers": check_doc_workers,
     "runbook commands": check_runbook_commands,
 }
 
@@ -754,7 +769,7 @@ FAULTS: dict[str, list[Callable[[Stack], None]]] = {
     ],
     "redis durability": [
         _set_command("redis", ["redis-server", "--requirepass", "${REDIS_PASSWORD}"]),
-        lambda s: setattr(s, "readme", s.readme.replace("appendfsync everysec", "AOF")),
+        lambda s: setattr(s, "operations", s.operations.replace("appendfsync everysec", "AOF")),
     ],
     "neo4j auth": [
         _set_env("neo4j", "NEO4J_AUTH", "none"),
@@ -764,14 +779,16 @@ FAULTS: dict[str, list[Callable[[Stack], None]]] = {
         _set_env("flower", "FLOWER_UNAUTHENTICATED_API", "true"),
         _set_env("flower", "FLOWER_BASIC_AUTH", None),
     ],
-    "readme workers": [
+    "doc workers": [
         _set_command("worker-llm", ["cogmill", "worker", "--queues", "llm", "--concurrency", "3"])
     ],
     "runbook commands": [
-        lambda s: setattr(s, "readme", s.readme.replace("cognify DATASET --all", "cognify --all")),
-        lambda s: setattr(s, "readme", s.readme.replace("jobs cancel", "jobs kill")),
-        lambda s: setattr(s, "readme", s.readme.replace("restart\n  worker-llm", "restart llm")),
-        lambda s: setattr(s, "readme", s.readme.replace("## Runbook", "## Operations")),
+        lambda s: setattr(s, "operations", s.operations.replace("DATASET --all", "--all")),
+        lambda s: setattr(s, "operations", s.operations.replace("jobs cancel", "jobs kill")),
+        lambda s: setattr(
+            s, "operations", s.operations.replace("restart worker-llm", "restart llm")
+        ),
+        lambda s: setattr(s, "operations", s.operations.replace("## Runbook", "## Operations")),
     ],
 }
 
