@@ -64,7 +64,10 @@ def delete(
 def export_graph(
     dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset to export")],
     fmt: Annotated[
-        str, typer.Option("--format", "-f", help="jsonl (a node or edge per line) or graphml")
+        str,
+        typer.Option(
+            "--format", "-f", metavar="FORMAT", help="jsonl (a node or edge per line) or graphml"
+        ),
     ] = "jsonl",
     output: Annotated[
         Path | None, typer.Option("--output", "-o", dir_okay=False, help="File (default: stdout)")

@@ -45,12 +45,17 @@ KeysOption = Annotated[
 ]
 PrimaryKeyOption = Annotated[
     list[str] | None,
-    typer.Option("--primary-key", help="Declare TABLE=COLUMN as a table's key (repeatable)"),
+    typer.Option(
+        "--primary-key",
+        metavar="TABLE=COLUMN",
+        help="Declare TABLE=COLUMN as a table's key (repeatable)",
+    ),
 ]
 ForeignKeyOption = Annotated[
     list[str] | None,
     typer.Option(
         "--foreign-key",
+        metavar="TABLE.COLUMN=TABLE.COLUMN",
         help="Declare TABLE.COLUMN=TABLE.COLUMN as a reference (repeatable); declared "
         "references replace the inferred ones of that table",
     ),
@@ -139,6 +144,7 @@ def cognify(
         str | None,
         typer.Option(
             "--graph-model",
+            metavar="FILE",
             help="JSON Schema file (or pydantic module:Class) of node classes that replaces the "
             "default extraction schema; add --all to re-extract processed documents",
         ),
@@ -158,7 +164,8 @@ def cognify(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="With --estimate: print JSON")] = False,
     webhook: Annotated[
-        str | None, typer.Option(help="POST the job record to this URL when it ends (signed)")
+        str | None,
+        typer.Option(metavar="URL", help="POST the job record to this URL when it ends (signed)"),
     ] = None,
     budget_usd: Annotated[float | None, typer.Option(help=BUDGET_USD_HELP)] = None,
     budget_tokens: Annotated[int | None, typer.Option(help=BUDGET_TOKENS_HELP)] = None,
@@ -166,6 +173,7 @@ def cognify(
         str | None,
         typer.Option(
             "--llm-mode",
+            metavar="MODE",
             help="sync, or batch: LLM steps through the OpenAI Batch API (half price, answers "
             "within 24 h); default: COGMILL_LLM_MODE",
         ),

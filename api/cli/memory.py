@@ -101,7 +101,9 @@ def recall_command(
 @app.command("improve")
 def improve_command(
     session: Annotated[str, typer.Option("--session", "-s", help="Session id")],
-    qa: Annotated[str, typer.Option("--qa", help="The qa id search/recall printed")],
+    qa: Annotated[
+        str, typer.Option("--qa", metavar="QA_ID", help="The qa id search/recall printed")
+    ],
     feedback: Annotated[str, typer.Option(help="up, down, or a score in [-1, 1]")],
     result: Annotated[
         list[int] | None, typer.Option("--result", help="Only this result (1-based, repeatable)")

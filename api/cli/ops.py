@@ -205,7 +205,10 @@ def eval_(
     types: Annotated[
         list[str] | None,
         typer.Option(
-            "--types", "-t", help="Search types, or AUTO for the routed search (repeatable)"
+            "--types",
+            "-t",
+            metavar="TYPE",
+            help="Search types, or AUTO for the routed search (repeatable)",
         ),
     ] = None,
     home: Annotated[

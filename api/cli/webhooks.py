@@ -30,7 +30,11 @@ def add(
     tenant: TenantOption = None,
     events: Annotated[
         list[str] | None,
-        typer.Option("--events", help="A finished status to send (repeatable; default: all)"),
+        typer.Option(
+            "--events",
+            metavar="STATUS",
+            help="A finished status to send (repeatable; default: all)",
+        ),
     ] = None,
 ) -> None:
     """Subscribe a tenant to its jobs ending; prints the signing secret once."""
