@@ -2,18 +2,16 @@
 
 Batches report what they wrote: an entity two batches mention is reported by both, and one
 that entity resolution merges into another afterwards is reported though it is gone. So when
-a job ends, its dataset's entities and relationships are counted in the graph and compared
-with the counts taken when the job was planned: `entities` and `relationships` are what the
-dataset gained, `entities_merged` and `relationships_merged` what the batches wrote that landed
-on one already there (stored by an earlier job or another batch of this one, or merged into
-another entity). A job on a dataset nothing else writes meanwhile therefore reports exactly
-the change of the graph; on a new dataset, the graph itself. `chunks` stays what the batches
-wrote (every chunk has its own id; a purged and rewritten one counts as written).
+a job ends, the entities and relationships its documents support are counted in the graph:
+`entities` and `relationships` are what the job stored, and `entities_merged` and
+`relationships_merged` what its batches wrote that landed on one written already (by another
+batch, or merged into another entity by entity resolution). On a new dataset the job's counts
+are therefore the graph's. `chunks` stays what the batches wrote (every chunk has its own id).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from core.models.vocabulary import (
     ALIAS,
@@ -56,9 +54,9 @@ SETTLED = ("entities", "relationships")
 EDGE_PREFIX = "edges:"
 
 
-def stored(graph: GraphReader, dataset: str) -> dict[str, int]:
-    """The dataset's entities and relationships (edges between entities) in the graph."""
-    counts = graph.count(dataset, edge_names=True)
+def stored(graph: GraphReader, dataset: str, documents: Sequence[str]) -> dict[str, int]:
+    """The entities and relationships (edges between entities) the documents support."""
+    counts = graph.count(dataset, edge_names=True, documents=documents)
     entities = sum(
         n
         for key, n in counts.items()
@@ -72,13 +70,11 @@ def stored(graph: GraphReader, dataset: str) -> dict[str, int]:
     return {"entities": entities, "relationships": relationships}
 
 
-def settle(
-    written: Mapping[str, int], before: Mapping[str, int], after: Mapping[str, int]
-) -> dict[str, int]:
-    """The job's counts from what its batches wrote and the graph before and after it."""
+def settle(written: Mapping[str, int], kept: Mapping[str, int]) -> dict[str, int]:
+    """The job's counts: what its batches wrote, with its entities and relationships as the
+    graph keeps them (`stored`) and the rest of the batches' writes counted as merged."""
     counts = dict(written)
     for name in SETTLED:
-        gained = max(after.get(name, 0) - before.get(name, 0), 0)
-        counts[name] = gained
-        counts[f"{name}_merged"] = max(written.get(name, 0) - gained, 0)
+        counts[name] = kept.get(name, 0)
+        counts[f"{name}_merged"] = max(written.get(name, 0) - kept.get(name, 0), 0)
     return counts

@@ -60,12 +60,6 @@ class JobTracker:
         # With the graph, a job's final counts are the graph's (workers/job_counts.py).
         self.graph = graph
 
-    def record_graph_before(self, job: Job) -> None:
-        """Count the job's dataset in the graph as it is before the job writes."""
-        if self.graph is not None:
-            before = job_counts.stored(self.graph, job.dataset)
-            self.state.put(_key(job.id, "before"), json.dumps(before))
-
     def save(self, job: Job) -> None:
         self.state.add_member(JOBS, job.id)
         self.state.put(_key(job.id), job.model_dump_json())
@@ -101,7 +95,7 @@ class JobTracker:
     def _read(self, raw: str, live: bool) -> Job:
         job = Job.model_validate_json(raw)
         if live and not job.status.finished:
-            job.counts, errors = self._totals(job)
+            job.counts, errors, _ = self._totals(job)
             job.errors = job.errors + errors
         return job
 
@@ -278,12 +272,11 @@ class JobTracker:
         job = Job.model_validate_json(self.state.get(_key(job_id)) or "{}")
         if job.status.finished:
             return job
-        job.counts, errors = self._totals(job)
+        job.counts, errors, documents = self._totals(job)
         job.errors = job.errors + errors
-        before = self.state.get(_key(job_id, "before"))
-        if self.graph is not None and before is not None:
-            after = job_counts.stored(self.graph, job.dataset)
-            job.counts = job_counts.settle(job.counts, json.loads(before), after)
+        if self.graph is not None and documents:
+            kept = job_counts.stored(self.graph, job.dataset, sorted(documents))
+            job.counts = job_counts.settle(job.counts, kept)
         paused = False
         if self.cancelled(job_id):
             job.status = JobStatus.CANCELLED
@@ -310,7 +303,8 @@ class JobTracker:
             self.state.delete(key)
         return job
 
-    def _totals(self, job: Job) -> tuple[dict[str, int], list[DocumentError]]:
+    def _totals(self, job: Job) -> tuple[dict[str, int], list[DocumentError], set[str]]:
+        """The batches' reports summed, their errors, and the documents they wrote."""
         counts = dict.fromkeys(COUNTED + SUMMED, 0)
         errors: list[DocumentError] = []
         # Distinct ids: a large document's segments are reported by several batches.
@@ -329,7 +323,7 @@ class JobTracker:
                 errors.extend(report.errors)
         counts["documents"] = len(documents - {e.document_id for e in errors})
         counts["batches_done"] = self.batches_done(job.id)
-        return counts, errors
+        return counts, errors, documents
 
     def cancel(self, job_id: str) -> Job:
         """Ask running work to stop; queued batches are skipped when they start."""

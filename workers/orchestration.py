@@ -217,7 +217,6 @@ def cognify(
         total_batches=len(batches),
     )
     jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds, runtime.graph)
-    jobs.record_graph_before(job)  # before any batch can write
     jobs.save(job)
     jobs.event(job.id, "planned", documents=job.total_documents, batches=len(batches))
     if not batches:

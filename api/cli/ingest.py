@@ -210,7 +210,7 @@ def cognify(
         f"errors {len(job.errors)}, seconds {time.perf_counter() - started:.1f}"
     )
     if any(merged):
-        out.print(f"merged into what was stored: entities {merged[0]}, relationships {merged[1]}")
+        out.print(f"written again or merged: entities {merged[0]}, relationships {merged[1]}")
     llm, embeddings = job.llm, job.embeddings
     out.print(
         f"LLM calls {llm.calls} ({llm.cache_hits} from cache), tokens in {llm.prompt_tokens} "

@@ -373,8 +373,13 @@ class Neo4jGraphStore:
         seeds = list(dict.fromkeys(node_ids))
         return self._read(reads.neighbourhood, seeds=seeds, hops=hops, limit=limit)
 
-    def count(self, dataset: str, *, edge_names: bool = False) -> dict[str, int]:
-        """Node counts per type, the edge count ("edges") and per name ("edges:NAME")."""
+    def count(
+        self, dataset: str, *, edge_names: bool = False, documents: Sequence[str] | None = None
+    ) -> dict[str, int]:
+        """Node counts per type, the edge count and per name (of what `documents` support)."""
+        if documents is not None:
+            found = self._read(reads.supported, dataset=dataset, documents=list(documents))
+            return found if edge_names else {k: n for k, n in found.items() if ":" not in k}
         return self._read(reads.count, dataset=dataset, edge_names=edge_names)
 
     def total(self, datasets: Sequence[str], node_type: str, key: str) -> int:
