@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from core.catalog import check_dataset_name
+from core.errors import InvalidInput
 from core.models.vocabulary import DOCUMENT, EVENT, NODE_SET, TEXT_SUMMARY
 from retrieval.base import Need, RetrievalContext
 from retrieval.coding_rules import MAX_DOCUMENTS
@@ -44,7 +45,7 @@ def search(
     session store).
     """
     if not query.strip():
-        raise ValueError("the query is empty; pass the question to search for")
+        raise InvalidInput("the query is empty; pass the question to search for")
     if session is not None:
         check_session_id(session)
     analysis = analyse(query, ctx.settings.search_top_k, ctx.settings.search_max_rounds)
@@ -57,7 +58,7 @@ def search(
         search_type, why = routed_or_available(routed)
         notes.append(why)
     if top_k < 1:
-        raise ValueError(f"top-k must be at least 1, got {top_k}")
+        raise InvalidInput(f"top-k must be at least 1, got {top_k}")
     for name in datasets:
         check_dataset_name(name)
     if response_model is not None:
@@ -69,7 +70,7 @@ def search(
     # evidence); their `note` says what they did (the type chosen, the tool calls made).
     complete = getattr(retriever, "get_completion", None)
     if complete is None and response_model is not None:
-        raise ValueError(
+        raise InvalidInput(
             f"search type {search_type} returns context only, so response_model does not apply; "
             "use a completion type such as RAG_COMPLETION or GRAPH_COMPLETION"
         )

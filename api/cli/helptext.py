@@ -8,6 +8,7 @@ turned into click commands; typer's own help (rich panels) stays unused.
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -16,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from pydantic import ValidationError
+from typer._click.exceptions import NoArgsIsHelpError
 from typer._click.formatting import HelpFormatter
 from typer.core import TyperCommand, TyperGroup
+
+from core.errors import lower_first, problem
 
 
 class PlainFormatter(HelpFormatter):
@@ -147,13 +151,50 @@ def first_sentence(text: str) -> str:
     return head + "." if dot else paragraph
 
 
-def one_line(error: UsageError) -> str:
-    """A usage error as `error: <what> (see 'cogmill add --help')`."""
-    message = " ".join(error.format_message().split()).removesuffix(".")
-    message = message[:1].lower() + message[1:]
-    if error.ctx is None:
-        return f"error: {message}"
-    return f"error: {message} (see '{error.ctx.command_path} --help')"
+def usage_message(error: typer.TyperException) -> str:
+    """A usage error of typer's click as `WHAT is wrong; how to see the usage`."""
+    ctx = getattr(error, "ctx", None)
+    path = " ".join(["cogmill", *ctx.command_path.split()[1:]]) if ctx else "cogmill"
+    see = f"`{path} --help` shows the usage"
+    param = getattr(error, "param", None)
+    option = getattr(error, "option_name", None)
+    if param is not None:
+        name = _name(param)
+        if type(error).__name__ == "MissingParameter":
+            return f"{name} is missing; {see}"
+        return f"{_bad_value(name, error)}; {see}"
+    if option is not None and hasattr(error, "possibilities"):  # no such option
+        options = " or ".join(error.possibilities or [])
+        maybe = f" (did you mean {options}?)" if options else ""
+        return f"{path} has no option {option}{maybe}; {see}"
+    if option is not None and "requires an argument" in error.message:
+        return f"{option} needs a value; {see}"
+    return f"{lower_first(error.message.rstrip('.'))}; {see}"
+
+
+def _name(param: Any) -> str:
+    """An option by its long name (--top-k), an argument by its metavar (JOB_ID)."""
+    longs = [opt for opt in getattr(param, "opts", []) if opt.startswith("--")]
+    return longs[0] if longs else str(param.metavar or param.name or "argument").upper()
+
+
+_CHOICES = re.compile(r"^(?P<value>.+?) is not one of (?P<choices>.+?)\.?$")
+
+
+def _bad_value(name: str, error: typer.TyperException) -> str:
+    """`NAME must be ..., got VALUE`: typer checks values with pydantic, whose error is the
+    cause; a callback's own message is used as it is."""
+    cause = error.__cause__
+    if isinstance(cause, ValidationError) and cause.errors():
+        first = cause.errors()[0]
+        text = str(first.get("msg", "")).removeprefix("Value error, ")
+        choices = _CHOICES.match(text)
+        if choices:
+            listed = choices["choices"].replace("'", "")
+            return f"{name} must be one of {listed}; got {choices['value']}"
+        return problem(name, first)
+    message = lower_first(error.message.rstrip("."))
+    return f"{name} {message}" if message.startswith("must be ") else f"{name}: {message}"
 
 
 def run_main(main: Any, standalone_mode: bool, **kwargs: Any) -> Any:
@@ -166,10 +207,10 @@ def run_main(main: Any, standalone_mode: bool, **kwargs: Any) -> Any:
             raise
         typer.echo(error.format_message())
         sys.exit(0)
-    except UsageError as error:
+    except typer.TyperException as error:  # typer's click: usage and file errors
         if not standalone_mode:
             raise
-        print(one_line(error), file=sys.stderr)
+        print(f"error: {usage_message(error)}", file=sys.stderr)
         sys.exit(error.exit_code)
     except typer.Abort:
         if not standalone_mode:

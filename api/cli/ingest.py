@@ -1,4 +1,4 @@
-"""Ingestion commands: add, add-sql, cognify, delete, export."""
+"""Ingestion commands: add, add-sql, cognify."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from api.services.jobs import JobReport
 from api.services.webhooks import for_job as job_webhook
 
 if TYPE_CHECKING:
-    from pipelines.key_declarations import KeyDeclarations
+    from pipelines.structured.key_declarations import KeyDeclarations
 
 app = typer.Typer()
 
@@ -66,7 +66,11 @@ def read_declarations(
     keys: Path | None, primary: list[str] | None, foreign: list[str] | None
 ) -> KeyDeclarations | None:
     """The key declarations given on the command line (None when there are none)."""
-    from pipelines.key_declarations import KeyDeclarations, parse_key_flags, parse_keys_yaml
+    from pipelines.structured.key_declarations import (
+        KeyDeclarations,
+        parse_key_flags,
+        parse_keys_yaml,
+    )
 
     if not (keys or primary or foreign):
         return None
@@ -194,10 +198,18 @@ def cognify(
             hook = job_webhook(rt, webhook) if webhook else None
             if hook is not None:
                 out.print(f"webhook {hook.id} secret (shown once): {hook.secret}", markup=False)
-            job = run_cognify(rt, dataset, pipeline=pipeline, everything=all_documents,
-                              graph_model=model, ontology=rules,
-                              webhook=hook.id if hook else None, budget_usd=budget_usd,
-                              budget_tokens=budget_tokens, llm_mode=llm_mode)  # fmt: skip
+            job = run_cognify(
+                rt,
+                dataset,
+                pipeline=pipeline,
+                everything=all_documents,
+                graph_model=model,
+                ontology=rules,
+                webhook=hook.id if hook else None,
+                budget_usd=budget_usd,
+                budget_tokens=budget_tokens,
+                llm_mode=llm_mode,
+            )
             return wait_for(job, sys.stderr.isatty())
 
     job = guarded(body)

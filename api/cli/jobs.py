@@ -95,6 +95,7 @@ def jobs_resume(
 
     def body() -> jobs.JobReport:
         with runtime_session(with_worker=True) as rt:
+            jobs.budget_of(rt.settings, budget_usd, budget_tokens)  # a bad budget before the id
             full_id = jobs.by_prefix(rt, job_id)
             job = jobs.resume(rt, full_id, usd=budget_usd, tokens=budget_tokens)
             return wait_for(job, sys.stderr.isatty())

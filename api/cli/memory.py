@@ -10,7 +10,8 @@ import typer
 from api.cli.datasets import confirm_dataset_deletion
 from api.cli.render import guarded, out, print_ranked, runtime_session, wait_for
 from api.cli.search import type_option
-from api.services import memory
+from api.services import jobs, memory
+from core.errors import InvalidInput
 from retrieval.memory import DEFAULT_THRESHOLD, RecallResponse
 from retrieval.models import SearchType
 from retrieval.router import DEFAULT_TYPE
@@ -32,7 +33,7 @@ def remember(
 
     def body() -> str:
         if (session is None) == (dataset is None):
-            raise ValueError("give exactly one of --session or --dataset")
+            raise InvalidInput("give exactly one of --session or --dataset")
         if session is not None:
             with runtime_session() as rt:
                 note = memory.remember_note(rt, session, text)
@@ -43,7 +44,7 @@ def remember(
             job = wait_for(done.job, sys.stderr.isatty())
         if job.status.value != "succeeded" or job.errors:
             problems = "; ".join(e.message for e in job.errors) or job.message
-            raise RuntimeError(f"job {job.id} {job.status.value}: {problems}")
+            raise jobs.JobFailedError(f"job {job.id} {job.status.value}: {problems}")
         return f"remembered in dataset {dataset} as {done.document} (job {job.id})"
 
     out.print(guarded(body), markup=False)
@@ -59,8 +60,11 @@ def print_recall(response: RecallResponse, as_json: bool) -> None:
         out.print(f"[bold]answer[/bold] ({response.answer_source}): {response.answer}")
     print_ranked(response.results, lambda result: f"[magenta]{result.source}[/magenta] ")
     if response.qa_id:
-        out.print(f"qa id {response.qa_id} (cogmill improve --session {response.session} "
-                  f"--qa {response.qa_id} --feedback up|down)", markup=False)  # fmt: skip
+        out.print(
+            f"qa id {response.qa_id} (cogmill improve --session {response.session} "
+            f"--qa {response.qa_id} --feedback up|down)",
+            markup=False,
+        )
 
 
 @app.command("recall")
@@ -71,7 +75,7 @@ def recall_command(
         list[str] | None, typer.Option("--dataset", "-d", help="Dataset(s) to search")
     ] = None,
     scope: Annotated[
-        str, typer.Option(help="auto, session, graph or both (auto: see `recall` in the README)")
+        str, typer.Option(help="auto, session, graph or both (auto: see docs/guide.md)")
     ] = "auto",
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=1000)] = 10,
     search_type: Annotated[SearchType, type_option("Graph lane type")] = DEFAULT_TYPE,
@@ -144,7 +148,7 @@ def forget(
 
     def body() -> memory.Forgotten:
         if everything and not yes:
-            raise ValueError("--all deletes every dataset and session; add --yes to confirm")
+            raise InvalidInput("--all deletes every dataset and session; add --yes to confirm")
         with runtime_session() as rt:
             if dataset is not None and document is None and session is None and not everything:
                 confirm_dataset_deletion(rt, dataset, yes)

@@ -1,6 +1,8 @@
 """What every `cogmill` command shares: the consoles, the error guard, the runtime, printing.
 
-Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback.
+Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback:
+a command's through the one mapping (api/errors.py), a usage error (an unknown option, a
+value out of range) through `helptext.usage_message`.
 """
 
 from __future__ import annotations
@@ -14,13 +16,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from api.errors import answer
 from api.services import jobs
-from api.services.datasets import DatasetNotFoundError, JobRunningError
-from core.catalog import CatalogError
 from core.models.jobs import Job
-from core.ports import StoreError
 from core.settings import Settings
-from core.stores.factory import NotAvailableError
 from retrieval.models import SearchResponse
 
 if TYPE_CHECKING:
@@ -31,8 +30,6 @@ if TYPE_CHECKING:
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-USAGE_ERRORS = (CatalogError, ValueError, LookupError)
-FAILURES = (StoreError, NotAvailableError, OSError, RuntimeError)
 T = TypeVar("T")
 
 
@@ -62,21 +59,14 @@ def runtime_session(with_worker: bool = False) -> Iterator[Runtime]:
 
 
 def guarded(action: Callable[[], T]) -> T:
-    """Run a command body, turning known errors into one line and the right exit code."""
+    """Run a command body; an exception becomes one line and its exit code (api/errors.py)."""
     try:
         return action()
     except typer.Exit:
         raise
-    except DatasetNotFoundError as error:
-        fail(f"{error}; `cogmill add` documents to it first")
-    except JobRunningError as error:
-        job = error.job_ids[0]
-        fail(f"{error} (`cogmill jobs watch {job}` follows it, `cogmill jobs cancel {job}` "
-             "cancels it)")  # fmt: skip
-    except USAGE_ERRORS as error:
-        fail(str(error), 2)
-    except FAILURES as error:
-        fail(str(error), 1)
+    except Exception as error:
+        said = answer(error, "cli")
+        fail(said.message, said.exit_code)
 
 
 def wait_for(job: Job, show_progress: bool) -> jobs.JobReport:
@@ -129,8 +119,10 @@ def print_added(added: Added) -> None:
     if added.copied_tables:
         out.print(f"copied tables {', '.join(added.copied_tables)}", markup=False)
     if added.relinked_tables:
-        out.print(f"keys declared for {', '.join(added.relinked_tables)}; the next cognify "
-                  "relinks the dataset's tables")  # fmt: skip
+        out.print(
+            f"keys declared for {', '.join(added.relinked_tables)}; the next cognify "
+            "relinks the dataset's tables"
+        )
     for name in report.added:
         out.print(f"added      {name}", markup=False)
     for name in report.replaced:

@@ -9,6 +9,7 @@ import typer
 
 from api.cli.render import err, guarded, out, print_response, runtime_session
 from api.services import search as service
+from core.errors import InvalidInput
 from retrieval.models import SearchType
 
 app = typer.Typer()
@@ -20,7 +21,7 @@ def parse_search_type(value: str | SearchType) -> SearchType:
     try:
         return SearchType(str(value).upper())
     except ValueError:
-        raise typer.BadParameter(f"{value!r} is not a search type (one of {TYPE_NAMES})") from None
+        raise typer.BadParameter(f"must be one of {TYPE_NAMES} (any case); got {value!r}") from None
 
 
 def type_option(help: str) -> typer.models.OptionInfo:
@@ -67,8 +68,9 @@ def search(
 
             try:
                 text = response_model.read_text(encoding="utf-8")
-            except OSError as err:
-                raise ValueError(f"cannot read --response-model {response_model}: {err}") from err
+            except (OSError, UnicodeDecodeError) as err:
+                why = getattr(err, "strerror", None) or "not readable UTF-8 text"
+                raise InvalidInput(f"cannot read --response-model {response_model}: {why}") from err
             schema = load_schema(text, origin=f"--response-model {response_model}")
         with runtime_session() as rt:
             return service.search(rt, query, dataset, search_type, top_k, schema, session)

@@ -41,7 +41,7 @@ def search(
     caller: Caller = LOCAL,
 ) -> Searched:
     """Search the datasets with one type (None: the query router's) and top-k (None: from the
-    query). Raises ValueError (CatalogError for a bad dataset name) for a bad request,
+    query). Raises InvalidInput (CatalogError for a bad dataset name) for a bad request,
     DatasetNotFoundError naming the datasets that do not exist, AccessDeniedError for a query
     type the caller's role may not run."""
     check_type_allowed(caller, search_type if search_type is not None else route(query).search_type)

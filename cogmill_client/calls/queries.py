@@ -29,10 +29,12 @@ def search(
     """Search datasets; with no `search_type` the query router chooses (see `route` in the
     answer). Results carry their sources (document, chunk) and evidence."""
     request = r.SearchRequest(
-        query=query, datasets=names(datasets), top_k=top_k,
+        query=query,
+        datasets=names(datasets),
+        top_k=top_k,
         search_type=kind(search_type) if search_type is not None else None,
         response_model=response_model,
-    )  # fmt: skip
+    )
     return Parts(model(m.SearchResponse), json=body(request))
 
 
@@ -64,9 +66,14 @@ def recall(
 ) -> Parts[m.RecallResponse]:
     """Recall from a session's memory and/or the graph of datasets."""
     request = r.RecallRequest(
-        query=query, session=session, datasets=names(datasets), scope=scope, top_k=top_k,
-        search_type=kind(search_type), threshold=threshold,
-    )  # fmt: skip
+        query=query,
+        session=session,
+        datasets=names(datasets),
+        scope=scope,
+        top_k=top_k,
+        search_type=kind(search_type),
+        threshold=threshold,
+    )
     return Parts(model(m.RecallResponse), json=body(request))
 
 
@@ -90,9 +97,12 @@ def forget(
 ) -> Parts[m.ForgetResult]:
     """Forget one target: a session, a dataset (or one document of it), or everything."""
     request = r.ForgetRequest(
-        session=session, dataset=dataset, document=document, everything=everything,
+        session=session,
+        dataset=dataset,
+        document=document,
+        everything=everything,
         confirm=confirm,
-    )  # fmt: skip
+    )
     return Parts(model(m.ForgetResult), json=body(request))
 
 

@@ -163,3 +163,15 @@ def test_eval_json(cli: Cli) -> None:
     args = ["eval", "--json", "--data", str(data), "--home", str(cli.home / "eval")]
     report = json.loads(cli.run(*args, "--types", "CHUNKS").strip().splitlines()[-1])
     assert problems(report, known["Eval"], known) == [] and report["musique"]["CHUNKS"], report
+
+
+def test_schedules_json(cli: Cli) -> None:
+    from api.services.schedules import ScheduleRun
+
+    known = shapes()
+    cli.run("schedules", "add", "docs", "--cognify", "--every", "1h")
+    listed = json.loads(cli.run("schedules", "list", "--json"))
+    assert problems(listed, ["Schedule"], known) == [] and len(listed) == 1, listed
+    assert listed[0]["runs"] and listed[0]["last_run"] is None, listed
+    # No beat runs here to fire it: the latest run's shape is checked against its model.
+    assert set(known["ScheduleRun"]) == set(ScheduleRun.model_fields)

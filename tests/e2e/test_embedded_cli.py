@@ -136,7 +136,7 @@ def test_missing_path_and_unknown_dataset(cli, tmp_path: Path) -> None:  # noqa:
     code, output = cli("add", str(tmp_path / "nope.txt"), "--dataset", "other")
     assert code == 1 and "no such file or directory" in output
     code, output = cli("cognify", "never-added")
-    assert code == 1 and "does not exist" in output
+    assert code == 2 and "does not exist" in output
 
 
 def test_console_script_exit_codes(home: Path) -> None:
@@ -152,8 +152,8 @@ def test_console_script_exit_codes(home: Path) -> None:
     cases = [
         (
             {"COGMILL_SERVE_WARM_UP": "10001", "COGMILL_WORKER_THREADS": "many"},
-            ["COGMILL_WORKER_THREADS='many': Input should be a valid integer",
-             "COGMILL_SERVE_WARM_UP='10001': Input should be less than or equal to 10000"],
+            ["COGMILL_WORKER_THREADS must be a whole number, got 'many'",
+             "COGMILL_SERVE_WARM_UP must be at most 10000, got '10001'"],
         ),
         (
             {"COGMILL_LLM_OUTAGE_PAUSES_SECONDS": "[15, 60"},

@@ -225,5 +225,5 @@ def test_forget_the_dataset_empties_both_faces_alike(faces: Faces) -> None:
     assert faces.client.get("/api/v1/datasets").json() == []
     code, out = faces.cli("forget", "--dataset", DATASET, "--yes")
     missing = faces.client.post("/api/v1/forget", json={"dataset": DATASET})
-    assert code == 1 and "does not exist" in out, out
+    assert code == 2 and "does not exist" in out, out
     assert missing.status_code == 404 and "does not exist" in missing.text, missing.text

@@ -67,9 +67,9 @@ def cli(home: Path, *args: str) -> tuple[int, str, str]:
         (["delete", "--dataset", "nosuch", "--yes"], "dataset 'nosuch' does not exist"),
     ],
 )
-def test_cli_exits_1_with_one_line(cli_home: Path, args: list[str], missing: str) -> None:
+def test_cli_exits_2_with_one_line(cli_home: Path, args: list[str], missing: str) -> None:
     code, stdout, stderr = cli(cli_home, *args)
-    assert code == 1, (stdout, stderr)
+    assert code == 2, (stdout, stderr)  # not found: the command named something wrong
     assert stderr.startswith(f"error: {missing}") and stderr.count("\n") == 1, stderr
     assert "'known'" not in stderr and stdout == ""
     assert cli(cli_home, "search", "Ada", "-d", "known", "--type", "CHUNKS")[0] == 0

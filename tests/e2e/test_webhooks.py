@@ -1,5 +1,5 @@
 """Webhooks in embedded mode: real app and worker threads, a real HTTP receiver on loopback
-(allowed by `webhook_allow_private`), signatures checked with docs/operations.md's own snippet."""
+(allowed by `webhook_allow_private`), signatures checked with the snippet of docs/security.md."""
 
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ from core.access import Role
 from core.settings import Settings
 from runtime import Runtime
 from tests.backends import http_finished
-from tests.webhook_receiver import WebhookReceiver, docs_verify
-from workers.webhooks import Subscriptions, deliver
+from tests.webhook_receiver import WebhookReceiver, readme_verify
+from workers.webhooks.deliveries import deliver
+from workers.webhooks.subscriptions import Subscriptions
 
 pytestmark = pytest.mark.e2e
 
@@ -75,7 +76,7 @@ def log_of(client: TestClient, job_id: str, count: int, timeout: float = 30) -> 
 
 
 def test_a_job_webhook_gets_one_signed_post_of_the_job_record(client: TestClient) -> None:
-    verify = docs_verify()
+    verify = readme_verify()
     with WebhookReceiver() as receiver:
         accepted = start_job(client, "hooked", webhook=receiver.url)
         secret = accepted["webhook_secret"]
@@ -115,7 +116,7 @@ def test_a_receiver_failing_twice_gets_three_attempts_in_the_log(client: TestCli
     gaps = [b.at - a.at for a, b in zip(posts, posts[1:], strict=False)]
     assert gaps[0] >= 0.2 and gaps[1] >= 0.4, gaps
     assert all(p.body == posts[0].body for p in posts)  # the same record, signed each time
-    verify = docs_verify()
+    verify = readme_verify()
     assert all(
         verify(made.json()["secret"], p.headers["X-Cogmill-Signature"], p.body) for p in posts
     )
@@ -205,7 +206,7 @@ def test_cli_cognify_webhook_and_delivery_log(
     secret = done.output.split("secret (shown once): ")[1].split()[0]
     job_id = done.stdout.split("job ")[1].split(":")[0]
     post = receiver.received[0]
-    assert docs_verify()(secret, post.headers["X-Cogmill-Signature"], post.body)
+    assert readme_verify()(secret, post.headers["X-Cogmill-Signature"], post.body)
     assert json.loads(post.body)["id"] == job_id
     shown = runner.invoke(cli, ["jobs", "webhooks", job_id, "--json"])
     assert shown.exit_code == 0, shown.output

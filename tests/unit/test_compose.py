@@ -1,11 +1,10 @@
 """docker-compose.yml as written: the invariants that can be checked without a Docker engine.
 
-Each check reads the compose file, deploy/Dockerfile, .env.example and docs/operations.md
-(its "Distributed setup" and "Runbook") and returns the problems it finds. The repository's
-files must have none, and every check must report the fault it exists for
-(`test_each_check_catches_its_fault`).
-`COGMILL_TEST_COMPOSE_DIR=<dir>` runs the checks on another copy of those files (e.g. an old
-commit's), so a reviewer can see what they catch there.
+Each check reads the compose file, deploy/Dockerfile, .env.example and the docs' (README.md,
+docs/) "Distributed setup" and "Runbook" sections and returns the problems it finds. The
+repository's files must have none, and every check must report the fault it exists for
+(`test_each_check_catches_its_fault`). `COGMILL_TEST_COMPOSE_DIR=<dir>` runs the checks on
+another copy of those files (e.g. an old commit's), so a reviewer can see what they catch there.
 """
 
 from __future__ import annotations
@@ -61,7 +60,7 @@ class Stack:
     compose: dict[str, Any]
     env_example: dict[str, str]
     dockerfile: str
-    operations: str  # docs/operations.md
+    readme: str
 
     @property
     def services(self) -> dict[str, dict[str, Any]]:
@@ -88,12 +87,19 @@ def read_env_file(text: str) -> dict[str, str]:
     return pairs
 
 
+def documentation(root: Path) -> str:
+    """README.md and every page of docs/, each closed by an empty heading so that no section
+    runs into the next page: the checks find a section wherever the docs keep it."""
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    return "".join(page.read_text(encoding="utf-8") + "\n## \n" for page in pages)
+
+
 def load_stack(root: Path = ROOT) -> Stack:
     return Stack(
         compose=yaml.safe_load((root / "docker-compose.yml").read_text(encoding="utf-8")),
         env_example=read_env_file((root / ".env.example").read_text(encoding="utf-8")),
         dockerfile=(root / DOCKERFILE).read_text(encoding="utf-8"),
-        operations=(root / "docs" / "operations.md").read_text(encoding="utf-8"),
+        readme=documentation(root),
     )
 
 
@@ -515,17 +521,15 @@ def check_redis_auth(stack: Stack) -> list[str]:
 
 
 def check_redis_durability(stack: Stack) -> list[str]:
-    """Redis keeps an AOF, and docs/operations.md says which fsync policy compose runs."""
+    """Redis keeps an AOF, and the docs say which fsync policy compose runs."""
     args = command(stack.services.get("redis") or {})
     option = dict(zip(args, args[1:], strict=False))
     problems = []
     if option.get("--appendonly") != "yes":
         problems.append("redis: --appendonly yes is missing (a restart would lose the queues)")
     fsync = option.get("--appendfsync", "everysec")  # Redis' default
-    if f"appendfsync {fsync}" not in doc_section(stack.operations, "Distributed setup"):
-        problems.append(
-            f"docs/operations.md's Distributed setup does not say Redis runs appendfsync {fsync}"
-        )
+    if f"appendfsync {fsync}" not in readme_section(stack.readme, "Distributed setup"):
+        problems.append(f"the docs' Distributed setup does not say Redis runs appendfsync {fsync}")
     return problems
 
 
@@ -565,9 +569,10 @@ def check_flower(stack: Stack) -> list[str]:
     return problems
 
 
-def doc_section(text: str, title: str) -> str:
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
-    return match.group(1) if match else ""
+def readme_section(readme: str, title: str) -> str:
+    """Every section of the docs with this title, one after the other."""
+    found = re.finditer(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", readme, re.M | re.S)
+    return "".join(match.group(1) for match in found)
 
 
 # Where a shell line's command ends: a redirection, a pipe, a background or list operator.
@@ -581,25 +586,24 @@ def command_words(line: str) -> list[str]:
     return words[:end]
 
 
-def check_doc_workers(stack: Stack) -> list[str]:
-    """docs/operations.md's worker command lines are the compose workers' (queues and
-    concurrency)."""
+def check_readme_workers(stack: Stack) -> list[str]:
+    """The docs' worker command lines are the compose workers' (queues and concurrency)."""
     compose_workers = {}
     for service in stack.services.values():
         ctx, _ = check_command_line(command(service))
         if ctx is not None and is_worker(service):
             compose_workers[ctx.params["queues"]] = ctx.params["concurrency"]
     problems = []
-    section = doc_section(stack.operations, "Distributed setup")
+    section = readme_section(stack.readme, "Distributed setup")
     for line in re.findall(r"^(cogmill worker .*)$", section, re.M):
         ctx, error = check_command_line(command_words(line))
         if ctx is None:
-            problems.append(f"docs/operations.md: {line!r} does not parse: {error}")
+            problems.append(f"docs: {line!r} does not parse: {error}")
             continue
         queues, concurrency = ctx.params["queues"], ctx.params["concurrency"]
         if compose_workers.get(queues, concurrency) != concurrency:
             problems.append(
-                f"docs/operations.md runs the {queues} worker with --concurrency {concurrency}, "
+                f"the docs run the {queues} worker with --concurrency {concurrency}, "
                 f"docker-compose.yml with {compose_workers[queues]}"
             )
     return problems
@@ -612,18 +616,18 @@ COMPOSE_GLOBAL_VALUE_FLAGS = frozenset(
 COMPOSE_VALUE_FLAGS = {"--tail", "--scale", "--profile", "-f", "--file", "-n", "--index"}
 
 
-def runbook_commands(operations: str) -> list[str]:
+def runbook_commands(readme: str) -> list[str]:
     """The `cogmill ...`, `celery ...` and `docker compose ...` commands the Runbook gives."""
-    section = doc_section(operations, "Runbook")
+    section = readme_section(readme, "Runbook")
     spans = [re.sub(r"\s+", " ", s).strip() for s in re.findall(r"`([^`]+)`", section)]
     return [span for span in spans if re.match(r"(cogmill|celery|docker compose) ", span)]
 
 
 def check_runbook_commands(stack: Stack) -> list[str]:
     """Every command the Runbook gives exists: CLI commands and options, compose services."""
-    commands = runbook_commands(stack.operations)
+    commands = runbook_commands(stack.readme)
     if not commands:
-        return ["docs/operations.md has no Runbook section with commands"]
+        return ["the docs have no Runbook section with commands"]
     problems = []
     for line in commands:
         args = shlex.split(line)
@@ -670,7 +674,7 @@ CHECKS: dict[str, Callable[[Stack], list[str]]] = {
     "redis durability": check_redis_durability,
     "neo4j auth": check_neo4j_auth,
     "flower": check_flower,
-    "doc workers": check_doc_workers,
+    "readme workers": check_readme_workers,
     "runbook commands": check_runbook_commands,
 }
 
@@ -769,7 +773,7 @@ FAULTS: dict[str, list[Callable[[Stack], None]]] = {
     ],
     "redis durability": [
         _set_command("redis", ["redis-server", "--requirepass", "${REDIS_PASSWORD}"]),
-        lambda s: setattr(s, "operations", s.operations.replace("appendfsync everysec", "AOF")),
+        lambda s: setattr(s, "readme", s.readme.replace("appendfsync everysec", "AOF")),
     ],
     "neo4j auth": [
         _set_env("neo4j", "NEO4J_AUTH", "none"),
@@ -779,16 +783,14 @@ FAULTS: dict[str, list[Callable[[Stack], None]]] = {
         _set_env("flower", "FLOWER_UNAUTHENTICATED_API", "true"),
         _set_env("flower", "FLOWER_BASIC_AUTH", None),
     ],
-    "doc workers": [
+    "readme workers": [
         _set_command("worker-llm", ["cogmill", "worker", "--queues", "llm", "--concurrency", "3"])
     ],
     "runbook commands": [
-        lambda s: setattr(s, "operations", s.operations.replace("DATASET --all", "--all")),
-        lambda s: setattr(s, "operations", s.operations.replace("jobs cancel", "jobs kill")),
-        lambda s: setattr(
-            s, "operations", s.operations.replace("restart worker-llm", "restart llm")
-        ),
-        lambda s: setattr(s, "operations", s.operations.replace("## Runbook", "## Operations")),
+        lambda s: setattr(s, "readme", s.readme.replace("cognify DATASET --all", "cognify --all")),
+        lambda s: setattr(s, "readme", s.readme.replace("jobs cancel", "jobs kill")),
+        lambda s: setattr(s, "readme", s.readme.replace("restart\n  worker-llm", "restart llm")),
+        lambda s: setattr(s, "readme", s.readme.replace("## Runbook", "## Operations")),
     ],
 }
 

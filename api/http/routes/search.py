@@ -22,7 +22,12 @@ def search(body: SearchRequest, runtime: RuntimeDep, caller: Reader) -> SearchRe
     """Search datasets; results carry the chunks and documents they came from."""
     check_bounds(runtime, body.query, body.datasets)
     searched = service.search(
-        runtime, body.query, body.datasets, body.search_type, body.top_k, body.response_model,
+        runtime,
+        body.query,
+        body.datasets,
+        body.search_type,
+        body.top_k,
+        body.response_model,
         caller=caller,
-    )  # fmt: skip
+    )
     return searched.response
