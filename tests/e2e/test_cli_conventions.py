@@ -93,6 +93,21 @@ def test_help_reads_like_git_and_docker(home: Path) -> None:
     assert "PATH..." in cli(home, "add", "--help").stdout
 
 
+def test_placeholders_name_values_not_parameters() -> None:
+    """`--sync SOURCE`, not the Python parameter behind it (`--sync SYNC_SOURCE`)."""
+    found, todo = [], [([], get_command(app))]
+    while todo:
+        words, command = todo.pop()
+        todo += [([*words, name], sub) for name, sub in getattr(command, "commands", {}).items()]
+        for param in command.params:
+            longs = [opt[2:].replace("-", "_") for opt in param.opts if opt.startswith("--")]
+            named = str(param.name)
+            option = param.param_type_name == "option" and longs and named not in longs
+            if option and param.metavar == named.upper():
+                found.append(f"cogmill {' '.join(words)} --{longs[0]} {param.metavar}")
+    assert not found, found
+
+
 @pytest.mark.parametrize("name", ["chunks", "CHUNKS", "Chunks"])
 def test_search_types_in_any_case(home: Path, name: str) -> None:
     done = cli(home, "search", "Ada", "-d", "keep", "--type", name, "--json")
