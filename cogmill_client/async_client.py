@@ -79,6 +79,7 @@ class AsyncClient:
     job_webhooks = async_method(datasets.job_webhooks)
     search = async_method(queries.search)
     route = async_method(queries.route)
+    me = async_method(queries.me)
     remember = async_method(queries.remember)
     recall = async_method(queries.recall)
     improve = async_method(queries.improve)

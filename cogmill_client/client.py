@@ -74,6 +74,7 @@ class Client:
     job_webhooks = sync_method(datasets.job_webhooks)
     search = sync_method(queries.search)
     route = sync_method(queries.route)
+    me = sync_method(queries.me)
     remember = sync_method(queries.remember)
     recall = sync_method(queries.recall)
     improve = sync_method(queries.improve)

@@ -1,8 +1,7 @@
 """What the cogmill HTTP API answers, as typed models (the OpenAPI document's response schemas).
 
-tests/unit/test_client_schema.py checks every model here against the server's live OpenAPI
-document (field names, which are required, enum values): a changed route fails it until the
-client follows.
+tests/unit/test_client_schema.py holds every model here to the server's live OpenAPI document
+(field names, required ones, enum values): a changed route fails it until the client follows.
 """
 
 from __future__ import annotations
@@ -382,6 +381,10 @@ class WebhookPublic(ApiModel):
 
 class WebhookCreated(WebhookPublic):
     secret: str  # signs the deliveries; shown only in this answer
+
+
+class Identity(ApiModel):
+    role: Literal["reader", "writer", "admin", "operator"]  # what the client's API key may do
 
 
 class Health(ApiModel):

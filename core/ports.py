@@ -137,8 +137,12 @@ class GraphReader(Protocol):
         """The nodes within `hops` of the seeds and the edges among them, bounded by `limit`."""
         ...
 
-    def count(self, dataset: str) -> dict[str, int]:
-        """Node counts per type and the edge count (key "edges") of a dataset."""
+    def count(
+        self, dataset: str, *, edge_names: bool = False, documents: Sequence[str] | None = None
+    ) -> dict[str, int]:
+        """Node counts per type and the edge count (key "edges") of a dataset; with
+        `edge_names`, also the edges per name (key "edges:NAME"); with `documents`, only of
+        the nodes and edges those documents support."""
         ...
 
     def total(self, datasets: Sequence[str], node_type: str, key: str) -> int:

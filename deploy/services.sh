@@ -1,28 +1,76 @@
 #!/usr/bin/env bash
-# Real Redis and Neo4j 5.26 Community for tests and CI, without Docker.
+# Real Redis and Neo4j 5.26 Community without Docker: for the tests and CI, and for running
+# cogmill distributed on one machine (docs/operations.md).
 #
-#   eval "$(deploy/services.sh start)"   # start both (idempotent), export their URLs
-#   deploy/services.sh status            # exit 0 only if both answer
-#   deploy/services.sh env               # print the export lines only
-#   deploy/services.sh stop              # safe when nothing runs
+#   eval "$(deploy/services.sh start)"             # start both (idempotent); export the tests'
+#                                                  # COGMILL_TEST_* URLs
+#   eval "$(deploy/services.sh start --settings)"  # the same; export the COGMILL_* settings
+#                                                  # cogmill reads instead (broker, state, graph)
+#   deploy/services.sh status                      # exit 0 only if both answer
+#   deploy/services.sh env [--settings]            # print the export lines only
+#   deploy/services.sh stop                        # safe when nothing runs
 #
-# Progress goes to stderr, the `export` lines to stdout. Needs redis-server (apt) and
-# Java 17+ with Maven (the Neo4j launcher in deploy/neo4j is built on first start).
+# Options (after the command; each has an environment variable, read when the option is absent):
+#   --redis-port N       COGMILL_TEST_REDIS_PORT      Redis                    (6390)
+#   --neo4j-port N       COGMILL_TEST_NEO4J_PORT      Neo4j Bolt               (7697)
+#   --neo4j-http-port N  COGMILL_TEST_NEO4J_HTTP_PORT Neo4j HTTP API; 0: none  (Bolt port - 213)
+#   --password-file F    COGMILL_SERVICES_PASSWORD    the password of Redis (requirepass) and of
+#                                                     Neo4j's user neo4j; F holds it, or the
+#                                                     variable does; none: no authentication
+#   --dir D              COGMILL_SERVICES_DIR         pids, logs, data, password ($PWD/.services)
+# The ports default off the usual ones (6379, 7687, 7474) so a developer's own servers are left
+# alone. The password is kept (mode 600) in the state dir for `env` and `status`; the tests run
+# without one (their Neo4j settings carry none).
 #
-# Env: COGMILL_SERVICES_DIR (state: pids, logs, data; default $PWD/.services),
-#      COGMILL_TEST_REDIS_PORT (6390), COGMILL_TEST_NEO4J_PORT (7697: off the defaults so a
-#      developer's own servers are left alone), COGMILL_NEO4J_HEAP (1g),
-#      COGMILL_NEO4J_JAVA_OPTS (extra JVM flags), COGMILL_NEO4J_SETTINGS (space-separated
-#      Neo4j settings, key=value), COGMILL_SERVICES_TIMEOUT (120 s).
+# Progress goes to stderr, the `export` lines to stdout. Needs redis-server (apt) and Java 17+
+# with Maven (the Neo4j launcher in deploy/neo4j is built on first start).
+#
+# More env: COGMILL_NEO4J_HEAP (1g), COGMILL_NEO4J_JAVA_OPTS (extra JVM flags),
+#   COGMILL_NEO4J_SETTINGS (space-separated Neo4j settings, key=value),
+#   COGMILL_SERVICES_TIMEOUT (120 s).
 set -euo pipefail
+
+usage() {
+  echo "usage: $0 start|stop|status|env [--settings] [--redis-port N] [--neo4j-port N]" \
+    "[--neo4j-http-port N] [--password-file F] [--dir D]" >&2
+  exit 2
+}
+
+cmd=${1:-}
+[[ $# -gt 0 ]] && shift
+SETTINGS=0
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --settings) SETTINGS=1; shift; continue ;;
+    --redis-port | --neo4j-port | --neo4j-http-port | --password-file | --dir)
+      [[ $# -ge 2 ]] || usage ;;
+    *) usage ;;
+  esac
+  case $1 in
+    --redis-port) COGMILL_TEST_REDIS_PORT=$2 ;;
+    --neo4j-port) COGMILL_TEST_NEO4J_PORT=$2 ;;
+    --neo4j-http-port) COGMILL_TEST_NEO4J_HTTP_PORT=$2 ;;
+    --password-file) COGMILL_SERVICES_PASSWORD=$(<"$2") ;;
+    --dir) COGMILL_SERVICES_DIR=$2 ;;
+  esac
+  shift 2
+done
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 NEO4J_SRC=$HERE/neo4j
 STATE=${COGMILL_SERVICES_DIR:-$PWD/.services}
 REDIS_PORT=${COGMILL_TEST_REDIS_PORT:-6390}
 NEO4J_PORT=${COGMILL_TEST_NEO4J_PORT:-7697}
+NEO4J_HTTP_PORT=${COGMILL_TEST_NEO4J_HTTP_PORT:-$((NEO4J_PORT - 213))}
 NEO4J_HEAP=${COGMILL_NEO4J_HEAP:-1g}
 TIMEOUT=${COGMILL_SERVICES_TIMEOUT:-120}
+PASSWORD=${COGMILL_SERVICES_PASSWORD:-}
+for port in "$REDIS_PORT" "$NEO4J_PORT" "$NEO4J_HTTP_PORT"; do
+  [[ $port =~ ^[0-9]+$ && $port -lt 65536 ]] || { echo "services: bad port '$port'" >&2; exit 2; }
+done
+# Redis URLs carry the password: keep it to characters a URL takes as they are.
+[[ $PASSWORD =~ ^[A-Za-z0-9._~-]*$ ]] \
+  || { echo "services: the password may hold only letters, digits and . _ ~ -" >&2; exit 2; }
 
 # The flags Neo4j's own neo4j.conf passes. Without the add-opens, debug.log warns that the
 # page cache falls back from DirectByteBuffer reflection and that fadvise on transaction
@@ -39,14 +87,31 @@ READY_MARKER=COGMILL_NEO4J_READY
 say() { echo "services: $*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
 
-redis_url() { echo "redis://127.0.0.1:$REDIS_PORT/0"; }
+redis_url() { echo "redis://${PASSWORD:+:$PASSWORD@}127.0.0.1:$REDIS_PORT/0"; }
 neo4j_uri() { echo "bolt://127.0.0.1:$NEO4J_PORT"; }
 print_env() {
-  echo "export COGMILL_TEST_REDIS_URL=$(redis_url)"
-  echo "export COGMILL_TEST_NEO4J_URI=$(neo4j_uri)"
+  if [[ $SETTINGS == 1 ]]; then  # what every cogmill process (API, CLI, workers) reads
+    echo "export COGMILL_BROKER_URL=$(redis_url)"
+    echo "export COGMILL_RESULT_BACKEND=$(redis_url)"
+    echo "export COGMILL_REDIS_URL=$(redis_url)"
+    echo "export COGMILL_NEO4J_URI=$(neo4j_uri)"
+    echo "export COGMILL_NEO4J_PASSWORD=$PASSWORD"
+    echo "export COGMILL_VECTOR_STORE=neo4j"
+  else
+    echo "export COGMILL_TEST_REDIS_URL=$(redis_url)"
+    echo "export COGMILL_TEST_NEO4J_URI=$(neo4j_uri)"
+  fi
 }
 
-redis_up() { [[ $(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null) == PONG ]]; }
+# The password of a running pair of services, kept from their start (for env and status).
+load_password() {
+  if [[ -z $PASSWORD && -f $STATE/password ]]; then PASSWORD=$(<"$STATE/password"); fi
+  return 0
+}
+
+redis_up() {
+  [[ $(REDISCLI_AUTH=$PASSWORD redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null) == PONG ]]
+}
 bolt_up() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$NEO4J_PORT" 2>/dev/null; }
 
 # A pid from our pidfile, only while that process is still the one we started (pids recycle).
@@ -77,10 +142,11 @@ start_redis() {
     return
   fi
   mkdir -p "$STATE/redis"
-  # No persistence: test data is throwaway, and RDB/AOF writes only slow tests down.
-  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --daemonize yes --save '' \
-    --appendonly no --dir "$STATE/redis" --pidfile "$STATE/redis.pid" \
-    --logfile "$STATE/redis.log" >/dev/null 9>&-
+  # No persistence: test data is throwaway, and RDB/AOF writes only slow tests down. The
+  # password goes in through the config on stdin (`-`), not the command line others can read.
+  printf 'requirepass "%s"\n' "$PASSWORD" | redis-server - --port "$REDIS_PORT" \
+    --bind 127.0.0.1 --daemonize yes --save '' --appendonly no --dir "$STATE/redis" \
+    --pidfile "$STATE/redis.pid" --logfile "$STATE/redis.log" >/dev/null 9>&-
   local i
   for ((i = 0; i < TIMEOUT * 10; i++)); do
     redis_up && { say "redis up on port $REDIS_PORT"; return; }
@@ -121,9 +187,12 @@ start_neo4j() {
   for setting in ${COGMILL_NEO4J_SETTINGS:-}; do settings+=(--set "$setting"); done
   # setsid: its own session, so a Ctrl-C aimed at the caller (make, pytest) does not reach it.
   # The data under $STATE/neo4j is kept between runs; Neo4j reopens (and if need be recovers) it.
-  setsid "${COGMILL_NEO4J_JAVA:-java}" "${NEO4J_JVM_FLAGS[@]}" "${extra_opts[@]}" \
+  # The password reaches the launcher through its environment (Neo4jLauncher.PASSWORD_ENV).
+  COGMILL_NEO4J_LAUNCH_PASSWORD=$PASSWORD setsid "${COGMILL_NEO4J_JAVA:-java}" \
+    "${NEO4J_JVM_FLAGS[@]}" "${extra_opts[@]}" \
     -cp "$NEO4J_SRC/target/classes:$NEO4J_SRC/target/lib/*" dev.cogmill.Neo4jLauncher \
-    --port "$NEO4J_PORT" --data "$STATE/neo4j" "${settings[@]}" </dev/null >>"$log" 2>&1 9>&- &
+    --port "$NEO4J_PORT" --http-port "$NEO4J_HTTP_PORT" --data "$STATE/neo4j" "${settings[@]}" \
+    </dev/null >>"$log" 2>&1 9>&- &
   pid=$!
   echo "$pid" >"$STATE/neo4j.pid"
   wait_neo4j "$pid"
@@ -133,7 +202,9 @@ wait_neo4j() { # pid
   local pid=$1 log=$STATE/neo4j.log i
   for ((i = 0; i < TIMEOUT * 10; i++)); do
     if grep -q "^$READY_MARKER" "$log" 2>/dev/null; then
-      say "neo4j up on port $NEO4J_PORT (pid $pid; $(grep -o 'started_in_ms=[0-9]*' "$log" | tail -n 1))"
+      local http=""
+      [[ $NEO4J_HTTP_PORT != 0 ]] && http=", HTTP on port $NEO4J_HTTP_PORT"
+      say "neo4j up on port $NEO4J_PORT$http (pid $pid; $(grep -o 'started_in_ms=[0-9]*' "$log" | tail -n 1))"
       return
     fi
     if ! kill -0 "$pid" 2>/dev/null; then
@@ -162,34 +233,45 @@ stop_all() {
   rm -f "$STATE/neo4j.pid"
   if pid=$(live_pid "$STATE/redis.pid" redis-server); then stop_pid "$pid" redis
   else say "redis not running (or not started by this script)"; fi
-  rm -f "$STATE/redis.pid"
+  rm -f "$STATE/redis.pid" "$STATE/password"
 }
+
+redis_running() { live_pid "$STATE/redis.pid" redis-server >/dev/null; }
 
 status() {
   local ok=0 pid
-  if redis_up; then echo "redis: up, $(redis_url)"; else echo "redis: down"; ok=3; fi
+  local shown
+  shown=$(redis_url)
+  shown=${shown/:$PASSWORD@/:***@}  # status is for eyes and logs: no password
+  if redis_up; then echo "redis: up, $shown"; else echo "redis: down"; ok=3; fi
   if pid=$(live_pid "$STATE/neo4j.pid" dev.cogmill.Neo4jLauncher) && bolt_up; then
-    echo "neo4j: up, $(neo4j_uri) (pid $pid, RSS $(($(awk '/VmRSS/ {print $2}' "/proc/$pid/status") / 1024)) MiB)"
+    local http=""
+    [[ $NEO4J_HTTP_PORT != 0 ]] && http=", http://127.0.0.1:$NEO4J_HTTP_PORT"
+    echo "neo4j: up, $(neo4j_uri)$http (pid $pid, RSS $(($(awk '/VmRSS/ {print $2}' "/proc/$pid/status") / 1024)) MiB)"
   else echo "neo4j: down"; ok=3; fi
   return $ok
 }
 
-cmd=${1:-}
 case $cmd in
   start | stop) ;;
-  status) status; exit ;;
-  env) print_env; exit ;;
-  *) echo "usage: $0 start|stop|status|env" >&2; exit 2 ;;
+  status) load_password; status; exit ;;
+  env) load_password; print_env; exit ;;
+  *) usage ;;
 esac
 
 if [[ $cmd == stop && ! -d $STATE ]]; then say "nothing to stop (no $STATE)"; exit 0; fi
 mkdir -p "$STATE"
 STATE=$(cd "$STATE" && pwd)
+load_password
 # One start/stop at a time per state dir (parallel CI steps or test workers); the servers
 # get `9>&-` so they do not hold this lock after we exit.
 exec 9>"$STATE/.lock"
 flock 9
 if [[ $cmd == start ]]; then
+  if [[ -f $STATE/password && $(<"$STATE/password") != "$PASSWORD" ]] && redis_running; then
+    die "the services in $STATE run with another password; stop them first"
+  fi
+  (umask 077 && printf '%s' "$PASSWORD" >"$STATE/password")
   start_redis
   start_neo4j
   print_env

@@ -100,7 +100,8 @@ for _language in set(LANGUAGES.values()):
 
 
 def _supported() -> str:
-    return ", ".join(sorted(SUPPORTED_EXTENSIONS))
+    # SQLite databases are known by their header, whatever their name (core/catalog.py).
+    return ", ".join(sorted(SUPPORTED_EXTENSIONS)) + " and SQLite database files (any name)"
 
 
 def kind_for(extension: str) -> str:

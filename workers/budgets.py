@@ -41,7 +41,7 @@ class InvalidBudget(InvalidInput):
 
 
 def tracker(runtime: Runtime) -> JobTracker:
-    return JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
+    return JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds, runtime.graph)
 
 
 def park_batch(runtime: Runtime, job_id: str, batch: int, step: str) -> None:

@@ -24,6 +24,7 @@ from core.settings import Settings
 from runtime import Runtime, current_runtime, share_cores_between_threads, use_runtime
 from workers.celery_app import INGEST_QUEUE, LLM_QUEUE, configure
 from workers.llm_batches.polling import Poller, start_poller
+from workers.reachability import check_reachable
 
 # Longest wait of the worker's consumer loop for a message before it looks at the stop flag.
 # Celery's loop for a thread pool waits 2 s per turn, and one more full turn after it saw the
@@ -155,6 +156,7 @@ class EmbeddedWorker:
 def open_runtime(settings: Settings, *, with_worker: bool = True) -> Iterator[Runtime]:
     """A runtime for one command, current while it runs, with embedded worker threads when
     the broker is in-process and `with_worker` (otherwise tasks go to the configured broker)."""
+    check_reachable(settings, queueing=with_worker)  # at once, not after the clients' retries
     runtime = Runtime(settings)
     use_runtime(runtime)
     worker = None

@@ -2,7 +2,8 @@
 
 Counts are never incremented in place: each finished batch stores its WriteReport under its
 own key and is added to the job's "done" set, so a redelivered task cannot count twice and a
-crash between the two writes only repeats an idempotent write.
+crash between the two writes only repeats an idempotent write. A finished job's entity and
+relationship counts are then the graph's (workers/job_counts.py).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from collections.abc import Iterator, Sequence
 from core.errors import NotFound
 from core.migrations import once
 from core.models.jobs import Claim, DocumentError, Job, JobStatus, utcnow
-from core.ports import StateStore, batched
+from core.ports import GraphReader, StateStore, batched
 from pipelines.models import WriteReport
+from workers import job_counts
 from workers.sync_cursor import keep as keep_sync_cursor
 from workers.webhooks.deliveries import announce
 
@@ -64,9 +66,13 @@ def step_output_key(job_id: str, batch: int, step: str) -> str:
 class JobTracker:
     """Reads and writes job state; every method is safe to repeat."""
 
-    def __init__(self, state: StateStore, artifact_ttl: int = 86_400) -> None:
+    def __init__(
+        self, state: StateStore, artifact_ttl: int = 86_400, graph: GraphReader | None = None
+    ) -> None:
         self.state = state
         self.artifact_ttl = artifact_ttl
+        # With the graph, a job's final counts are the graph's (workers/job_counts.py).
+        self.graph = graph
 
     def save(self, job: Job) -> None:
         self.state.add_member(JOBS, job.id)
@@ -105,15 +111,18 @@ class JobTracker:
     def _read(self, raw: str, live: bool) -> Job:
         job = Job.model_validate_json(raw)
         if live and not job.status.finished:
-            job.counts, errors = self._totals(job)
+            job.counts, errors, _ = self._totals(job)
             job.errors = job.errors + errors
         return job
 
+    def ids(self) -> set[str]:
+        """Every job's id, from their index (`JOBS`)."""
+        once(self.state, INDEXED, self._index_older_jobs)
+        return self.state.add_members({JOBS: []})[JOBS]
+
     def all(self, *, live: bool = True) -> Iterator[Job]:
         """Every job, from the index of their ids (`JOBS`), read many at a time."""
-        once(self.state, INDEXED, self._index_older_jobs)
-        ids = sorted(self.state.add_members({JOBS: []})[JOBS])
-        for part in batched(ids, _REPORTS_PER_READ):
+        for part in batched(sorted(self.ids()), _REPORTS_PER_READ):
             for raw in self.state.get_many([_key(job_id) for job_id in part]):
                 if raw is not None:
                     yield self._read(raw, live)
@@ -298,8 +307,11 @@ class JobTracker:
         job = Job.model_validate_json(self.state.get(_key(job_id)) or "{}")
         if job.status.finished:
             return job
-        job.counts, errors = self._totals(job)
+        job.counts, errors, documents = self._totals(job)
         job.errors = job.errors + errors
+        if self.graph is not None and documents:
+            kept = job_counts.stored(self.graph, job.dataset, sorted(documents))
+            job.counts = job_counts.settle(job.counts, kept)
         paused = False
         if self.cancelled(job_id):
             job.status = JobStatus.CANCELLED
@@ -328,7 +340,8 @@ class JobTracker:
             self.state.delete(key)
         return job
 
-    def _totals(self, job: Job) -> tuple[dict[str, int], list[DocumentError]]:
+    def _totals(self, job: Job) -> tuple[dict[str, int], list[DocumentError], set[str]]:
+        """The batches' reports summed, their errors, and the documents they wrote."""
         counts = dict.fromkeys(COUNTED + SUMMED, 0)
         errors: list[DocumentError] = []
         # Distinct ids: a large document's segments are reported by several batches.
@@ -347,7 +360,7 @@ class JobTracker:
                 errors.extend(report.errors)
         counts["documents"] = len(documents - {e.document_id for e in errors})
         counts["batches_done"] = self.batches_done(job.id)
-        return counts, errors
+        return counts, errors, documents
 
     def cancel(self, job_id: str) -> Job:
         """Ask running work to stop; queued batches are skipped when they start."""
@@ -363,6 +376,16 @@ class JobTracker:
         if not job.status.finished:
             self.state.put(_key(job_id, "cancel"), "1")
             self.event(job_id, "cancel_requested")
+        return job
+
+    def abandon(self, job_id: str, message: str) -> Job:
+        """End a job whose batches could not all be queued: any that went out skip their steps
+        (as after a cancel), and the job is failed with `message`, so nothing waits for it."""
+        self.state.put(_key(job_id, "cancel"), "1")
+        job = self.get(job_id, live=False)
+        job.status, job.message, job.finished_at = JobStatus.FAILED, message, utcnow()
+        self.save(job)
+        self.event(job_id, "finished", status=job.status.value)
         return job
 
     def cancelled(self, job_id: str) -> bool:

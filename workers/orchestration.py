@@ -17,6 +17,8 @@ import uuid
 from pathlib import PurePath
 from typing import Any
 
+from kombu.exceptions import OperationalError
+
 from core.catalog import check_dataset_name
 from core.errors import InvalidInput
 from core.models.documents import (
@@ -33,6 +35,8 @@ from core.models.documents import (
 from core.models.graph import Node, dataset_id
 from core.models.jobs import Budget, Job, JobStatus
 from core.models.vocabulary import DOCUMENT, NODE_SET
+from core.ports import StoreError
+from core.stores.redis.connection import redact_url
 from pipelines.base import Pipeline
 from pipelines.classify import Classify, DocumentProblem, kind_for
 from pipelines.definitions import get_pipeline
@@ -238,7 +242,7 @@ def run_job(
             "total_batches": len(batches),
         }
     )
-    jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
+    jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds, runtime.graph)
     jobs.save(job)
     jobs.event(job.id, "planned", documents=job.total_documents, batches=len(batches))
     if not batches:
@@ -255,10 +259,28 @@ def run_job(
         )
     held = {follower for batch in batches for follower in batch.followers}
     jobs.hold(job.id, sorted(held))
-    for index, batch in enumerate(batches):
-        if index not in held:
-            batch_chain(job.id, index, batch).apply_async()
+    try:
+        for index, batch in enumerate(batches):
+            if index not in held:
+                chain = batch_chain(job.id, index, batch)
+                # No result is kept: the result backend has nothing to do with the publish.
+                chain.apply_async(retry_policy=PLAN_PUBLISH_RETRY, ignore_result=True)
+    except (OperationalError, OSError, RuntimeError) as err:
+        where = redact_url(runtime.settings.broker_url)
+        problem = (
+            f"cannot publish the job's batches to the broker at {where}: {str(err).rstrip('.')}"
+        )
+        jobs.abandon(job.id, problem)
+        raise StoreError(
+            f"{problem}; job {job.id} is failed and nothing of it runs: run cognify again once "
+            "the broker answers (COGMILL_BROKER_URL)"
+        ) from err
     return job
+
+
+# The planner's first publish gives up within seconds (the caller waits and can try again);
+# a chain's later steps ride out a broker restart (workers/celery_app.py).
+PLAN_PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0.5, "interval_step": 0.5}
 
 
 def record_batch(runtime: Runtime, job_id: str, batch: int, report: WriteReport | None) -> None:
@@ -267,7 +289,7 @@ def record_batch(runtime: Runtime, job_id: str, batch: int, report: WriteReport 
     A segmented document is marked failed as soon as one segment fails, and processed only when
     its last segment is recorded and none failed.
     """
-    jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
+    jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds, runtime.graph)
     job = jobs.get(job_id, live=False)
     if job.status.finished or jobs.batch_recorded(job_id, batch):
         return  # a late or concurrent delivery: the batch's artifacts went with its recording

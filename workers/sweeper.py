@@ -141,7 +141,7 @@ class Sweep:
     def __init__(self, runtime: Runtime, app: Celery, now: float) -> None:
         self.settings, self.app, self.now = runtime.settings, app, now
         self.runtime = runtime
-        self.jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
+        self.jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds, runtime.graph)
         self.state = runtime.state
 
     def run(self, stall_seconds: float) -> int:

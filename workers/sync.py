@@ -91,7 +91,7 @@ def load_source(state: StateStore, source_id: str) -> SourceRecord:
 
 
 def tracker(runtime: Runtime) -> JobTracker:
-    return JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
+    return JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds, runtime.graph)
 
 
 def unfinished_on(runtime: Runtime, dataset: str, but: str = "") -> list[str]:

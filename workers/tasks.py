@@ -53,7 +53,7 @@ RETRIES: dict[str, Any] = {
 
 def tracker() -> JobTracker:
     runtime = current_runtime()
-    return JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
+    return JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds, runtime.graph)
 
 
 def _step_task(step: type[Step]) -> Task:

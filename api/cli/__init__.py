@@ -17,8 +17,17 @@ from __future__ import annotations
 import functools
 import re
 import sys
+from typing import Annotated
 
 import typer
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"cogmill {version('cogmill')}")
+        raise typer.Exit()
 
 
 @functools.cache
@@ -36,15 +45,28 @@ def _app() -> typer.Typer:
         sync,
         webhooks,
     )
-    from api.cli.render import Group
+    from api.cli.helptext import styled
 
     app = typer.Typer(
-        cls=Group,
         add_completion=False,
         no_args_is_help=True,
         pretty_exceptions_enable=False,
-        help="cogmill: knowledge-graph memory for LLM applications.",
+        rich_markup_mode=None,
     )
+
+    @app.callback()
+    def root(
+        version: Annotated[
+            bool,
+            typer.Option(
+                "--version", callback=_print_version, is_eager=True, help="Print the version."
+            ),
+        ] = False,
+    ) -> None:
+        """cogmill: knowledge-graph memory for LLM applications.
+
+        Run `cogmill COMMAND --help` for a command's options."""
+
     app.add_typer(ingest.app)
     app.add_typer(datasets.app)
     app.add_typer(search.app)
@@ -58,7 +80,7 @@ def _app() -> typer.Typer:
     app.add_typer(mcp.app)
     app.add_typer(sync.app)
     app.add_typer(schedules.app, name="schedules")
-    return app
+    return styled(app)
 
 
 def __getattr__(name: str) -> typer.Typer:
@@ -96,4 +118,4 @@ def main() -> None:
         where = "in the environment or .env; see docs/configuration.md"
         print(f"error: fix or unset those settings ({where})", file=sys.stderr)
         raise SystemExit(2)
-    _app()()
+    _app()(prog_name="cogmill")

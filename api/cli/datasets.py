@@ -1,4 +1,4 @@
-"""Commands on a dataset's stored graph: delete, export."""
+"""Commands on a whole dataset's data: delete (asking first for a whole dataset) and export."""
 
 from __future__ import annotations
 
@@ -8,11 +8,30 @@ from typing import Annotated
 
 import typer
 
-from api.cli.render import err, guarded, out, runtime_session
+from api.cli.render import err, fail, guarded, out, runtime_session
+from api.services.datasets import existing
 from api.services.delete import Deleted, delete_dataset, delete_document
 from api.services.export import export_graph as run_export
+from runtime import Runtime
 
 app = typer.Typer()
+
+YesOption = Annotated[
+    bool, typer.Option("--yes", "-y", help="Do not ask before deleting a whole dataset")
+]
+
+
+def confirm_dataset_deletion(rt: Runtime, dataset: str, yes: bool) -> None:
+    """Go on when `yes` was given or the user at the terminal agrees; exit otherwise (refused
+    without a terminal to ask at, so a script never deletes a dataset by accident)."""
+    existing(rt, dataset)  # a missing dataset is that error, before any question
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        fail(f"deleting dataset {dataset!r} needs confirmation: add --yes (no terminal to ask)", 2)
+    question = f"Delete dataset {dataset!r} with all its documents, graph and vectors?"
+    if not typer.confirm(question, default=False, err=True):
+        fail(f"not confirmed: dataset {dataset!r} kept")
 
 
 @app.command()
@@ -21,12 +40,17 @@ def delete(
     document: Annotated[
         str | None, typer.Option("--document", help="File name as added; omit for the dataset")
     ] = None,
+    yes: YesOption = False,
 ) -> None:
-    """Delete one document (and what only it supported) or a whole dataset."""
+    """Delete one document (and what only it supported) or a whole dataset.
+
+    Deleting a whole dataset asks first; --yes skips the question, and without a terminal
+    (a script, a pipe) it is required."""
 
     def body() -> Deleted:
         with runtime_session() as rt:
             if document is None:
+                confirm_dataset_deletion(rt, dataset, yes)
                 return delete_dataset(rt, dataset)
             return delete_document(rt, dataset, document)
 
@@ -40,7 +64,10 @@ def delete(
 def export_graph(
     dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset to export")],
     fmt: Annotated[
-        str, typer.Option("--format", "-f", help="jsonl (a node or edge per line) or graphml")
+        str,
+        typer.Option(
+            "--format", "-f", metavar="FORMAT", help="jsonl (a node or edge per line) or graphml"
+        ),
     ] = "jsonl",
     output: Annotated[
         Path | None, typer.Option("--output", "-o", dir_okay=False, help="File (default: stdout)")

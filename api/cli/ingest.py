@@ -10,13 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from api.cli.jobs import BUDGET_TOKENS_HELP, BUDGET_USD_HELP
-from api.cli.render import (
-    guarded,
-    out,
-    print_added,
-    runtime_session,
-    wait_for,
-)
+from api.cli.render import guarded, out, print_added, runtime_session, wait_for
 from api.services.add import Added, AddOptions, add_paths
 from api.services.add import add_sql as run_add_sql
 from api.services.cognify import OntologyFile
@@ -51,12 +45,17 @@ KeysOption = Annotated[
 ]
 PrimaryKeyOption = Annotated[
     list[str] | None,
-    typer.Option("--primary-key", help="Declare TABLE=COLUMN as a table's key (repeatable)"),
+    typer.Option(
+        "--primary-key",
+        metavar="TABLE=COLUMN",
+        help="Declare TABLE=COLUMN as a table's key (repeatable)",
+    ),
 ]
 ForeignKeyOption = Annotated[
     list[str] | None,
     typer.Option(
         "--foreign-key",
+        metavar="TABLE.COLUMN=TABLE.COLUMN",
         help="Declare TABLE.COLUMN=TABLE.COLUMN as a reference (repeatable); declared "
         "references replace the inferred ones of that table",
     ),
@@ -149,6 +148,7 @@ def cognify(
         str | None,
         typer.Option(
             "--graph-model",
+            metavar="FILE",
             help="JSON Schema file (or pydantic module:Class) of node classes that replaces the "
             "default extraction schema; add --all to re-extract processed documents",
         ),
@@ -168,7 +168,8 @@ def cognify(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="With --estimate: print JSON")] = False,
     webhook: Annotated[
-        str | None, typer.Option(help="POST the job record to this URL when it ends (signed)")
+        str | None,
+        typer.Option(metavar="URL", help="POST the job record to this URL when it ends (signed)"),
     ] = None,
     budget_usd: Annotated[float | None, typer.Option(help=BUDGET_USD_HELP)] = None,
     budget_tokens: Annotated[int | None, typer.Option(help=BUDGET_TOKENS_HELP)] = None,
@@ -176,6 +177,7 @@ def cognify(
         str | None,
         typer.Option(
             "--llm-mode",
+            metavar="MODE",
             help="sync, or batch: LLM steps through the OpenAI Batch API (half price, answers "
             "within 24 h); default: COGMILL_LLM_MODE",
         ),
@@ -213,11 +215,14 @@ def cognify(
     job = guarded(body)
     c = job.counts
     out.print(f"job {job.id}: {job.status.value}" + (f" ({job.message})" if job.message else ""))
+    merged = (c.get("entities_merged", 0), c.get("relationships_merged", 0))
     out.print(
         f"documents {c.get('documents', 0)}, chunks {c.get('chunks', 0)}, "
         f"entities {c.get('entities', 0)}, relationships {c.get('relationships', 0)}, "
         f"errors {len(job.errors)}, seconds {time.perf_counter() - started:.1f}"
     )
+    if any(merged):
+        out.print(f"written again or merged: entities {merged[0]}, relationships {merged[1]}")
     llm, embeddings = job.llm, job.embeddings
     out.print(
         f"LLM calls {llm.calls} ({llm.cache_hits} from cache), tokens in {llm.prompt_tokens} "

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from datetime import UTC
 from typing import Annotated
 
 import typer
@@ -20,26 +22,38 @@ BUDGET_USD_HELP = (
 BUDGET_TOKENS_HELP = "The same cap in LLM tokens (prompt + completion)"
 
 
+JobId = Annotated[str, typer.Argument(help="A job id, or a unique start of one")]
+LIST_COLUMNS = "{:<32}  {:<13}  {:<20}  {:>9}  {}"
+
+
 @app.command("list")
-def jobs_list() -> None:
+def jobs_list(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="A JSON array of the jobs, as `jobs show` prints each")
+    ] = False,
+) -> None:
     """Jobs known to the state store, newest first."""
 
     def body() -> list[Job]:
         with runtime_session() as rt:
             return jobs.list_jobs(rt)
 
-    for job in guarded(body):
+    found = guarded(body)
+    if as_json:
+        out.print_json(json.dumps([json.loads(job.model_dump_json()) for job in found]))
+        return
+    out.print(LIST_COLUMNS.format("JOB ID", "STATUS", "DATASET", "DOCUMENTS", "CREATED (UTC)"))
+    for job in found:
+        done = f"{job.counts.get('documents', 0)}/{job.total_documents}"
+        created = job.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
         out.print(
-            f"{job.id}  {job.status.value:<13}  {job.dataset:<20} "
-            f"{job.counts.get('documents', 0)}/{job.total_documents} docs  "
-            f"{job.created_at:%Y-%m-%d %H:%M:%S}",
-            markup=False,
+            LIST_COLUMNS.format(job.id, job.status.value, job.dataset, done, created), markup=False
         )
 
 
 @app.command("show")
 def jobs_show(
-    job_id: str,
+    job_id: JobId,
     as_json: Annotated[
         bool, typer.Option("--json", help="JSON (the only output; for scripts)")
     ] = True,
@@ -49,18 +63,18 @@ def jobs_show(
 
     def body() -> Job:
         with runtime_session() as rt:
-            return jobs.show(rt, job_id)
+            return jobs.show(rt, jobs.by_prefix(rt, job_id))
 
     out.print_json(guarded(body).model_dump_json())
 
 
 @app.command("cancel")
-def jobs_cancel(job_id: str) -> None:
+def jobs_cancel(job_id: JobId) -> None:
     """Stop a job: queued batches are skipped, running steps stop at their next boundary."""
 
     def body() -> Job:
         with runtime_session() as rt:
-            return jobs.cancel(rt, job_id)
+            return jobs.cancel(rt, jobs.by_prefix(rt, job_id))
 
     job = guarded(body)
     out.print(
@@ -72,7 +86,7 @@ def jobs_cancel(job_id: str) -> None:
 
 @app.command("resume")
 def jobs_resume(
-    job_id: str,
+    job_id: JobId,
     budget_usd: Annotated[float | None, typer.Option(help=BUDGET_USD_HELP)] = None,
     budget_tokens: Annotated[int | None, typer.Option(help=BUDGET_TOKENS_HELP)] = None,
 ) -> None:
@@ -81,7 +95,9 @@ def jobs_resume(
 
     def body() -> jobs.JobReport:
         with runtime_session(with_worker=True) as rt:
-            job = jobs.resume(rt, job_id, usd=budget_usd, tokens=budget_tokens)
+            jobs.budget_of(rt.settings, budget_usd, budget_tokens)  # a bad budget before the id
+            full_id = jobs.by_prefix(rt, job_id)
+            job = jobs.resume(rt, full_id, usd=budget_usd, tokens=budget_tokens)
             return wait_for(job, sys.stderr.isatty())
 
     job = guarded(body)
@@ -99,7 +115,7 @@ def jobs_resume(
 
 @app.command("watch")
 def jobs_watch(
-    job_id: str,
+    job_id: JobId,
     after: Annotated[int, typer.Option(min=0, help="Skip events up to this id")] = 0,
 ) -> None:
     """Follow a job's events until it ends; exit 0 when it succeeded, 1 otherwise."""
@@ -107,7 +123,7 @@ def jobs_watch(
     def body() -> str:
         status = ""
         with runtime_session() as rt:
-            for event in jobs.watch(rt, job_id, after=after):
+            for event in jobs.watch(rt, jobs.by_prefix(rt, job_id), after=after):
                 if event is None:
                     continue
                 fields = {k: v for k, v in event.data.items() if k not in ("event", "at")}

@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
+from api.cli.datasets import confirm_dataset_deletion
 from api.cli.render import guarded, out, print_ranked, runtime_session, wait_for
+from api.cli.search import type_option
 from api.services import jobs, memory
 from core.errors import InvalidInput
 from retrieval.memory import DEFAULT_THRESHOLD, RecallResponse
@@ -50,7 +52,7 @@ def remember(
 
 def print_recall(response: RecallResponse, as_json: bool) -> None:
     if as_json:
-        out.print_json(response.model_dump_json(exclude_none=True))
+        out.print_json(response.model_dump_json())
         return
     if response.note:
         out.print(f"[dim]{response.note}[/dim]")
@@ -76,9 +78,7 @@ def recall_command(
         str, typer.Option(help="auto, session, graph or both (auto: see docs/guide.md)")
     ] = "auto",
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=1000)] = 10,
-    search_type: Annotated[
-        SearchType, typer.Option("--type", "-t", case_sensitive=False, help="Graph lane type")
-    ] = DEFAULT_TYPE,
+    search_type: Annotated[SearchType, type_option("Graph lane type")] = DEFAULT_TYPE,
     threshold: Annotated[
         float, typer.Option(min=-1, max=1, help="Cosine at which a session hit answers alone")
     ] = DEFAULT_THRESHOLD,
@@ -105,7 +105,9 @@ def recall_command(
 @app.command("improve")
 def improve_command(
     session: Annotated[str, typer.Option("--session", "-s", help="Session id")],
-    qa: Annotated[str, typer.Option("--qa", help="The qa id search/recall printed")],
+    qa: Annotated[
+        str, typer.Option("--qa", metavar="QA_ID", help="The qa id search/recall printed")
+    ],
     feedback: Annotated[str, typer.Option(help="up, down, or a score in [-1, 1]")],
     result: Annotated[
         list[int] | None, typer.Option("--result", help="Only this result (1-based, repeatable)")
@@ -136,14 +138,20 @@ def forget(
         str | None, typer.Option("--document", help="Only this document of --dataset")
     ] = None,
     everything: Annotated[bool, typer.Option("--all", help="Every dataset and session")] = False,
-    yes: Annotated[bool, typer.Option("--yes", help="Confirm --all")] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Confirm --all, or forgetting a whole dataset")
+    ] = False,
 ) -> None:
-    """Forget a session, a document, a dataset, or everything (--all --yes)."""
+    """Forget a session, a document, a dataset, or everything (--all --yes).
+
+    Forgetting a whole dataset asks first, as `delete` does; --yes skips the question."""
 
     def body() -> memory.Forgotten:
         if everything and not yes:
             raise InvalidInput("--all deletes every dataset and session; add --yes to confirm")
         with runtime_session() as rt:
+            if dataset is not None and document is None and session is None and not everything:
+                confirm_dataset_deletion(rt, dataset, yes)
             return memory.forget(
                 rt,
                 session=session,

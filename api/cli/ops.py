@@ -1,9 +1,10 @@
-"""Operations: worker, serve, demo and eval."""
+"""Operations: worker, flower, serve, demo and eval."""
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -17,11 +18,31 @@ from core.settings import Settings
 app = typer.Typer()
 
 
+def node_name(queues: str, name: str | None) -> str:
+    """The worker's Celery node name: `name` (with `@%h` when it names no host), else one that
+    is unique per process, `QUEUES-PID@HOST`, so Flower and `celery inspect` tell apart every
+    worker of a host (two with one name show as one, and Celery warns)."""
+    if name:
+        return name if "@" in name else f"{name}@%h"
+    label = "-".join(q.strip() for q in queues.split(",") if q.strip())
+    return f"{label}-{os.getpid()}@%h"
+
+
 @app.command()
 def worker(
     queues: Annotated[str, typer.Option(help="Comma-separated queues")] = "ingest,llm",
-    concurrency: Annotated[int, typer.Option(min=1)] = 2,
+    concurrency: Annotated[int, typer.Option(min=1, help="Tasks at a time")] = 2,
     pool: Annotated[str, typer.Option(help="prefork, threads or solo")] = "threads",
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            "-n",
+            metavar="NAME",
+            help="Node name, NAME@HOST (%h is the host name; @%h is added when no host is "
+            "given). Default: QUEUES-PID@HOST, unique per process",
+        ),
+    ] = None,
 ) -> None:
     """Run a Celery worker process on the configured (Redis) broker."""
     from workers.celery_app import configure
@@ -43,9 +64,70 @@ def worker(
         current_runtime().open()
     # httpx logs every request at INFO: a line per LLM call, and 2% of a worker's CPU.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    node = node_name(queues, name)
     configure(settings).worker_main(
-        ["worker", "-Q", queues, "-c", str(concurrency), "-P", pool, "-E", "--loglevel", "INFO"]
+        [
+            "worker",
+            "-Q",
+            queues,
+            "-c",
+            str(concurrency),
+            "-P",
+            pool,
+            "-E",
+            "-n",
+            node,
+            "--loglevel",
+            "INFO",
+        ]
     )
+
+
+@app.command()
+def flower(
+    address: Annotated[str, typer.Option(help="Interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 5555,
+    basic_auth: Annotated[
+        str | None,
+        typer.Option(
+            "--basic-auth",
+            envvar="FLOWER_BASIC_AUTH",
+            metavar="USER:PASSWORD",
+            show_envvar=False,
+            help="The login (or FLOWER_BASIC_AUTH). Default: user cogmill with a random "
+            "password, printed at start",
+        ),
+    ] = None,
+) -> None:
+    """Run Flower, Celery's task monitor, on the configured (Redis) broker, behind a login.
+
+    It shows every worker (`cogmill worker` names each uniquely) and every task: the step,
+    its batch and job, retries and times. It listens on loopback unless --address says
+    otherwise; reach it from elsewhere through an SSH tunnel or a TLS proxy."""
+    import secrets
+
+    from workers.celery_app import configure
+
+    settings = Settings()
+    if settings.embedded_broker:
+        fail(
+            "COGMILL_BROKER_URL is the in-process memory:// broker; Flower watches the "
+            "workers of a Redis broker (see `cogmill worker`)",
+            2,
+        )
+    if basic_auth is None:
+        basic_auth = f"cogmill:{secrets.token_urlsafe(12)}"
+        err.print(
+            f"Flower login: {basic_auth.replace(':', ' / ', 1)} (choose one with "
+            "--basic-auth USER:PASSWORD or FLOWER_BASIC_AUTH)",
+            markup=False,
+        )
+    if ":" not in basic_auth.split(",")[0]:
+        fail("--basic-auth takes USER:PASSWORD", 2)
+    err.print(f"Flower on http://{address}:{port}/", markup=False)
+    # The login goes through Flower's environment, not its argv: a command line is public.
+    os.environ["FLOWER_BASIC_AUTH"] = basic_auth
+    configure(settings).start(["flower", f"--address={address}", f"--port={port}"])
 
 
 # -- serve: the HTTP API ------------------------------------------------------------------------
@@ -123,7 +205,10 @@ def eval_(
     types: Annotated[
         list[str] | None,
         typer.Option(
-            "--types", "-t", help="Search types, or AUTO for the routed search (repeatable)"
+            "--types",
+            "-t",
+            metavar="TYPE",
+            help="Search types, or AUTO for the routed search (repeatable)",
         ),
     ] = None,
     home: Annotated[

@@ -2,27 +2,22 @@
 
 Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback:
 a command's through the one mapping (api/errors.py), a usage error (an unknown option, a
-value out of range) through `usage_message`.
+value out of range) through `helptext.usage_message`.
 """
 
 from __future__ import annotations
 
-import re
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, NoReturn, Protocol, TypeVar
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from typer.core import TyperGroup
 
 from api.errors import answer
 from api.services import jobs
-from core.errors import lower_first, problem
 from core.models.jobs import Job
 from core.settings import Settings
 from retrieval.models import SearchResponse
@@ -74,85 +69,14 @@ def guarded(action: Callable[[], T]) -> T:
         fail(said.message, said.exit_code)
 
 
-class Group(TyperGroup):
-    """The `cogmill` command group: a usage error is one line in cogmill's words (exit 2),
-    not click's box."""
-
-    def main(  # type: ignore[override]
-        self,
-        args: Sequence[str] | None = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        **extra: Any,
-    ) -> Any:
-        if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
-        try:
-            code = super().main(args, prog_name, complete_var, False, **extra)
-        except typer.Abort:
-            err.print("error: aborted", markup=False)
-            sys.exit(1)
-        except typer.TyperException as error:  # typer's click: usage and file errors
-            if type(error).__name__ == "NoArgsIsHelpError":  # a group run bare: its help
-                err.print(error.message, markup=False, end="")
-            else:
-                err.print(f"error: {usage_message(error)}", markup=False)
-            sys.exit(error.exit_code)
-        # Not standalone, click returns a typer.Exit's code, else the command's return value.
-        sys.exit(code if isinstance(code, int) else 0)
-
-
-def usage_message(error: typer.TyperException) -> str:
-    """A usage error of typer's click as `WHAT is wrong; how to see the usage`."""
-    ctx = getattr(error, "ctx", None)
-    path = " ".join(["cogmill", *ctx.command_path.split()[1:]]) if ctx else "cogmill"
-    see = f"`{path} --help` shows the usage"
-    param = getattr(error, "param", None)
-    option = getattr(error, "option_name", None)
-    if param is not None:
-        name = _name(param)
-        if type(error).__name__ == "MissingParameter":
-            return f"{name} is missing; {see}"
-        return f"{_bad_value(name, error)}; {see}"
-    if option is not None and hasattr(error, "possibilities"):  # no such option
-        options = " or ".join(error.possibilities or [])
-        maybe = f" (did you mean {options}?)" if options else ""
-        return f"{path} has no option {option}{maybe}; {see}"
-    if option is not None and "requires an argument" in error.message:
-        return f"{option} needs a value; {see}"
-    return f"{lower_first(error.message.rstrip('.'))}; {see}"
-
-
-def _name(param: Any) -> str:
-    """An option by its long name (--top-k), an argument by its metavar (JOB_ID)."""
-    longs = [opt for opt in getattr(param, "opts", []) if opt.startswith("--")]
-    return longs[0] if longs else str(param.name or "argument").upper()
-
-
-_CHOICES = re.compile(r"^(?P<value>.+?) is not one of (?P<choices>.+?)\.?$")
-
-
-def _bad_value(name: str, error: typer.TyperException) -> str:
-    """`NAME must be ..., got VALUE`: typer checks values with pydantic, whose error is the
-    cause; a callback's own message is used as it is."""
-    cause = error.__cause__
-    if isinstance(cause, ValidationError) and cause.errors():
-        first = cause.errors()[0]
-        text = str(first.get("msg", "")).removeprefix("Value error, ")
-        choices = _CHOICES.match(text)
-        if choices:
-            listed = choices["choices"].replace("'", "")
-            return f"{name} must be one of {listed}; got {choices['value']}"
-        return problem(name, first)
-    return f"{name}: {lower_first(error.message.rstrip('.'))}"
-
-
 def wait_for(job: Job, show_progress: bool) -> jobs.JobReport:
-    """Poll a job until it finishes, with a progress bar on a terminal."""
+    """Poll a job until it finishes, with a progress bar on a terminal, else progress lines
+    (both on stderr, so stdout keeps only the result)."""
     from runtime import current_runtime
 
     rt = current_runtime()
+    if not show_progress:
+        return _wait_with_lines(rt, job)
     columns = [
         TextColumn("{task.description}"),
         BarColumn(),
@@ -166,6 +90,26 @@ def wait_for(job: Job, show_progress: bool) -> jobs.JobReport:
             job = jobs.show(rt, job.id)
             done = job.counts.get("documents", 0) + len({e.document_id for e in job.errors})
             progress.update(bar, completed=done)
+    return jobs.show(rt, job.id)
+
+
+PROGRESS_EVERY_S, QUIET_LINE_S = 1.0, 30.0
+
+
+def _wait_with_lines(rt: Runtime, job: Job) -> jobs.JobReport:
+    """A line when the documents done change (at most one a second) or after 30 s of quiet."""
+    started = said_at = time.monotonic()
+    said = -1
+    err.print(f"cognify {job.dataset}: job {job.id}, {job.total_documents} documents", markup=False)
+    while not job.status.finished:
+        time.sleep(0.2)
+        job = jobs.show(rt, job.id)
+        done = job.counts.get("documents", 0) + len({e.document_id for e in job.errors})
+        now = time.monotonic()
+        if (done != said and now - said_at >= PROGRESS_EVERY_S) or now - said_at >= QUIET_LINE_S:
+            line = f"cognify {job.dataset}: {done}/{job.total_documents} documents"
+            err.print(f"{line}, {now - started:.0f} s", markup=False)
+            said, said_at = done, now
     return jobs.show(rt, job.id)
 
 
@@ -208,7 +152,7 @@ def print_ranked(results: Sequence[R], label: Callable[[R], str]) -> None:
 
 def print_response(response: SearchResponse, as_json: bool) -> None:
     if as_json:
-        out.print_json(response.model_dump_json(exclude_none=True))
+        out.print_json(response.model_dump_json())
         return
     if response.note:
         out.print(f"[dim]{response.note}[/dim]")

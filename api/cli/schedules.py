@@ -33,7 +33,9 @@ def add(
     dataset: Annotated[str, typer.Argument(help="Dataset the schedule runs on")],
     sync_source: Annotated[
         str | None,
-        typer.Option("--sync", help="Sync this source (folder, git repository, SQL URL)"),
+        typer.Option(
+            "--sync", metavar="SOURCE", help="Sync this source (folder, git repository, SQL URL)"
+        ),
     ] = None,
     cognify: Annotated[
         bool, typer.Option("--cognify", help="Cognify new and changed documents instead")
@@ -42,7 +44,10 @@ def add(
         bool, typer.Option("--all", help="With --cognify: every document (a pipeline bump)")
     ] = False,
     every: Annotated[
-        str | None, typer.Option("--every", help="Interval: 15m, 1h, 1d (at least the minimum)")
+        str | None,
+        typer.Option(
+            "--every", metavar="INTERVAL", help="Interval: 15m, 1h, 1d (at least the minimum)"
+        ),
     ] = None,
     cron: Annotated[
         str | None, typer.Option("--cron", help="Cron expression (UTC), e.g. '0 3 * * 1-5'")

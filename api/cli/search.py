@@ -13,6 +13,26 @@ from core.errors import InvalidInput
 from retrieval.models import SearchType
 
 app = typer.Typer()
+TYPE_NAMES = ", ".join(SearchType)
+
+
+def parse_search_type(value: str | SearchType) -> SearchType:
+    """A search type named in any case; BadParameter lists the types."""
+    try:
+        return SearchType(str(value).upper())
+    except ValueError:
+        raise typer.BadParameter(f"must be one of {TYPE_NAMES} (any case); got {value!r}") from None
+
+
+def type_option(help: str) -> typer.models.OptionInfo:
+    """`--type/-t TYPE`: a search type in any case."""
+    return typer.Option(
+        "--type",
+        "-t",
+        metavar="TYPE",
+        parser=parse_search_type,
+        help=f"{help}. One of (any case): {TYPE_NAMES}.",
+    )
 
 
 @app.command()
@@ -20,10 +40,7 @@ def search(
     query: Annotated[str, typer.Argument(help="The question")],
     dataset: Annotated[list[str], typer.Option("--dataset", "-d", help="Dataset(s) to search")],
     search_type: Annotated[
-        SearchType | None,
-        typer.Option(
-            "--type", "-t", case_sensitive=False, help="Search type (default: the query router's)"
-        ),
+        SearchType | None, type_option("Search type (default: the query router's choice)")
     ] = None,
     top_k: Annotated[
         int | None,

@@ -27,11 +27,17 @@ KindOption = Annotated[
 RefOption = Annotated[str | None, typer.Option("--ref", help="Git branch or tag (default: HEAD)")]
 IncludeOption = Annotated[
     list[str] | None,
-    typer.Option("--include", help="Only files matching this glob, e.g. '*.md' (repeatable)"),
+    typer.Option(
+        "--include", metavar="GLOB", help="Only files matching this glob, e.g. '*.md' (repeatable)"
+    ),
 ]
 ExcludeOption = Annotated[
     list[str] | None,
-    typer.Option("--exclude", help="Leave out files or folders matching this glob (repeatable)"),
+    typer.Option(
+        "--exclude",
+        metavar="GLOB",
+        help="Leave out files or folders matching this glob (repeatable)",
+    ),
 ]
 TableOption = Annotated[
     list[str] | None, typer.Option("--table", "-t", help="SQL: only this table (repeatable)")
@@ -40,6 +46,7 @@ UpdatedOption = Annotated[
     list[str] | None,
     typer.Option(
         "--updated-column",
+        metavar="[TABLE=]COLUMN",
         help="SQL: COLUMN (every table having it) or TABLE=COLUMN that grows with every insert "
         "and update; changed rows are read from there (repeatable)",
     ),
@@ -88,7 +95,8 @@ def sync(
     primary_key: PrimaryKeyOption = None,
     foreign_key: ForeignKeyOption = None,
     webhook: Annotated[
-        str | None, typer.Option(help="POST the job record to this URL when it ends (signed)")
+        str | None,
+        typer.Option(metavar="URL", help="POST the job record to this URL when it ends (signed)"),
     ] = None,
     budget_usd: Annotated[float | None, typer.Option(help=BUDGET_USD_HELP)] = None,
     budget_tokens: Annotated[int | None, typer.Option(help=BUDGET_TOKENS_HELP)] = None,

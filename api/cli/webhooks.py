@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from api.cli.render import guarded, out, runtime_session
-from api.services import webhooks
+from api.services import jobs, webhooks
 from api.services.webhooks import Attempt
 from workers.webhooks.subscriptions import Subscription
 
@@ -30,7 +30,11 @@ def add(
     tenant: TenantOption = None,
     events: Annotated[
         list[str] | None,
-        typer.Option("--events", help="A finished status to send (repeatable; default: all)"),
+        typer.Option(
+            "--events",
+            metavar="STATUS",
+            help="A finished status to send (repeatable; default: all)",
+        ),
     ] = None,
 ) -> None:
     """Subscribe a tenant to its jobs ending; prints the signing secret once."""
@@ -72,14 +76,14 @@ def remove(
 
 
 def job_deliveries(
-    job_id: str,
+    job_id: Annotated[str, typer.Argument(help="A job id, or a unique start of one")],
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines (for scripts)")] = False,
 ) -> None:
     """A job's webhook delivery attempts, oldest first."""
 
     def body() -> list[Attempt]:
         with runtime_session() as rt:
-            return webhooks.deliveries(rt, job_id)
+            return webhooks.deliveries(rt, jobs.by_prefix(rt, job_id))
 
     attempts = guarded(body)
     if not attempts and not as_json:

@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException
 from api.http.deps import reader
 from api.http.errors import error_response
 from api.http.guards import RequestGuard
-from api.http.routes import cognify, datasets, export, health, jobs, memory, route, search
+from api.http.routes import cognify, datasets, export, health, jobs, me, memory, route, search
 from api.http.routes import metrics as metrics_routes
 from api.http.routes import sync as sync_routes
 from api.http.routes import webhooks as webhook_routes
@@ -218,6 +218,7 @@ def create_app(
         app.include_router(router, **keyed)
     app.include_router(health.router)
     app.include_router(route.router, **keyed)
+    app.include_router(me.router, **keyed)
     app.include_router(memory.router, **keyed)
     app.include_router(export.router, **keyed)
     app.include_router(webhook_routes.router, **keyed)

@@ -228,6 +228,15 @@ class RouteRequest(BaseModel):
     query: str = Field(min_length=1, description="The question to route")
 
 
+class Identity(BaseModel):
+    """What the request's API key may do (GET /api/v1/me)."""
+
+    role: Literal["reader", "writer", "admin", "operator"] = Field(
+        description="Each may do what the ones before may; admin also runs Cypher over its "
+        "tenant's datasets, operator (deployment-wide) over every tenant's"
+    )
+
+
 class Health(BaseModel):
     status: str = "ok"
 

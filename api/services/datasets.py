@@ -9,6 +9,7 @@ here takes stored names, and what goes back to a caller is unscoped again.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import islice
 
@@ -36,9 +37,14 @@ class DatasetNotFoundError(NotFound):
 
     code = "dataset_not_found"
 
-    def __init__(self, dataset: str) -> None:
-        super().__init__(f"dataset {dataset!r} does not exist")
-        self.dataset = dataset
+    def __init__(self, dataset: str, *others: str) -> None:
+        # `missing`: every one of a request's datasets that does not exist; `dataset`: the first.
+        self.dataset, self.missing = dataset, [dataset, *others]
+        if others:
+            listed = ", ".join(repr(name) for name in self.missing)
+            super().__init__(f"datasets {listed} do not exist")
+        else:
+            super().__init__(f"dataset {dataset!r} does not exist")
 
 
 class JobRunningError(Conflict):
@@ -84,6 +90,19 @@ def existing(rt: Runtime, name: str, caller: Caller = LOCAL) -> str:
     stored = checked(name, caller)
     if not exists(rt, stored):
         raise DatasetNotFoundError(name)
+    return stored
+
+
+def existing_all(rt: Runtime, requested: Sequence[str], caller: Caller = LOCAL) -> list[str]:
+    """The stored names of the caller's datasets `requested` when all exist (one store read);
+    DatasetNotFoundError naming every one that does not (another tenant's included)."""
+    stored = [checked(name, caller) for name in requested]
+    found = {node.id for node in rt.graph.get_nodes([dataset_id(name) for name in stored])}
+    missing = [
+        name for name, at in zip(requested, stored, strict=True) if dataset_id(at) not in found
+    ]
+    if missing:
+        raise DatasetNotFoundError(*missing)
     return stored
 
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from api.services.datasets import ensure_idle
 from core.access import LOCAL, Caller
-from core.errors import CogmillError, RateLimited
+from core.errors import CogmillError, InvalidInput, RateLimited
 from core.llm.usage import UsageTotals, priced
 from core.models.jobs import Budget, Job
 from core.settings import Settings
@@ -39,6 +39,24 @@ def checked_id(job_id: str) -> str:
     if not JOB_ID.match(job_id):
         raise JobNotFoundError(job_id)
     return job_id
+
+
+def by_prefix(rt: Runtime, job_id: str) -> str:
+    """The id of the one job whose id is or starts with `job_id` (as `docker` and `git` take a
+    unique prefix). Raises JobNotFoundError when none does, InvalidInput when several do."""
+    checked_id(job_id)
+    ids = tracker(rt).ids()
+    if job_id in ids:
+        return job_id
+    found = sorted(i for i in ids if i.startswith(job_id))
+    if not found:
+        raise JobNotFoundError(job_id)
+    if len(found) > 1:
+        raise InvalidInput(
+            f"job id prefix {job_id!r} is ambiguous ({', '.join(found[:5])}"
+            f"{', ...' if len(found) > 5 else ''}); give more of the id"
+        )
+    return found[0]
 
 
 def list_jobs(rt: Runtime) -> list[Job]:
@@ -113,7 +131,9 @@ def resume(
 def cancel(rt: Runtime, job_id: str) -> Job:
     """Stop a job: queued batches are skipped, running steps stop at their next boundary.
     Raises JobNotFoundError."""
-    return tracker(rt).cancel(checked_id(job_id))
+    # With the graph: cancelling a paused job ends it, counting it in the graph.
+    with_graph = JobTracker(rt.state, rt.settings.artifact_ttl_seconds, rt.graph)
+    return with_graph.cancel(checked_id(job_id))
 
 
 def watch(

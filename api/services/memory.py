@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from api.services import shown
 from api.services.add import add_files
 from api.services.cognify import cognify
-from api.services.datasets import checked, ensure_idle, names
+from api.services.datasets import checked, ensure_idle, existing_all, names
 from api.services.delete import Deleted, delete_dataset, delete_document
 from api.services.retrieval import retrieval_for
 from core.access import LOCAL, Caller, Role
@@ -149,8 +149,9 @@ def recall(
 ) -> RecallResponse:
     """Results from the session's lane and/or the graph's (see retrieval/memory.py), each
     tagged with its source; the question is kept in the session (for improve) only when the
-    caller may change sessions (a writer). Raises InvalidInput for a bad request."""
-    names = [checked(name, caller) for name in datasets]
+    caller may change sessions (a writer). Raises InvalidInput for a bad request,
+    DatasetNotFoundError naming the datasets that do not exist."""
+    names = existing_all(rt, datasets, caller)
     with rt.priority.urgent():  # as search's
         response = recall_memory(
             retrieval_for(rt, caller),

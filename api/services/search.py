@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from api.services import shown
-from api.services.datasets import checked
+from api.services.datasets import existing_all
 from api.services.memory import sessions
 from api.services.retrieval import retrieval_for
 from core.access import LOCAL, AccessDeniedError, Caller, Role
@@ -43,9 +43,10 @@ def search(
 ) -> Searched:
     """Search the datasets with one type (None: the query router's) and top-k (None: from the
     query). Raises InvalidInput (CatalogError for a bad dataset name) for a bad request,
-    AccessDeniedError for a query type the caller's role may not run."""
+    DatasetNotFoundError naming the datasets that do not exist, AccessDeniedError for a query
+    type the caller's role may not run."""
     check_type_allowed(caller, search_type if search_type is not None else route(query).search_type)
-    ctx, names = retrieval_for(rt, caller), [checked(name, caller) for name in datasets]
+    ctx, names = retrieval_for(rt, caller), existing_all(rt, datasets, caller)
     started = time.perf_counter()
     store = sessions(rt, caller) if session is not None else None
     with rt.priority.urgent():  # a job running in this process waits (core/priority.py)

@@ -171,6 +171,12 @@ def remove_webhook(webhook_id: str) -> Parts[m.WebhookPublic]:
     return Parts(model(m.WebhookPublic), {"webhook_id": webhook_id})
 
 
+@operation("GET", "/api/v1/me")
+def me() -> Parts[m.Identity]:
+    """The role of the client's API key (admin when the server takes no keys)."""
+    return Parts(model(m.Identity))
+
+
 @operation("GET", "/health")
 def health() -> Parts[m.Health]:
     """Liveness: the API answers."""

@@ -403,6 +403,20 @@ class GraphStoreContract:
         graph_store.upsert_nodes([make_node(dataset, "Oslo", "City")])
         assert graph_store.count(dataset) == {"Entity": 3, "City": 1, "edges": 3}
         assert graph_store.count(other_dataset) == {"edges": 0}
+        graph_store.upsert_edges([make_edge(triangle[0][0], triangle[0][1], "MENTIONS")])
+        by_name = {"Entity": 3, "City": 1, "edges": 4, "edges:KNOWS": 3, "edges:MENTIONS": 1}
+        assert graph_store.count(dataset, edge_names=True) == by_name
+        assert graph_store.count(other_dataset, edge_names=True) == {"edges": 0}
+        # What documents support: d2 only the Oslo node and one edge, d1 the triangle too.
+        alice, bob = triangle[0][0], triangle[0][1]
+        graph_store.upsert_nodes([make_node(dataset, "Oslo", "City", doc="d2")])
+        graph_store.upsert_edges([make_edge(alice, bob, "VISITED", doc="d2")])
+        by_d2 = {"City": 1, "edges": 1, "edges:VISITED": 1}
+        assert graph_store.count(dataset, edge_names=True, documents=["d2"]) == by_d2
+        assert graph_store.count(dataset, documents=["d2", "d9"]) == {"City": 1, "edges": 1}
+        both = graph_store.count(dataset, documents=["d1", "d2"])
+        assert both == {"Entity": 3, "City": 1, "edges": 5}, both
+        assert graph_store.count(other_dataset, documents=["d1"]) == {"edges": 0}
 
     def test_total_sums_an_integer_property_of_a_type_over_datasets(
         self, graph_store, dataset, other_dataset

@@ -184,7 +184,8 @@ def test_search_matches_the_cli_json(
         SearchType(search_type),
         5,
     )
-    assert body == json.loads(cli.model_dump_json(exclude_none=True))
+    assert body == json.loads(cli.model_dump_json())
+    assert body["answer"] is None and body["route"] is None  # every key, null when unset
 
 
 def test_search_validation(client: TestClient) -> None:

@@ -153,7 +153,7 @@ def cli(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
         ),
         (["jobs", "resume"], "error: JOB_ID is missing; `cogmill jobs resume --help` shows"),
         (["search", "q", "--nope"], "error: cogmill search has no option --nope"),
-        (["search", "q", "--type", "NOPE"], "error: --type must be one of chunks, "),
+        (["search", "q", "--type", "NOPE"], "error: --type must be one of CHUNKS, "),
         (["jobs", "nope"], "error: no such command 'nope'; `cogmill jobs --help` shows"),
     ],
 )

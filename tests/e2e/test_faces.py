@@ -276,7 +276,7 @@ def test_delete_a_document_removes_the_same_on_both_faces(homes: Homes) -> None:
 
 
 def test_delete_the_dataset_empties_both_faces_alike(homes: Homes) -> None:
-    output = homes.cli("delete", "--dataset", DATASET)
+    output = homes.cli("delete", "--dataset", DATASET, "--yes")
     response = homes.client.delete(f"/api/v1/datasets/{DATASET}")
     assert response.status_code == 200, response.text
     removed = response.json()["nodes_removed"] + response.json()["edges_removed"]
@@ -338,7 +338,7 @@ def test_both_faces_store_the_same_on_neo4j_and_redis(tmp_path: Path) -> None:
                 by_cli = stored(rt, dataset)
             finally:
                 rt.close()
-            cli("delete", "--dataset", dataset)
+            cli("delete", "--dataset", dataset, "--yes")
             http_rt = Runtime(Settings(home=tmp_path / "http-home", **settings))
             with TestClient(create_app(http_rt)) as client:
                 assert len(ingest_by_http(client, dataset, corpus, rules)) == 4

@@ -149,7 +149,7 @@ def test_search_returns_the_same_on_both_faces(
     if search_type is None:
         assert by_cli["route"]["search_type"] == by_cli["search_type"], by_cli
     else:
-        assert by_cli["search_type"] == search_type and "route" not in by_cli
+        assert by_cli["search_type"] == search_type and by_cli["route"] is None
 
 
 def unfinished_job(rt: Runtime) -> Job:
@@ -175,7 +175,7 @@ def test_forget_is_refused_on_both_faces_while_a_job_runs(faces: Faces) -> None:
         cli_rt.close()
     http_job = unfinished_job(faces.http_runtime())
     for target in (["--document", "curie.txt"], []):
-        code, out = faces.cli("forget", "--dataset", DATASET, *target)
+        code, out = faces.cli("forget", "--dataset", DATASET, *target, "--yes")
         assert code == 1 and cli_job.id in out and "cancel" in out, out
         body = {"dataset": DATASET, **({"document": target[1]} if target else {})}
         refused = faces.client.post("/api/v1/forget", json=body)
@@ -214,7 +214,7 @@ def test_forget_a_document_removes_the_same_on_both_faces(faces: Faces) -> None:
 
 
 def test_forget_the_dataset_empties_both_faces_alike(faces: Faces) -> None:
-    code, out = faces.cli("forget", "--dataset", DATASET)
+    code, out = faces.cli("forget", "--dataset", DATASET, "--yes")
     assert code == 0 and "1 dataset(s)" in out, out
     done = faces.client.post("/api/v1/forget", json={"dataset": DATASET})
     assert done.status_code == 200 and done.json()["datasets"] == [DATASET], done.text
@@ -222,7 +222,7 @@ def test_forget_the_dataset_empties_both_faces_alike(faces: Faces) -> None:
     empty = {"nodes": {}, "edges": {}, "vectors": {}}
     assert faces.cli_snapshot() == empty and faces.http_snapshot() == empty
     assert faces.client.get("/api/v1/datasets").json() == []
-    code, out = faces.cli("forget", "--dataset", DATASET)
+    code, out = faces.cli("forget", "--dataset", DATASET, "--yes")
     missing = faces.client.post("/api/v1/forget", json={"dataset": DATASET})
     assert code == 2 and "does not exist" in out, out
     assert missing.status_code == 404 and "does not exist" in missing.text, missing.text

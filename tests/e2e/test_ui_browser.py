@@ -73,19 +73,21 @@ class Server:
     url: str
     key: str
     llm: LLMTestServer
+    reader: str = ""
 
     def client(self) -> httpx.Client:
         headers = {"Authorization": f"Bearer {self.key}"}
         return httpx.Client(base_url=self.url, headers=headers, timeout=60)
 
 
-def writer_key(home: Path) -> str:
-    """A writer key of a new tenant, made in the home before the server opens it."""
+def tenant_keys(home: Path) -> tuple[str, str]:
+    """A writer's and a reader's key of a new tenant, made in the home before the server
+    opens it."""
     rt = Runtime(Settings(home=home))
     try:
         tenants = Tenants(rt.state)
         tenants.create_tenant("acme")
-        return tenants.create_key("acme", Role.WRITER)[0]
+        return tenants.create_key("acme", Role.WRITER)[0], tenants.create_key("acme")[0]
     finally:
         rt.close()
 
@@ -129,7 +131,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             # One document per batch: a job's progress moves batch by batch.
             "COGMILL_BATCH_SIZE": "1",
         }
-        key = writer_key(home)
+        key, reader = tenant_keys(home)
         port = free_port()
         process = subprocess.Popen(
             [sys.executable, "-m", "api.cli", "serve", "--port", str(port)], env=env, cwd=ROOT
@@ -139,7 +141,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             began = time.monotonic()
             wait_ready(url, process)
             print(f"cogmill serve ready in {time.monotonic() - began:.1f} s")
-            running = Server(url, key, llm)
+            running = Server(url, key, llm, reader)
             with running.client() as client:
                 files = [
                     ("files", (p.name, p.read_bytes())) for p in sorted(SAMPLE_CORPUS.iterdir())
@@ -324,4 +326,94 @@ def test_explore_documents_and_job_progress(page: Page, server: Server) -> None:
     page.shot("jobs")
     assert p.text_content("#job-id") == job_id[:8]
 
+    assert page.errors == [], page.errors
+
+
+def triplet_keys(page: Any) -> list[tuple[str, ...]]:
+    """Each triplet line of the results as (relation, end, end), its ends in either order."""
+    lines = page.locator("#results .evidence li.triplet").all_inner_texts()
+    keys = []
+    for line in lines:
+        head, _, rest = line.partition(" —")
+        relation, _, tail = rest.partition("→ ")
+        keys.append((relation, *sorted((head.strip(), tail.strip()))))
+    return keys
+
+
+def overlapping_labels(page: Any) -> list[tuple[str, str]]:
+    """Pairs of shown graph labels (of nodes and edges) whose boxes on screen overlap."""
+    return page.evaluate(
+        """() => {
+            const shown = [...document.querySelectorAll('#graph text')].filter(
+                (t) => getComputedStyle(t).visibility !== 'hidden' && t.textContent);
+            const boxes = shown.map((t) => [t.textContent, t.getBoundingClientRect()]);
+            const pairs = [];
+            for (let i = 0; i < boxes.length; i += 1) {
+                for (let j = i + 1; j < boxes.length; j += 1) {
+                    const [a, p] = boxes[i], [b, q] = boxes[j];
+                    const cut = 0.5;  // a shared edge is no overlap
+                    if (p.left + cut < q.right && q.left + cut < p.right
+                        && p.top + cut < q.bottom && q.top + cut < p.bottom) pairs.push([a, b]);
+                }
+            }
+            return pairs;
+        }"""
+    )
+
+
+def test_routed_search_says_each_thing_once(page: Page, server: Server) -> None:
+    """The router's note once, each triplet once (not again reversed), labels that do not
+    overlap in a small graph panel, and a status line that belongs to the view shown."""
+    p = page.page
+    p.set_viewport_size({"width": 960, "height": 600})
+    p.fill("#api-key", server.key)
+    p.click("#connect")
+    p.wait_for_selector(f"#dataset option[value='{DATASET}']", state="attached")
+    p.select_option("#dataset", DATASET)
+    p.fill("#query", QUERY)
+    p.select_option("#search-type", "")  # Auto: the router chooses
+    p.click("#search-form button[type=submit]")
+    p.wait_for_selector("#results li.result")
+    route = p.text_content("#route") or ""
+    assert route.startswith("Router chose ") and "routed to" not in route, route
+    reason = route.split(": ", 1)[1].split(" — ")[0]
+    assert route.count(reason) == 1, route
+    keys = triplet_keys(p)
+    assert keys and len(keys) == len(set(keys)), keys
+    status = p.text_content("#status") or ""
+    assert "results" in status, status
+    page.shot("search-routed")
+
+    p.locator("#results button.entity", has_text="Marie Curie").first.click()
+    wait_until(p, "document.querySelectorAll('#nodes g.node').length > 2")
+    first = node_count(p)
+    chunk = p.locator("#nodes g.node.type-DocumentChunk:not(.expanded)").first
+    chunk.locator("circle").click()  # more nodes, more labels to place
+    wait_until(p, f"document.querySelectorAll('#nodes g.node').length > {first}")
+    settled(p)
+    assert overlapping_labels(p) == []
+    assert p.locator("#graph text:not(.crowded)").count() >= 3  # not all hidden either
+    drawn = p.evaluate("[...document.querySelectorAll('#edges g')].map((g) => g.dataset.key)")
+    assert len(drawn) == len(set(drawn))
+    page.shot("graph-small")
+
+    p.click("#tabs button[data-view=jobs]")
+    p.wait_for_selector("#jobs tbody tr", state="attached")
+    status = p.text_content("#status") or ""
+    assert "results" not in status and "jobs" in status, status
+    p.click("#tabs button[data-view=explore]")
+    assert "results" in (p.text_content("#status") or "")
+    assert page.errors == [], page.errors
+
+
+def test_a_reader_key_is_not_offered_to_cognify(page: Page, server: Server) -> None:
+    p = page.page
+    p.fill("#api-key", server.reader)
+    p.click("#connect")
+    p.wait_for_selector(f"#dataset option[value='{DATASET}']", state="attached")
+    p.click("#tabs button[data-view=jobs]")
+    p.wait_for_selector("#jobs tbody tr", state="attached")
+    assert p.locator("#cognify").is_hidden()
+    assert p.evaluate("document.body.dataset.role") == "reader"
+    page.shot("jobs-reader")
     assert page.errors == [], page.errors

@@ -204,7 +204,7 @@ def test_cli_cognify_webhook_and_delivery_log(
         # Delivered before the command returned: the first attempt runs as the job ends.
         assert len(receiver.received) == 1
     secret = done.output.split("secret (shown once): ")[1].split()[0]
-    job_id = done.output.split("job ")[1].split(":")[0]
+    job_id = done.stdout.split("job ")[1].split(":")[0]
     post = receiver.received[0]
     assert readme_verify()(secret, post.headers["X-Cogmill-Signature"], post.body)
     assert json.loads(post.body)["id"] == job_id

@@ -5,6 +5,7 @@ that never paused. Embedded (SQLite state) and Neo4j + Redis, on worker threads.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -277,7 +278,7 @@ def test_cli_budget_pause_show_and_resume(
     assert cli("add", str(folder), "--dataset", "cli")[0] == 0
     code, output = cli("cognify", "cli", "--budget-tokens", "6000")
     assert code == 1 and "paused_budget" in output and "jobs resume" in output, output
-    job_id = output.split("job ", 1)[1].split(":", 1)[0]
+    job_id = re.search(r"^job (\w+): ", output, re.MULTILINE)[1]  # the result line
     code, output = cli("jobs", "show", job_id)
     shown = json.loads(output)
     assert shown["status"] == "paused_budget" and shown["budget"]["tokens"] == 6000, shown

@@ -216,6 +216,7 @@ def test_bad_documents_are_reported_and_good_ones_still_processed(
         assert (errors[name].step, errors[name].document_id) == ("classify", f"id-{name}")
     assert "missing" in errors["gone.txt"].message
     assert ".txt" in errors["tool.exe"].message  # says what is supported
+    assert "SQLite database files" in errors["tool.exe"].message
     assert set(by_name(batch)) == set(GOOD_FILES)
     assert all(doc.elements for doc in batch.documents)
 

@@ -573,6 +573,17 @@ def readme_section(readme: str, title: str) -> str:
     return "".join(match.group(1) for match in found)
 
 
+# Where a shell line's command ends: a redirection, a pipe, a background or list operator.
+SHELL_OPERATORS = re.compile(r"^(\d?>>?|&|\||;|&&|\|\||\d?>&\d)")
+
+
+def command_words(line: str) -> list[str]:
+    """A shell line's command and arguments, without what follows them (`> log 2>&1 &`)."""
+    words = shlex.split(line, comments=True)
+    end = next((i for i, w in enumerate(words) if SHELL_OPERATORS.match(w)), len(words))
+    return words[:end]
+
+
 def check_readme_workers(stack: Stack) -> list[str]:
     """The docs' worker command lines are the compose workers' (queues and concurrency)."""
     compose_workers = {}
@@ -582,8 +593,8 @@ def check_readme_workers(stack: Stack) -> list[str]:
             compose_workers[ctx.params["queues"]] = ctx.params["concurrency"]
     problems = []
     section = readme_section(stack.readme, "Distributed setup")
-    for line in re.findall(r"^(cogmill worker .*?)(?:\s+#.*)?$", section, re.M):
-        ctx, error = check_command_line(shlex.split(line))
+    for line in re.findall(r"^(cogmill worker .*)$", section, re.M):
+        ctx, error = check_command_line(command_words(line))
         if ctx is None:
             problems.append(f"docs: {line!r} does not parse: {error}")
             continue

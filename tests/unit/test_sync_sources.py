@@ -40,9 +40,9 @@ def scan(
 
 def test_globs_match_names_anywhere_and_paths_from_the_root() -> None:
     assert matches("*.md", "a/b/notes.md") and not matches("*.md", "a/notes.txt")
-    assert matches("docs/**/*.md", "docs/x.md") and matches("docs/**/*.md", "docs/a/b/x.md")
-    assert not matches("docs/**/*.md", "other/docs/x.md")
-    assert not matches("docs/*.md", "docs/a/x.md")  # a star never crosses a folder
+    assert matches("notes/**/*.md", "notes/x.md") and matches("notes/**/*.md", "notes/a/b/x.md")
+    assert not matches("notes/**/*.md", "other/notes/x.md")
+    assert not matches("notes/*.md", "notes/a/x.md")  # a star never crosses a folder
     only = PathFilter(include=("*.md", "*.txt"), exclude=("build", "drafts/**"))
     assert only.takes("a/b.md") and not only.takes("a/b.pdf")
     assert not only.takes("build/x.md") and not only.takes("src/build/x.md")

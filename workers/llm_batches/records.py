@@ -56,7 +56,7 @@ def save(runtime: Runtime, record: Submission) -> None:
 
 
 def tracker(runtime: Runtime) -> JobTracker:
-    return JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
+    return JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds, runtime.graph)
 
 
 def batch_api(runtime: Runtime) -> BatchAPI:

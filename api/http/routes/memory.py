@@ -65,8 +65,8 @@ def remember(
 @router.post(
     "/recall",
     response_model=RecallResponse,
-    response_model_exclude_none=True,
-    responses=error_responses(400, 422, 503),
+    # Every field, null when unset, exactly as `cogmill recall --json` prints them.
+    responses=error_responses(400, 404, 422, 503),
 )
 def recall_memory(body: RecallRequest, runtime: RuntimeDep, caller: Reader) -> RecallResponse:
     """Results from the session and/or the graph, each tagged with its `source`."""

@@ -15,9 +15,8 @@ router = APIRouter(prefix="/api/v1", tags=["search"])
 @router.post(
     "/search",
     response_model=SearchResponse,
-    # Unset fields are left out, exactly as the CLI prints them.
-    response_model_exclude_none=True,
-    responses=error_responses(400, 422, 503),
+    # Every field, null when unset, exactly as `cogmill search --json` prints them.
+    responses=error_responses(400, 404, 422, 503),
 )
 def search(body: SearchRequest, runtime: RuntimeDep, caller: Reader) -> SearchResponse:
     """Search datasets; results carry the chunks and documents they came from."""

@@ -44,7 +44,17 @@ function shortId(id) {
 
 // -- status line and API calls ------------------------------------------------------------
 
-function say(message, kind = "info") {
+// The status line speaks for the view on show: each view keeps its own last message, so a
+// search's "5 results" does not stay on while the jobs are shown.
+const lastSaid = {};
+
+function currentView() {
+  return document.querySelector("#tabs .active").dataset.view;
+}
+
+function say(message, kind = "info", view = currentView()) {
+  lastSaid[view] = { message, kind };
+  if (view !== currentView()) return;
   const status = $("#status");
   status.textContent = message;
   status.className = kind;
@@ -117,7 +127,20 @@ async function connect() {
   await loadDatasets();
 }
 
+// What the key may do (GET /api/v1/me): a reader is not offered to change data.
+async function loadRole() {
+  let role = "writer"; // a server without /me takes the attempt and answers 403 if need be
+  try {
+    role = (await api("/me")).role;
+  } catch (err) {
+    if (err.status === 401) throw err;
+  }
+  document.body.dataset.role = role;
+  $("#cognify").hidden = role === "reader";
+}
+
 async function loadDatasets() {
+  await loadRole();
   const found = await api("/datasets");
   const select = $("#dataset");
   const wanted = sessionStorage.getItem(DATASET_STORE) || select.value;
@@ -127,7 +150,10 @@ async function loadDatasets() {
   select.disabled = found.length === 0;
   if (found.some((d) => d.name === wanted)) select.value = wanted;
   document.body.classList.add("connected");
-  say(found.length ? `Connected: ${found.length} datasets.` : "Connected; no datasets yet: add documents first.");
+  const message = found.length ? `Connected: ${found.length} datasets.` : "Connected; no datasets yet: add documents first.";
+  for (const view of Object.keys(lastSaid)) delete lastSaid[view];
+  say(message);
+  lastSaid.connection = lastSaid[currentView()];
   if (found.length) await datasetChanged();
 }
 
@@ -157,16 +183,24 @@ async function search() {
   say(`${found.results.length} results (${found.search_type}).`);
 }
 
+// A triplet's key for "each once": the relation and its two ends in either order.
+function tripletKey(source, relation, target) {
+  return [relation, ...[source, target].sort()].join("\u0000");
+}
+
 function renderSearch(found) {
   const route = found.route;
   $("#route").textContent = route
     ? `Router chose ${route.search_type} (confidence ${route.confidence.toFixed(2)}; runner-up ${route.runner_up})${route.reason ? ": " + route.reason : ""}`
     : `Search type ${found.search_type}`;
-  if (found.note) $("#route").textContent += ` — ${found.note}`;
+  // The note opens with the router's own sentence when it routed: said once, above.
+  const notes = (found.note || "").split("; ").filter((part) => part && !(route && part.startsWith("routed to ")));
+  if (notes.length) $("#route").textContent += ` — ${notes.join("; ")}`;
   const answer = $("#answer");
   answer.hidden = !found.answer;
   answer.textContent = found.answer || "";
-  const items = found.results.map((result, i) => resultItem(result, i));
+  const shown = new Set(); // triplets on the page: a later result does not repeat one
+  const items = found.results.map((result, i) => resultItem(result, i, shown));
   $("#results").replaceChildren(...items);
   if (!items.length) $("#results").append(el("li", { class: "empty" }, "No results."));
 }
@@ -191,11 +225,18 @@ function entityButton(name) {
   }, name);
 }
 
-function resultItem(result, index) {
-  const evidence = result.evidence || [];
+function resultItem(result, index, shown) {
   // The passage without the evidence lines that lead its text.
   let text = result.text;
-  for (const line of evidence) text = text.replace(line + "\n", "");
+  for (const line of result.evidence || []) text = text.replace(line + "\n", "");
+  const evidence = (result.evidence || []).filter((line) => {
+    const match = TRIPLET.exec(line);
+    if (!match) return true;
+    const key = tripletKey(match[1], match[2], match[3]);
+    if (shown.has(key)) return false;
+    shown.add(key);
+    return true;
+  });
   const sources = (result.sources || []).map((source) => el(
     "li", {},
     el("span", { class: "doc" }, source.document_name),
@@ -294,8 +335,10 @@ function merge(found, around) {
     added += 1;
   }
   for (const edge of found.edges) {
-    if (graph.nodes.has(edge.source) && graph.nodes.has(edge.target)) {
-      graph.edges.set(`${edge.source}|${edge.name}|${edge.target}`, edge);
+    // One line per pair and name: A —r→ B and B —r→ A would draw twice, labels on top.
+    const key = tripletKey(edge.source, edge.name, edge.target);
+    if (graph.nodes.has(edge.source) && graph.nodes.has(edge.target) && !graph.edges.has(key)) {
+      graph.edges.set(key, edge);
     }
   }
   const seed = graph.nodes.get(found.node);
@@ -424,9 +467,33 @@ function kick() {
       return;
     }
     graph.running = false;
+    declutter();
     $("#graph").dataset.layout = "settled";
   };
   requestAnimationFrame(step);
+}
+
+// Labels are placed one by one, the selected and expanded nodes' first, then entities', the
+// other nodes' and the edges'; one that would overlap a label already placed is hidden (it
+// shows when its node is hovered, and in the details). Run when the layout comes to rest.
+function declutter() {
+  const rank = (g) => g.classList.contains("selected") ? 0 : g.classList.contains("expanded") ? 1
+    : g.dataset.type === "Entity" ? 2 : 3;
+  const nodes = [...$("#nodes").children].sort((a, b) => rank(a) - rank(b));
+  const labels = [
+    ...nodes.map((group) => [group.querySelector("text"), graph.nodes.get(group.dataset.id)]),
+    ...[...$("#edges").children].map((group) => [group.lastChild, { x: 0, y: 0 }]),
+  ];
+  const placed = [];
+  for (const [label, at] of labels) {
+    label.classList.remove("crowded");
+    const box = label.getBBox(); // in its group's units: node labels sit at their node
+    const rect = { x: at.x + box.x, y: at.y + box.y, w: box.width, h: box.height };
+    const clash = placed.some((p) =>
+      rect.x < p.x + p.w && p.x < rect.x + rect.w && rect.y < p.y + p.h && p.y < rect.y + rect.h);
+    if (clash) label.classList.add("crowded");
+    else placed.push(rect);
+  }
 }
 
 // -- graph interaction: select/expand, drag, zoom ------------------------------------------
@@ -522,6 +589,7 @@ function select(id) {
   }
   const node = graph.nodes.get(id);
   if (node) showDetails(node);
+  if (!graph.running) declutter(); // the selected node's label goes first
 }
 
 function showDetails(node) {
@@ -568,6 +636,7 @@ async function loadDocuments() {
   for (const doc of docs) counts[doc.status] = (counts[doc.status] || 0) + 1;
   $("#documents-summary").textContent =
     `${docs.length} documents: ` + Object.entries(counts).map(([s, n]) => `${n} ${s}`).join(", ");
+  say(`${dataset()}: ${docs.length} documents.`, "info", "documents");
 }
 
 // -- jobs and their event stream ---------------------------------------------------------
@@ -589,6 +658,7 @@ async function loadJobs() {
     }, "Follow")),
   ));
   $("#jobs tbody").replaceChildren(...rows);
+  if (!follower.job) say(`${jobs.length} jobs.`, "info", "jobs");
   const running = jobs.find((job) => job.status === "running" || job.status === "queued");
   if (running && follower.job !== running.id) await followJob(running.id);
 }
@@ -596,7 +666,7 @@ async function loadJobs() {
 async function cognify() {
   if (!dataset()) return say("Pick a dataset first.", "error");
   const started = await api(`${datasetPath()}/cognify`, { method: "POST", body: {} });
-  say(`Cognify job ${shortId(started.job_id)}: ${started.status}. ${started.message || ""}`);
+  say(`Cognify job ${shortId(started.job_id)}: ${started.status}. ${started.message || ""}`, "info", "jobs");
   await followJob(started.job_id);
   await loadJobs();
 }
@@ -651,7 +721,7 @@ async function followJob(jobId) {
   }
   if (follower.job === jobId) {
     follower.job = null;
-    say(`Job ${shortId(jobId)} ${state.status}.`);
+    say(`Job ${shortId(jobId)} ${state.status}.`, "info", "jobs");
     await loadJobs();
   }
 }
@@ -710,6 +780,9 @@ async function showView(view) {
   for (const section of document.querySelectorAll(".view")) {
     section.hidden = section.id !== `view-${view}`;
   }
+  const said = lastSaid[view] || lastSaid.connection || { message: "", kind: "info" };
+  $("#status").textContent = said.message;
+  $("#status").className = said.kind;
   if (!document.body.classList.contains("connected")) return;
   if (view === "documents") await loadDocuments();
   if (view === "jobs") await loadJobs();

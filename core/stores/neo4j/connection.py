@@ -5,16 +5,46 @@ StoreError. The adapters keep only their queries.
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from neo4j import READ_ACCESS, Driver, GraphDatabase, Record
 from neo4j.exceptions import DriverError, Neo4jError
 
 from core.ports import StoreError
+
+log = logging.getLogger("cogmill.neo4j")
+T = TypeVar("T")
+# The driver warns at every retry of a managed transaction with the server's whole message: a
+# deadlock's is a multi-line dump of locks. Writers to shared nodes meet deadlock detection
+# now and then, and a retry settles it; `Neo4jConnection.transaction` logs a retried
+# transaction as one debug line with its retry count, and warns only when one gives up.
+DRIVER_RETRY_WARNING = "Transaction failed and will be retried"
+
+
+class QuietRetries(logging.Filter):
+    """Drops the driver's per-retry warnings (see DRIVER_RETRY_WARNING)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(DRIVER_RETRY_WARNING)
+
+
+def quiet_driver_retries() -> None:
+    """Install `QuietRetries` on the driver's session logger, once per process."""
+    driver_log = logging.getLogger("neo4j.session")
+    if not any(isinstance(f, QuietRetries) for f in driver_log.filters):
+        driver_log.addFilter(QuietRetries())
+
+
+def first_line(err: BaseException) -> str:
+    """An error as one line: its code (a Neo4j error's) and the first line of its message."""
+    message = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    code = getattr(err, "code", None)
+    return f"{code}: {message}" if code and code not in message else message
 
 
 def redact(uri: str) -> str:
@@ -57,6 +87,7 @@ class Neo4jConnection:
         self._retry_s = float(driver_options.get("max_transaction_retry_time", 30.0))
         self._first_delay = float(driver_options.get("initial_retry_delay", 1.0))
         self.closed = False
+        quiet_driver_retries()
 
     @property
     def where(self) -> str:
@@ -97,6 +128,39 @@ class Neo4jConnection:
                     raise
             time.sleep(delay)
             delay *= 2
+
+    def transaction(
+        self, work: Callable[..., T], params: dict[str, Any], *, write: bool = True
+    ) -> T:
+        """`work(tx, **params)` in one managed transaction, re-run by the driver on transient
+        errors (a deadlock, a busy server): a retried transaction is one debug line with its
+        retry count, one that ran out of retries a warning. Driver errors are raised as they
+        come: callers wrap this in `errors()`."""
+        attempts = 0
+
+        def attempt(tx: Any, **values: Any) -> T:
+            nonlocal attempts
+            attempts += 1
+            return work(tx, **values)
+
+        # Shared bookmarks: each call sees this process's earlier writes, even on a cluster.
+        bookmarks = self.driver.execute_query_bookmark_manager
+        name = getattr(work, "__name__", "transaction")
+        try:
+            with self.driver.session(database=self.database, bookmark_manager=bookmarks) as s:
+                result = (s.execute_write if write else s.execute_read)(attempt, **params)
+        except (Neo4jError, DriverError) as err:
+            if err.is_retryable():  # transient, but the retry time ran out
+                log.warning(
+                    "neo4j_transaction_gave_up work=%s attempts=%d error=%s",
+                    name,
+                    attempts,
+                    first_line(err),
+                )
+            raise
+        if attempts > 1:
+            log.debug("neo4j_transaction_retried work=%s retries=%d", name, attempts - 1)
+        return result
 
     def close(self) -> None:
         """Close the driver and its connections; later `errors()` blocks raise StoreError."""

@@ -113,11 +113,8 @@ class Neo4jGraphStore:
         return self._call(lambda: self._conn.read(query, params))[0][0]
 
     def _transaction(self, write: bool, work: Callable[..., T], params: dict[str, Any]) -> T:
-        """One managed transaction in a short-lived session."""
-        # Shared bookmarks: each call sees this store's earlier writes, even on a cluster.
-        bookmarks = self._driver.execute_query_bookmark_manager
-        with self._driver.session(database=self._database, bookmark_manager=bookmarks) as session:
-            return (session.execute_write if write else session.execute_read)(work, **params)
+        """One managed transaction in a short-lived session (`Neo4jConnection.transaction`)."""
+        return self._conn.transaction(work, params, write=write)
 
     def _execute(self, statement: str) -> None:
         """One auto-committed statement (schema changes)."""
@@ -377,9 +374,14 @@ class Neo4jGraphStore:
         seeds = list(dict.fromkeys(node_ids))
         return self._read(reads.neighbourhood, seeds=seeds, hops=hops, limit=limit)
 
-    def count(self, dataset: str) -> dict[str, int]:
-        """Node counts per type and the edge count (key "edges") of a dataset."""
-        return self._read(reads.count, dataset=dataset)
+    def count(
+        self, dataset: str, *, edge_names: bool = False, documents: Sequence[str] | None = None
+    ) -> dict[str, int]:
+        """Node counts per type, the edge count and per name (of what `documents` support)."""
+        if documents is not None:
+            found = self._read(reads.supported, dataset=dataset, documents=list(documents))
+            return found if edge_names else {k: n for k, n in found.items() if ":" not in k}
+        return self._read(reads.count, dataset=dataset, edge_names=edge_names)
 
     def total(self, datasets: Sequence[str], node_type: str, key: str) -> int:
         """The sum of the integer property `key` over the datasets' nodes of a type."""

@@ -74,13 +74,34 @@ def _time_branch(low: bool, high: bool, closed_from_start: bool) -> str:
         RETURN collect({q.NODE})"""
 
 
-def count(tx: ManagedTransaction, dataset: str) -> dict[str, int]:
-    """Node counts per type and the edge count of a dataset."""
+def count(tx: ManagedTransaction, dataset: str, edge_names: bool = False) -> dict[str, int]:
+    """Node counts per type and the edge count of a dataset; with `edge_names`, also the edges
+    per name (key "edges:NAME")."""
     by_type = f"{q.IN_DATASET} RETURN n.type AS type, count(*) AS n"
     counts = {r["type"]: r["n"] for r in tx.run(by_type, dataset=dataset)}
-    edges = "MATCH ()-[r:REL {dataset: $dataset}]->() RETURN count(r)"
-    counts["edges"] = codec.value(tx, edges, dataset=dataset)
-    return counts
+    if not edge_names:
+        edges = "MATCH ()-[r:REL {dataset: $dataset}]->() RETURN count(r)"
+        counts["edges"] = codec.value(tx, edges, dataset=dataset)
+        return counts
+    by_name = "MATCH ()-[r:REL {dataset: $dataset}]->() RETURN r.name AS name, count(*) AS n"
+    named = {r["name"]: r["n"] for r in tx.run(by_name, dataset=dataset)}
+    counts["edges"] = sum(named.values())
+    return counts | {f"edges:{name}": n for name, n in named.items()}
+
+
+def supported(tx: ManagedTransaction, dataset: str, documents: list[str]) -> dict[str, int]:
+    """Node counts per type and edge counts per name ("edges:NAME", and "edges") of what the
+    documents support in a dataset."""
+    nodes = """UNWIND $documents AS doc MATCH (:_Support {dataset: $dataset, doc: doc})
+        -[:SUPPORTS]->(n:Node) WITH DISTINCT n RETURN n.type AS type, count(*) AS n"""
+    counts = {r["type"]: r["n"] for r in tx.run(nodes, dataset=dataset, documents=documents)}
+    # A map for the membership test: one lookup per listed document of an edge.
+    edges = """MATCH ()-[r:REL {dataset: $dataset}]->() WHERE any(d IN r._docs WHERE $docs[d])
+        RETURN r.name AS name, count(*) AS n"""
+    docs = dict.fromkeys(documents, True)
+    named = {r["name"]: r["n"] for r in tx.run(edges, dataset=dataset, docs=docs)}
+    counts["edges"] = sum(named.values())
+    return counts | {f"edges:{name}": n for name, n in named.items()}
 
 
 def total(tx: ManagedTransaction, datasets: list[str], node_type: str, key: str) -> int:

@@ -148,8 +148,7 @@ class Neo4jVectorStore:
 
     def _run(self, query: str, **params: Any) -> list[neo4j.Record]:
         """Run one query in a managed (retried) transaction and return its records."""
-        records, _, _ = self._driver.execute_query(query, params, database_=self.database)
-        return records
+        return self._conn.transaction(_records, {"query": query, "values": params})
 
     def _search(self, query: str, **params: Any) -> list[neo4j.Record]:
         """Run one read-only query auto-committed (`Neo4jConnection.read`) and return its
@@ -388,3 +387,10 @@ class Neo4jVectorStore:
     def close(self) -> None:
         """Release the driver's connections; later calls raise StoreError. Safe to call twice."""
         self._conn.close()
+
+
+def _records(
+    tx: neo4j.ManagedTransaction, query: str, values: dict[str, Any]
+) -> list[neo4j.Record]:
+    """The records of one query in a transaction (`Neo4jConnection.transaction`'s work)."""
+    return list(tx.run(query, values))

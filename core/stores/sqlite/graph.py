@@ -386,10 +386,12 @@ class SQLiteGraphStore:
             nodes = {node.id: node for node in tx.load_nodes(conn, reached)}
         return Subgraph(nodes=[nodes[i] for i in reached if i in nodes], edges=edges)
 
-    def count(self, dataset: str) -> dict[str, int]:
-        """Node counts per type and the edge count (key "edges") of a dataset."""
+    def count(
+        self, dataset: str, *, edge_names: bool = False, documents: Sequence[str] | None = None
+    ) -> dict[str, int]:
+        """Node counts per type, the edge count and per name (of what `documents` support)."""
         with self._transaction() as conn:
-            return tx.count(conn, dataset)
+            return tx.count(conn, dataset, edge_names, documents)
 
     def total(self, datasets: Sequence[str], node_type: str, key: str) -> int:
         """The sum of the integer property `key` over the datasets' nodes of a type."""

@@ -75,6 +75,13 @@ TOUCHING = f"source IN {SET1} OR target IN {SET1}"
 REDIRECTS = f"SELECT id, target FROM redirects WHERE id IN {SET1}"
 ADD_REDIRECTS = """INSERT OR REPLACE INTO redirects (id, dataset, target)
 SELECT value, ?2, ?3 FROM json_each(?1)"""
+# What documents (?2) support in a dataset (?1): node counts per type, edge counts per name.
+SUPPORTED_TYPES = """SELECT t.type, count(DISTINCT t.id) FROM support AS s CROSS JOIN nodes AS t
+ON t.id = s.item_id WHERE s.document_id IN (SELECT value FROM json_each(?2)) AND t.dataset = ?1
+GROUP BY t.type"""
+SUPPORTED_NAMES = """SELECT t.name, count(DISTINCT t.id) FROM support AS s CROSS JOIN edges AS t
+ON t.id = s.item_id WHERE s.document_id IN (SELECT value FROM json_each(?2)) AND t.dataset = ?1
+GROUP BY t.name"""
 # CROSS JOIN pins the join order: start from the document's support rows, not the dataset.
 SUPPORTED_BY = """SELECT DISTINCT s.item_id FROM support AS s CROSS JOIN {table} AS t
 ON t.id = s.item_id WHERE s.document_id = ?1 AND t.dataset = ?2"""

@@ -172,12 +172,26 @@ def node_chunks(
     return found
 
 
-def count(conn: sqlite3.Connection, dataset: str) -> dict[str, int]:
-    """Node counts per type and the edge count (key "edges") of a dataset."""
-    by_type = "SELECT type, count(*) FROM nodes WHERE dataset = ? GROUP BY type"
-    counts = dict(conn.execute(by_type, (dataset,)).fetchall())
-    edges = conn.execute("SELECT count(*) FROM edges WHERE dataset = ?", (dataset,))
-    counts["edges"] = edges.fetchone()[0]
+def count(
+    conn: sqlite3.Connection,
+    dataset: str,
+    edge_names: bool = False,
+    documents: Sequence[str] | None = None,
+) -> dict[str, int]:
+    """Node counts per type and the edge count (key "edges") of a dataset; with `edge_names`,
+    also the edges per name (key "edges:NAME"); with `documents`, of what they support."""
+    if documents is None:
+        by_type = "SELECT type, count(*) FROM nodes WHERE dataset = ?1 GROUP BY type"
+        by_name = "SELECT name, count(*) FROM edges WHERE dataset = ?1 GROUP BY name"
+        args: tuple[str, ...] = (dataset,)
+    else:
+        by_type, by_name = q.SUPPORTED_TYPES, q.SUPPORTED_NAMES
+        args = (dataset, id_array(documents))
+    counts = dict(conn.execute(by_type, args).fetchall())
+    named = dict(conn.execute(by_name, args).fetchall())
+    counts["edges"] = sum(named.values())
+    if edge_names:
+        counts |= {f"edges:{name}": n for name, n in named.items()}
     return counts
 
 

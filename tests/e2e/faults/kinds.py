@@ -150,7 +150,7 @@ def delete_with_kill(attempts: int = 5) -> Scenario:
                 ctx.notes["delete_attempts"] = attempt + 1
                 break
             assert attempt + 1 < attempts, f"no kill landed inside a delete in {attempts} tries"
-        again = _cli(ctx, "delete", "--dataset", dataset)
+        again = _cli(ctx, "delete", "--dataset", dataset, "--yes")
         assert again.returncode == 0, again.stderr
         prefix = ctx.env["COGMILL_REDIS_PREFIX"]
         left = stores.take(
@@ -197,7 +197,7 @@ def _delete_killed_half_way(ctx: Context, dataset: str) -> bool:
     dataset is part gone, part left. False when the delete ended before a look caught it."""
     full = _sizes(ctx, dataset)
     assert all(full), f"nothing to delete: {full}"
-    proc = _cli(ctx, "delete", "--dataset", dataset, wait=False)
+    proc = _cli(ctx, "delete", "--dataset", dataset, "--yes", wait=False)
     assert isinstance(proc, subprocess.Popen)
     try:
         while proc.poll() is None:

@@ -108,6 +108,7 @@ class OwnNeo4j:
             "COGMILL_SERVICES_DIR": str(folder),
             "COGMILL_TEST_REDIS_PORT": str(redis_port),  # ours, already up: left alone
             "COGMILL_TEST_NEO4J_PORT": str(self.port),
+            "COGMILL_TEST_NEO4J_HTTP_PORT": "0",  # Bolt only: no second port to find free
             "COGMILL_NEO4J_HEAP": heap,
             "COGMILL_SERVICES_TIMEOUT": "300",
         }

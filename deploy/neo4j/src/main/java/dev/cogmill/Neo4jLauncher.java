@@ -12,29 +12,38 @@ import java.util.concurrent.CountDownLatch;
 import org.neo4j.dbms.api.DatabaseManagementService;
 import org.neo4j.dbms.api.DatabaseManagementServiceBuilder;
 import org.neo4j.graphdb.GraphDatabaseService;
+import org.neo4j.server.CommunityBootstrapper;
 
 /**
  * Neo4j Community as a plain process with Bolt, for tests and CI where there is no Docker.
  *
- * Usage: Neo4jLauncher --port 7697 --data DIR [--host 127.0.0.1] [--pagecache 256m]
- *                      [--set key=value ...]
+ * Usage: Neo4jLauncher --port 7697 --data DIR [--host 127.0.0.1] [--http-port 7484]
+ *                      [--pagecache 256m] [--set key=value ...]
  *
  * DIR is the Neo4j home: data/ and logs/ (debug.log) go under it and a leftover DIR from an
- * earlier run is reused (Neo4j recovers it). Prints one line starting with READY_MARKER
- * once a TCP connect to Bolt succeeds; deploy/services.sh waits for that line.
+ * earlier run is reused (Neo4j recovers it). With --http-port, Neo4j's HTTP API (the
+ * transactional Cypher endpoint, /db/neo4j/tx) is served there too. When the environment
+ * holds PASSWORD_ENV, authentication is on and user neo4j gets that password (not an
+ * argument: a command line is visible to every user of the machine). Prints one line starting
+ * with READY_MARKER once a TCP connect to Bolt succeeds; deploy/services.sh waits for it.
  */
 public final class Neo4jLauncher {
     static final String READY_MARKER = "COGMILL_NEO4J_READY";
+    static final String PASSWORD_ENV = "COGMILL_NEO4J_LAUNCH_PASSWORD";
 
     public static void main(String[] args) throws Exception {
         String host = "127.0.0.1";
         int port = 7687;
+        int httpPort = 0;
         Path home = null;
+        String password = System.getenv(PASSWORD_ENV);
+        boolean auth = password != null && !password.isEmpty();
         // Raw setting names, as in neo4j.conf, so the file written below reads like the docs.
         Map<String, String> conf = new LinkedHashMap<>();
         conf.put("server.bolt.enabled", "true");
         conf.put("server.bolt.tls_level", "DISABLED");
-        conf.put("dbms.security.auth_enabled", "false");
+        conf.put("dbms.security.auth_enabled", Boolean.toString(auth));
+        conf.put("server.https.enabled", "false");
         conf.put("server.memory.pagecache.size", "256m");
         // A vector index keeps up to 50 Lucene segments a level by default, and a query
         // searches every one: at 7,560 passages written batch by batch, 41 segments an index
@@ -60,6 +69,7 @@ public final class Neo4jLauncher {
             switch (a) {
                 case "--port" -> port = Integer.parseInt(v);
                 case "--host" -> host = v;
+                case "--http-port" -> httpPort = Integer.parseInt(v);
                 case "--data" -> home = Path.of(v).toAbsolutePath();
                 case "--pagecache" -> conf.put("server.memory.pagecache.size", v);
                 case "--set" -> {
@@ -73,6 +83,12 @@ public final class Neo4jLauncher {
         }
         if (home == null) usage("--data DIR is required");
         conf.put("server.bolt.listen_address", host + ":" + port);
+        conf.put("server.bolt.advertised_address", host + ":" + port);
+        conf.put("server.http.enabled", Boolean.toString(httpPort > 0));
+        if (httpPort > 0) {
+            conf.put("server.http.listen_address", host + ":" + httpPort);
+            conf.put("server.http.advertised_address", host + ":" + httpPort);
+        }
 
         // The embedded builder has no raw-string setter; a conf file keeps names as documented,
         // goes through Neo4j's strict validation (typos fail startup) and shows what ran.
@@ -84,8 +100,22 @@ public final class Neo4jLauncher {
 
         long t0 = System.nanoTime();
         DatabaseManagementService dbms;
+        Runnable shutdown;
         try {
-            dbms = new DatabaseManagementServiceBuilder(home).loadPropertiesFromFile(confFile).build();
+            if (httpPort > 0) {
+                // The HTTP connector is the server's (Jetty), which only the bootstrapper starts.
+                CommunityBootstrapper server = new CommunityBootstrapper();
+                if (server.start(home, confFile, Map.of(), false, false) != 0) {
+                    System.err.println("Neo4j server failed to start; see " + home + "/logs");
+                    System.exit(1);
+                }
+                dbms = server.getDatabaseManagementService();
+                shutdown = server::stop;
+            } else {
+                dbms = new DatabaseManagementServiceBuilder(home).loadPropertiesFromFile(confFile)
+                        .build();
+                shutdown = dbms::shutdown;
+            }
         } catch (RuntimeException e) {
             System.err.println("Neo4j failed to start: " + e);
             e.printStackTrace();
@@ -99,7 +129,7 @@ public final class Neo4jLauncher {
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             long s0 = System.nanoTime();
             System.out.println("Neo4j shutting down");
-            dbms.shutdown();
+            shutdown.run();
             System.out.println("Neo4j stopped in " + (System.nanoTime() - s0) / 1_000_000 + " ms");
             stopped.countDown();
         }, "neo4j-shutdown"));
@@ -109,10 +139,17 @@ public final class Neo4jLauncher {
             System.err.println("Neo4j database 'neo4j' did not become available");
             System.exit(1);
         }
+        if (auth) {
+            // In-process transactions need no login; clients get in only with this password.
+            dbms.database("system").executeTransactionally(
+                    "ALTER USER neo4j SET PASSWORD $password CHANGE NOT REQUIRED",
+                    Map.of("password", password));
+        }
         waitForBolt(host, port, 30_000);
         long ms = (System.nanoTime() - t0) / 1_000_000;
-        System.out.println(READY_MARKER + " bolt://" + host + ":" + port + " home=" + home
-                + " started_in_ms=" + ms);
+        String http = httpPort > 0 ? " http://" + host + ":" + httpPort : "";
+        System.out.println(READY_MARKER + " bolt://" + host + ":" + port + http + " auth=" + auth
+                + " home=" + home + " started_in_ms=" + ms);
         stopped.await();
     }
 
@@ -134,8 +171,8 @@ public final class Neo4jLauncher {
 
     private static void usage(String why) {
         System.err.println(why);
-        System.err.println("usage: Neo4jLauncher --port P --data DIR [--host H] [--pagecache 256m]"
-                + " [--set key=value ...]");
+        System.err.println("usage: Neo4jLauncher --port P --data DIR [--host H] [--http-port P]"
+                + " [--pagecache 256m] [--set key=value ...]");
         System.exit(2);
     }
 }
