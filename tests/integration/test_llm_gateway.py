@@ -231,6 +231,7 @@ print(*(type(sdk._client).__name__ for sdk in extractor.client._sdks.values()))
 """
 
 
+@pytest.mark.slow  # a Python process of its own per case, importing the LLM stack
 @pytest.mark.parametrize(
     ("proxy", "client"),
     [(None, "_DefaultAioHttpClient"), ("http://127.0.0.1:9", "_DefaultAsyncHttpxClient")],
@@ -253,6 +254,7 @@ def test_sync_calls_go_over_aiohttp_unless_a_proxy_is_set(
     assert "nclosed" not in run.stderr, run.stderr  # "Unclosed client session" / "connector"
 
 
+@pytest.mark.slow  # 32 calls of a second each through 8 slots: waits 4 s
 def test_threads_share_one_in_flight_cap_per_process(llm_server: LLMTestServer) -> None:
     llm_server.configure(latency_ms=1000)
     extractor = LLMExtractor(make_client(llm_server, max_in_flight=8), concurrency=16)
