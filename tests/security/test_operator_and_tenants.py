@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from api.cli import app as cli
 from api.http.app import create_app
+from api.services.datasets import register
 from api.services.tenants import TenantError, Tenants
 from core.access import Role
 from core.models.jobs import Job, JobStatus
@@ -26,6 +27,7 @@ EVERYTHING = {"everything": True, "confirm": True}
 @pytest.fixture(scope="module")
 def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
     rt = Runtime(Settings(home=tmp_path_factory.mktemp("operator")))
+    register(rt, "beta:docs")  # searched by beta's keys: it must exist
     yield rt
     rt.close()
 

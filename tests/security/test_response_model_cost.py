@@ -17,6 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.http.app import create_app
+from api.services.datasets import register
 from api.services.tenants import Tenants
 from core.access import Role
 from core.settings import Settings
@@ -79,6 +80,7 @@ def reader_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClie
     tenants = Tenants(runtime.state)
     tenants.create_tenant("probe")
     key, _ = tenants.create_key("probe", Role.READER)
+    register(runtime, "probe:docs")  # searched: it must exist
     with TestClient(create_app(runtime), headers={"Authorization": f"Bearer {key}"}) as client:
         yield client
     runtime.close()
