@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from core.aliases import match_keys
-from core.ports import StateStore, batched
+from core.ports import StateStore
+from core.sequences import batched
 
 PREFIX = "entity-keys:"
 # Version 2 files names by role ("acronym:", "initials:", "initial:", "surname:"); version 1

@@ -5,7 +5,7 @@ when the backing store fails and `ValueError` for bad arguments, never a driver'
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 import numpy as np
@@ -396,9 +396,3 @@ class Extractor(Protocol):
     def extract(self, texts: Sequence[str]) -> list[KnowledgeGraph]:
         """One knowledge graph (entities, relationships, summary) per text, in order."""
         ...
-
-
-def batched(items: Sequence, size: int) -> Iterator[Sequence]:
-    """Consecutive slices of at most `size` items."""
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

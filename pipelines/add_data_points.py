@@ -10,8 +10,9 @@ from core.models.graph import Edge, Node
 from core.models.lexical import LexicalDoc
 from core.models.vectors import VectorPoint
 from core.models.vocabulary import ALIAS, CHUNK, DOCUMENT, ENTITY, STRUCTURAL_EDGES
-from core.ports import Embedder, GraphStore, LexicalIndex, VectorStore, batched
+from core.ports import Embedder, GraphStore, LexicalIndex, VectorStore
 from core.purge import purge_document
+from core.sequences import batched
 from pipelines.base import INGEST, StepContext, StepQueue, StepServices
 from pipelines.built_graph import BuiltGraph
 from pipelines.graph_builder import build_graph
@@ -58,7 +59,7 @@ class AddDataPoints:
         document_summaries: bool = True,
     ) -> None:
         """`relation_names` / `document_summaries`: build and embed the relationship names'
-        EdgeType nodes / embed the document summaries (core/settings.py says when to)."""
+        EdgeType nodes / embed the document summaries (core/settings/ says when to)."""
         if embed_batch_size < 1 or write_batch_size < 1:
             raise ValueError(
                 f"batch sizes must be >= 1, got embed={embed_batch_size} write={write_batch_size}"

@@ -22,7 +22,8 @@ from core.llm.client import LLMClient, LLMError
 from core.llm.offline.extractor import OfflineExtractor, load_pipeline
 from core.models.graph import normalise_name
 from core.models.jobs import DocumentError
-from core.ports import Extractor, batched
+from core.ports import Extractor
+from core.sequences import batched
 from core.temporal import TimeSpan
 from core.time_expressions import find_spans, parse_time
 from pipelines.base import LLM, StepContext, StepQueue, StepServices

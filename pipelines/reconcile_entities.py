@@ -28,7 +28,8 @@ from core.entity_keys import EntityKeyIndex
 from core.models.graph import Edge, Node, Support, alias_id, entity_id, normalise_name
 from core.models.vectors import VectorPoint
 from core.models.vocabulary import ALIAS, ALIAS_OF, ENTITY, ENTITY_COLLECTION, IS_A
-from core.ports import Embedder, GraphStore, VectorStore, batched
+from core.ports import Embedder, GraphStore, VectorStore
+from core.sequences import batched
 from pipelines.base import INGEST, StepContext, StepQueue, StepServices
 from pipelines.models import WriteReport
 from pipelines.resolve_entities import types_compatible

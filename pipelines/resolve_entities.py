@@ -20,7 +20,8 @@ from core.aliases import canonical_name, group_names, strip_affixes
 from core.models.extraction import KnowledgeGraph
 from core.models.graph import Edge, Node, Support, alias_id, entity_id, normalise_name
 from core.models.vocabulary import ALIAS, ALIAS_OF
-from core.ports import GraphReader, batched
+from core.ports import GraphReader
+from core.sequences import batched
 from pipelines.base import INGEST, StepContext, StepQueue, StepServices
 from pipelines.built_graph import BuiltGraph
 from pipelines.models import EntityAlias, ExtractedBatch

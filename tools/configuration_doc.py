@@ -1,10 +1,11 @@
-"""Write docs/configuration.md from core/settings.py: every setting, its type, default and bounds.
+"""Write docs/configuration.md from core/settings/: every setting, its type, default and bounds.
 
     .venv/bin/python tools/configuration_doc.py           # rewrite docs/configuration.md
     .venv/bin/python tools/configuration_doc.py --check   # exit 1 when it is stale
 
-A setting's description is the comment block above it in core/settings.py (a block covers the
-fields that follow it up to the next blank line or comment), else its `Field(description=...)`.
+A setting's description is the comment block above it in its class in core/settings/ (a block
+covers the fields that follow it up to the next blank line or comment), else its
+`Field(description=...)`.
 A comment line of a few plain words after a blank line ("# Stores") starts a section. Types,
 defaults and bounds come from the `Settings` model itself, so the page cannot disagree with it.
 tests/unit/test_configuration_doc.py fails when the committed page is stale.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import inspect
 import json
 import re
 import sys
@@ -26,7 +28,6 @@ from typing import Any
 import annotated_types
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE = ROOT / "core" / "settings.py"
 TARGET = ROOT / "docs" / "configuration.md"
 PREFIX = "COGMILL_"
 TITLE = re.compile(r"^[A-Z][A-Za-z]*(?: [A-Za-z]+){0,3}$")
@@ -39,7 +40,7 @@ from core.settings import Settings  # noqa: E402 - after the repository is on sy
 INTRO = """\
 # Configuration
 
-<!-- Generated from core/settings.py: do not edit by hand. Change the comments or fields
+<!-- Generated from core/settings/: do not edit by hand. Change the comments or fields
      there, then run `.venv/bin/python tools/configuration_doc.py`. -->
 
 Every setting is an environment variable named `COGMILL_<NAME>`, read once when a `cogmill`
@@ -70,17 +71,21 @@ class Section:
     groups: list[Group] = field(default_factory=list)
 
 
-def settings_class(tree: ast.Module) -> ast.ClassDef:
+# The classes Settings is made of (core/settings/__init__.py), in the order of the page.
+PARTS = [part for part in Settings.__mro__ if part.__module__.startswith("core.settings.")]
+
+
+def settings_class(tree: ast.Module, name: str) -> ast.ClassDef:
     for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == "Settings":
+        if isinstance(node, ast.ClassDef) and node.name == name:
             return node
-    raise SystemExit(f"{SOURCE}: no class Settings")
+    raise SystemExit(f"core/settings/: no class {name}")
 
 
-def read_sections(source: str) -> list[Section]:
-    """The class body's sections and comment groups, in source order."""
+def read_sections(source: str, name: str) -> list[Section]:
+    """The sections and comment groups of class `name`'s body, in source order."""
     lines = source.splitlines()
-    cls = settings_class(ast.parse(source))
+    cls = settings_class(ast.parse(source), name)
     starts = {}
     for node in cls.body:
         target = node.target if isinstance(node, ast.AnnAssign) else None
@@ -115,6 +120,16 @@ def read_sections(source: str) -> list[Section]:
             group, after_blank = None, False
         number += 1
     return [s for s in sections if s.groups]
+
+
+def all_sections(replaced: dict[str, Path] | None = None) -> list[Section]:
+    """Every part's sections; `replaced` reads a part (by class name) from another file."""
+    replaced = replaced or {}
+    sections = []
+    for part in PARTS:
+        path = replaced.get(part.__name__) or Path(inspect.getfile(part))
+        sections += read_sections(path.read_text(encoding="utf-8"), part.__name__)
+    return sections
 
 
 def type_name(annotation: Any) -> str:
@@ -210,7 +225,7 @@ def render() -> str:
     first of them, and the others point up to it."""
     out = [INTRO]
     documented = set()
-    for section in read_sections(SOURCE.read_text(encoding="utf-8")):
+    for section in all_sections():
         rows = []
         for group in section.groups:
             for index, name in enumerate(group.fields):
@@ -224,14 +239,14 @@ def render() -> str:
     out.append("## Rules between settings\n\n" + " ".join(validator.split()) + "\n")
     missing = set(Settings.model_fields) - documented
     if missing:
-        raise SystemExit(f"settings not found in {SOURCE}: {sorted(missing)}")
+        raise SystemExit(f"settings not found in core/settings/: {sorted(missing)}")
     return "\n".join(out)
 
 
-def undescribed(source: Path = SOURCE) -> list[str]:
+def undescribed(replaced: dict[str, Path] | None = None) -> list[str]:
     """Settings with neither a comment block nor a Field description."""
     names = []
-    for section in read_sections(source.read_text(encoding="utf-8")):
+    for section in all_sections(replaced):
         for group in section.groups:
             for name in group.fields:
                 if not group.comment and not Settings.model_fields[name].description:

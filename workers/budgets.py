@@ -19,7 +19,8 @@ from core.models.graph import dataset_id
 from core.models.jobs import Budget, Job, JobStatus
 from pipelines.models import DocumentBatch
 from runtime import Runtime
-from workers.jobs import JobTracker, batch_input_key
+from workers.job_keys import batch_input_key
+from workers.jobs import JobTracker
 from workers.sweeper import republish
 from workers.usage import describe, job_usage, nano_usd, rebase_budget
 

@@ -16,7 +16,7 @@ from celery import Signature, chain
 from pipelines.definitions import get_pipeline
 from pipelines.models import DocumentBatch
 from workers.celery_app import FINISH, PRIORITY_LEVELS, TASK_QUEUES, app, task_name
-from workers.jobs import batch_input_key
+from workers.job_keys import batch_input_key
 
 
 def step_priority(position: int) -> int:

@@ -44,7 +44,8 @@ from pipelines.formats.segments import SEGMENTABLE_KINDS, segment_count
 from pipelines.models import DocumentBatch, DocumentRef, WriteReport
 from runtime import Runtime
 from workers.chains import batch_chain
-from workers.jobs import JobTracker, batch_input_key
+from workers.job_keys import batch_input_key
+from workers.jobs import JobTracker
 from workers.retention import prune_after_finish
 
 MODES = ("changed", "all")

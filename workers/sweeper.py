@@ -45,7 +45,8 @@ from workers.celery_app import FINISH, INGEST_QUEUE, LLM_QUEUE, TASK_STEPS, queu
 from workers.chains import batch_chain
 from workers.delivery import Delivery
 from workers.heartbeat import running_steps, worker_id
-from workers.jobs import JobTracker, batch_input_key, step_output_key
+from workers.job_keys import batch_input_key, step_output_key
+from workers.jobs import JobTracker
 from workers.sync import resume_stale
 
 log = logging.getLogger("cogmill.sweeper")

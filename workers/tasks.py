@@ -33,7 +33,8 @@ from workers.budgets import park_batch
 from workers.celery_app import FINISH, TASK_STEPS, app, task_name
 from workers.delivery import Delivery
 from workers.heartbeat import Heartbeat, ensure_heartbeat, worker_id
-from workers.jobs import JobTracker, batch_input_key
+from workers.job_keys import batch_input_key
+from workers.jobs import JobTracker
 from workers.llm_batches.submit import through_batch_api
 from workers.orchestration import record_batch
 from workers.usage import metered

@@ -24,7 +24,8 @@ from typing import TypeVar
 
 from core.llm.usage import FIELDS, KINDS, BudgetExceeded, Meter, llm_micro_usd, metering
 from core.models.jobs import Budget, Job
-from core.ports import StateStore, batched
+from core.ports import StateStore
+from core.sequences import batched
 from core.settings import Settings
 from pipelines.models import Chunk
 from runtime import current_runtime

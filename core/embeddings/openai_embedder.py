@@ -17,7 +17,7 @@ from core.llm import outage
 from core.llm import usage as accounting
 from core.llm.client import NO_API_KEY, LLMError
 from core.llm.retries import backoff_delay, classify, short
-from core.ports import batched
+from core.sequences import batched
 
 log = logging.getLogger("cogmill.embeddings")
 

@@ -27,7 +27,8 @@ from tests.backends import (
 )
 from workers.celery_app import FINISH, configure, task_name
 from workers.embedded import EmbeddedWorker
-from workers.jobs import JobTracker, batch_input_key
+from workers.job_keys import batch_input_key
+from workers.jobs import JobTracker
 from workers.orchestration import cognify
 
 SQLITE = "sqlite"

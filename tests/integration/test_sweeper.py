@@ -16,7 +16,8 @@ from tests.integration.test_jobs import add_sample, snapshot
 from tests.services import redis_database_url
 from workers.celery_app import FINISH, INGEST_QUEUE, configure, task_name
 from workers.embedded import EmbeddedWorker
-from workers.jobs import JobTracker, batch_input_key, step_output_key
+from workers.job_keys import batch_input_key, step_output_key
+from workers.jobs import JobTracker
 from workers.orchestration import cognify
 from workers.sweeper import queued_messages, resume_point, sweep
 from workers.tasks import STEP_TASKS

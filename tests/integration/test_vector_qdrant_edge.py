@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from core.models.vectors import VectorPoint
-from core.ports import StoreError, batched
+from core.ports import StoreError
+from core.sequences import batched
 from core.settings import Settings
 from core.stores import factory
 from core.stores.qdrant.edge import QdrantEdgeVectorStore

@@ -17,8 +17,8 @@ from core.errors import Unavailable
 from core.llm.offline.mentions import find_mentions
 from core.llm.offline.rules import Coreference, Mention, SentenceRules, Triple
 from core.models.extraction import ExtractedEntity, ExtractedRelationship, KnowledgeGraph
-from core.ports import batched
 from core.priority import Pause, no_pause
+from core.sequences import batched
 
 # The rules read tags and dependencies only; skipping these two makes spaCy ~25 % faster.
 UNUSED_PIPES = ("attribute_ruler", "lemmatizer")

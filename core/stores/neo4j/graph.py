@@ -45,7 +45,8 @@ from core.models.graph import (
     Subgraph,
     frontier_ids,
 )
-from core.ports import StoreError, batched
+from core.ports import StoreError
+from core.sequences import batched
 from core.stores import timeline
 from core.stores.neo4j import codec as codec
 from core.stores.neo4j import queries as q

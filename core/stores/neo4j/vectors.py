@@ -27,7 +27,8 @@ import neo4j
 from neo4j.exceptions import Neo4jError
 
 from core.models.vectors import VectorHit, VectorPoint, check_collection, check_dim, point_id
-from core.ports import StoreError, VectorQuery, batched
+from core.ports import StoreError, VectorQuery
+from core.sequences import batched
 from core.stores.neo4j.connection import Neo4jConnection, Rows
 
 _NAMESPACE = re.compile(r"[A-Za-z][A-Za-z0-9]{0,31}")

@@ -25,7 +25,8 @@ from pathlib import Path
 import qdrant_edge as qe
 
 from core.models.vectors import VectorHit, VectorPoint, check_collection, check_dim, point_id
-from core.ports import StoreError, VectorQuery, batched
+from core.ports import StoreError, VectorQuery
+from core.sequences import batched
 
 _SHARD_MARKER = "edge_config.json"  # Edge writes it into every shard folder it creates
 _DATASET = "dataset"  # payload key of the dataset a point belongs to

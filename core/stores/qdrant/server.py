@@ -27,7 +27,8 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ApiException
 
 from core.models.vectors import VectorHit, VectorPoint, check_collection, check_dim, point_id
-from core.ports import StoreError, VectorQuery, batched
+from core.ports import StoreError, VectorQuery
+from core.sequences import batched
 
 _NAMESPACE = re.compile(r"[A-Za-z][A-Za-z0-9]{0,31}")  # no "_": prefixes stay unambiguous
 _DATASET = "dataset"  # payload key of the dataset a point belongs to

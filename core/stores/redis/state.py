@@ -9,7 +9,7 @@ from typing import Any
 
 import redis
 
-from core.ports import batched
+from core.sequences import batched
 from core.stores.redis.connection import RedisConnection
 
 _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from core.lexical import term_counts
 from core.models.lexical import CorpusStats, LexicalDoc, Posting
-from core.ports import batched
+from core.sequences import batched
 from core.stores.sqlite.file import SQLiteFile
 
 _SCHEMA = """

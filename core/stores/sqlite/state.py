@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from core.ports import batched
+from core.sequences import batched
 from core.stores.sqlite.file import SQLiteFile
 
 _KEYS_PER_QUERY = 500  # bound parameters per SELECT, well below SQLite's limit

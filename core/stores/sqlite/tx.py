@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from core.models.graph import Edge, Node, NodeChunks, Removed, Support
-from core.ports import batched
+from core.sequences import batched
 from core.stores import graph_merge
 from core.stores.sqlite import queries as q
 
