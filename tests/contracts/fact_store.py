@@ -174,6 +174,14 @@ class FactStoreContract:
         graph_store.delete_nodes([teo.id])
         assert validity(graph_store, [mara])[("Mara", "ceo_of", None)][:2] == ("2019-01-01", None)
 
+    def test_a_fact_in_no_group_holds_from_its_earliest_claim(self, graph_store, dataset):
+        a, b = self.people(graph_store, dataset, "A", "B")
+        graph_store.upsert_edges([fact(a, b, "founded", "d2", year(2001), group="")])
+        graph_store.upsert_edges([fact(a, b, "founded", "d1", year(1999), group="")])
+        assert validity(graph_store, [a, b])[("A", "founded", "B")][:2] == ("1999-01-01", None)
+        graph_store.delete_document(dataset, "d1")
+        assert validity(graph_store, [a, b])[("A", "founded", "B")][:2] == ("2001-01-01", None)
+
     def test_edges_without_claims_get_no_validity(self, graph_store, dataset):
         a, b = self.people(graph_store, dataset, "A", "B")
         graph_store.upsert_edges([Edge(source=a.id, target=b.id, name="knows", dataset=dataset)])

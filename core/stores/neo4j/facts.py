@@ -75,16 +75,16 @@ def derive(tx: ManagedTransaction, changed: Sequence[Timed], gone: Iterable[str]
     loose = sorted({(r[1], r[2], r[3]) for r in changed if not r[4]})
     if not subjects and not loose:
         return
-    keys: dict[str, tuple[str, str, str]] = {}
-    found = _read(tx, GROUPED, keys, ids=_locked(tx, subjects)) if subjects else []
+    ends: dict[str, tuple[str, str, str]] = {}
+    found = _read(tx, GROUPED, ends, ids=_locked(tx, subjects)) if subjects else []
     partners = fact_intervals.partners(found, subjects)
     if partners:
-        found += _read(tx, GROUPED, keys, ids=_locked(tx, partners))
+        found += _read(tx, GROUPED, ends, ids=_locked(tx, partners))
     if loose:
-        found += _read(tx, BY_KEY, keys, keys=[list(k) for k in loose])
+        found += _read(tx, BY_KEY, ends, keys=[list(k) for k in loose])
     derived = fact_intervals.validity(found, subjects)
     rows = [
-        {"source": keys[i][0], "name": keys[i][1], "target": keys[i][2],
+        {"source": ends[i][0], "name": ends[i][1], "target": ends[i][2],
          "props": codec.encode(props)}
         for i, props in sorted(derived.items())
     ]  # fmt: skip
@@ -100,14 +100,14 @@ def _locked(tx: ManagedTransaction, ids: Iterable[str]) -> list[str]:
 
 
 def _read(
-    tx: ManagedTransaction, query: str, keys: dict[str, tuple[str, str, str]], **params: Any
+    tx: ManagedTransaction, query: str, ends: dict[str, tuple[str, str, str]], **params: Any
 ) -> list[Fact]:
-    """Facts with their claims; their keys noted by id."""
+    """Facts with their claims; their (source, name, target) noted in `ends` by id."""
     facts = []
     for fact_id, source, name, target, group, side, stored in codec.value(tx, query, **params):
         if fact_id is None:  # deleted while read
             continue
-        keys[fact_id] = (source, name, target)
+        ends[fact_id] = (source, name, target)
         facts.append(
             Fact(fact_id, source, target, group or "", side or "", tuple(codec.claims_of(stored)))
         )
