@@ -96,6 +96,11 @@ class Settings(BaseSettings):
     # Off: only the alias rules within a batch and the stored alias map resolve entities.
     entity_reconcile: bool = True
     document_summary_chars: int = Field(default=600, ge=50, le=20_000)
+    # Facts over time (core/facts/): off, facts are still dated but none is functional, so
+    # none supersedes another. With an LLM, look-alike relations of one subject are judged in
+    # at most this many pairs per batch.
+    facts_supersession: bool = True
+    facts_judge_max_pairs: int = Field(default=64, ge=0, le=10_000)
 
     # Models
     llm_base_url: str | None = None

@@ -80,6 +80,8 @@ RULES: tuple[_Rule, ...] = (
     *(_rule("spouse", "both", words) for words in ("marri*", "marry*", "wed*", "wife", "husband")),
     _rule("spouse", "both", "spouse*"),
 )
+# Entity types that are times: a relation to one ("born_in 1970") holds no value.
+DATE_TYPES = frozenset({"date", "time", "year", "period"})
 # Titles that qualify a role without being it ("vice president of" is not the president).
 NOT_THE_ROLE = frozenset({"vice", "deputy", "assistant", "acting", "former", "ex"})
 _ENDING = "left leav* resign* quit* retire* depart* divorc* separat* fired dismiss* oust* stepp*"

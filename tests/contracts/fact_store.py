@@ -35,11 +35,14 @@ def fact(
     """A relationship edge claimed by one document's chunk, in a functional group."""
     props = {FACT_GROUP: group, FACT_SIDE: side} if group else {}
     return Edge(
-        source=source.id, target=target.id, name=name, dataset=source.dataset,
+        source=source.id,
+        target=target.id,
+        name=name,
+        dataset=source.dataset,
         properties={"description": f"{name} ({doc})", **props},
         support=[{"document_id": doc, "chunk_id": f"{doc}-c1"}],  # type: ignore[list-item]
         claims=[Claim(document_id=doc, chunk_id=f"{doc}-c1", start=start, end=end)],
-    )  # fmt: skip
+    )
 
 
 def validity(store: GraphStore, nodes: list[Node]) -> dict[tuple[str, str, str], tuple]:
@@ -52,8 +55,11 @@ def validity(store: GraphStore, nodes: list[Node]) -> dict[tuple[str, str, str],
         spans = tuple(tuple(s) for s in p.get("valid_spans") or ())
         ender = p.get("superseded_by")
         found[(names.get(e.source), e.name, names.get(e.target))] = (
-            p.get("valid_from"), p.get("valid_to"), spans, ender
-        )  # fmt: skip
+            p.get("valid_from"),
+            p.get("valid_to"),
+            spans,
+            ender,
+        )
     return found
 
 
@@ -108,8 +114,9 @@ class FactStoreContract:
         assert found[("Mara", "ceo_of", "Holbeck")][:2] == ("2019-01-01", "2023-01-01")
         graph_store.delete_document(dataset, "d2")  # Teo's
         assert validity(graph_store, nodes)[("Mara", "ceo_of", "Holbeck")][:2] == (
-            "2019-01-01", None,
-        )  # fmt: skip
+            "2019-01-01",
+            None,
+        )
 
     def test_a_fact_losing_one_documents_claim_keeps_the_others(self, graph_store, dataset):
         nodes = self.people(graph_store, dataset, "Mara", "Teo", "Lena", "Holbeck")
@@ -128,8 +135,11 @@ class FactStoreContract:
         [first] = graph_store.edges_of([mara.id], claims=True)
         [claim] = first.claims
         assert (claim.document_id, claim.chunk_id, claim.start, claim.end) == (
-            "d1", "d1-c1", year(2019), None,
-        )  # fmt: skip
+            "d1",
+            "d1-c1",
+            year(2019),
+            None,
+        )
         assert claim.recorded_at is not None and first.properties["recorded_at"] > 0
         graph_store.upsert_edges([edge])
         [again] = graph_store.edges_of([mara.id], claims=True)
@@ -156,8 +166,9 @@ class FactStoreContract:
         assert found[("Cy", "married", "Ann")][:2] == ("2020-01-01", None)
 
     def test_merging_two_subjects_joins_their_facts(self, graph_store, dataset):
-        mara, teo, holbeck, foods = self.people(graph_store, dataset, "Mara", "Teo", "Holbeck",
-                                                "Holbeck Foods")  # fmt: skip
+        mara, teo, holbeck, foods = self.people(
+            graph_store, dataset, "Mara", "Teo", "Holbeck", "Holbeck Foods"
+        )
         graph_store.upsert_edges([fact(mara, holbeck, "ceo_of", "d1", year(2019))])
         graph_store.upsert_edges([fact(teo, foods, "ceo_of", "d2", year(2023))])
         assert validity(graph_store, [mara])[("Mara", "ceo_of", None)][1] is None
@@ -169,8 +180,12 @@ class FactStoreContract:
 
     def test_deleting_a_node_derives_its_neighbours_facts_again(self, graph_store, dataset):
         mara, teo, holbeck = self.people(graph_store, dataset, "Mara", "Teo", "Holbeck")
-        graph_store.upsert_edges([fact(mara, holbeck, "ceo_of", "d1", year(2019)),
-                                  fact(teo, holbeck, "ceo_of", "d2", year(2023))])  # fmt: skip
+        graph_store.upsert_edges(
+            [
+                fact(mara, holbeck, "ceo_of", "d1", year(2019)),
+                fact(teo, holbeck, "ceo_of", "d2", year(2023)),
+            ]
+        )
         graph_store.delete_nodes([teo.id])
         assert validity(graph_store, [mara])[("Mara", "ceo_of", None)][:2] == ("2019-01-01", None)
 
@@ -193,13 +208,17 @@ class FactStoreContract:
     ):
         people = [f"P{i}" for i in range(8)]
         serial = self.people(graph_store, other_dataset, *people, "Holbeck")
-        edges = [fact(p, serial[-1], "ceo_of", f"d{i}", year(2000 + i))
-                 for i, p in enumerate(serial[:-1])]  # fmt: skip
+        edges = [
+            fact(p, serial[-1], "ceo_of", f"d{i}", year(2000 + i))
+            for i, p in enumerate(serial[:-1])
+        ]
         graph_store.upsert_edges(edges)
         expected = {k: v[:3] for k, v in validity(graph_store, serial).items()}
         nodes = self.people(graph_store, dataset, *people, "Holbeck")
-        batches = [[fact(p, nodes[-1], "ceo_of", f"d{i}", year(2000 + i))]
-                   for i, p in enumerate(nodes[:-1])]  # fmt: skip
+        batches = [
+            [fact(p, nodes[-1], "ceo_of", f"d{i}", year(2000 + i))]
+            for i, p in enumerate(nodes[:-1])
+        ]
         errors: list[BaseException] = []
 
         def write(batch: list[Edge]) -> None:

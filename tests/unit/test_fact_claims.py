@@ -61,25 +61,65 @@ def test_relations_that_end_facts(name):
 @pytest.mark.parametrize(
     ("text", "relation", "source", "target", "expected"),
     [
-        ("Mara Quist became CEO of Holbeck Foods in 2019.", "ceo_of", "Mara Quist",
-         "Holbeck Foods", Bounds(start=day(2019))),
-        ("Teo Varga succeeded Mara Quist as CEO of Holbeck Foods in March 2023.", "ceo_of",
-         "Teo Varga", "Holbeck Foods", Bounds(start=day(2023, 3))),
-        ("The former CEO of Holbeck Foods, Mara Quist, now advises startups.", "ceo_of",
-         "Mara Quist", "Holbeck Foods", Bounds(end=DOC)),
-        ("Mara Quist stepped down as CEO of Holbeck Foods in 2021.", "ceo_of", "Mara Quist",
-         "Holbeck Foods", Bounds(end=day(2021))),
-        ("Mara Quist was CEO of Holbeck Foods until 2021.", "ceo_of", "Mara Quist",
-         "Holbeck Foods", Bounds(end=day(2022))),
-        ("Mara Quist was CEO of Holbeck Foods from 2019 to 2021.", "ceo_of", "Mara Quist",
-         "Holbeck Foods", Bounds(day(2019), day(2022))),
-        ("In 2018 Jon Berg left Altamira Bank and joined Corvel Systems in 2019.", "joined",
-         "Jon Berg", "Corvel Systems", Bounds(start=day(2019))),
-        ("In 2019, Mara Quist became CEO of Holbeck Foods, a firm founded in 1950.", "ceo_of",
-         "Mara Quist", "Holbeck Foods", Bounds(start=day(2019))),
+        (
+            "Mara Quist became CEO of Holbeck Foods in 2019.",
+            "ceo_of",
+            "Mara Quist",
+            "Holbeck Foods",
+            Bounds(start=day(2019)),
+        ),
+        (
+            "Teo Varga succeeded Mara Quist as CEO of Holbeck Foods in March 2023.",
+            "ceo_of",
+            "Teo Varga",
+            "Holbeck Foods",
+            Bounds(start=day(2023, 3)),
+        ),
+        (
+            "The former CEO of Holbeck Foods, Mara Quist, now advises startups.",
+            "ceo_of",
+            "Mara Quist",
+            "Holbeck Foods",
+            Bounds(end=DOC),
+        ),
+        (
+            "Mara Quist stepped down as CEO of Holbeck Foods in 2021.",
+            "ceo_of",
+            "Mara Quist",
+            "Holbeck Foods",
+            Bounds(end=day(2021)),
+        ),
+        (
+            "Mara Quist was CEO of Holbeck Foods until 2021.",
+            "ceo_of",
+            "Mara Quist",
+            "Holbeck Foods",
+            Bounds(end=day(2022)),
+        ),
+        (
+            "Mara Quist was CEO of Holbeck Foods from 2019 to 2021.",
+            "ceo_of",
+            "Mara Quist",
+            "Holbeck Foods",
+            Bounds(day(2019), day(2022)),
+        ),
+        (
+            "In 2018 Jon Berg left Altamira Bank and joined Corvel Systems in 2019.",
+            "joined",
+            "Jon Berg",
+            "Corvel Systems",
+            Bounds(start=day(2019)),
+        ),
+        (
+            "In 2019, Mara Quist became CEO of Holbeck Foods, a firm founded in 1950.",
+            "ceo_of",
+            "Mara Quist",
+            "Holbeck Foods",
+            Bounds(start=day(2019)),
+        ),
         ("Jon Berg lives in Porto.", "live_in", "Jon Berg", "Porto", Bounds(start=DOC)),
     ],
-)  # fmt: skip
+)
 def test_claims_from_sentences(text, relation, source, target, expected):
     assert claim_bounds(text, relation, source, target, DOC) == expected
 

@@ -30,8 +30,10 @@ def ceo(person: str, *claims: Claim, company: str = "holbeck") -> Fact:
 
 
 def spans(props: dict) -> list[tuple[str | None, str | None]]:
-    return [(iso_day(s) if s is not None else None, iso_day(e) if e else None)
-            for s, e in props["valid_spans"]]  # fmt: skip
+    return [
+        (iso_day(s) if s is not None else None, iso_day(e) if e else None)
+        for s, e in props["valid_spans"]
+    ]
 
 
 def test_a_later_holder_supersedes_the_earlier_one():

@@ -61,6 +61,7 @@ def test_default_pipeline_is_classify_chunk_extract_add() -> None:
         "extract_graph",
         "summarize_documents",
         "resolve_entities",
+        "date_facts",
         "add_data_points",
         "reconcile_entities",
     ]

@@ -140,8 +140,9 @@ def claims_of(stored: Iterable[str] | None) -> list[Claim]:
     found = []
     for item in stored or ():
         doc, chunk, start, end, recorded = json.loads(item)
-        found.append(Claim(document_id=doc, chunk_id=chunk, start=start, end=end,
-                           recorded_at=recorded))  # fmt: skip
+        found.append(
+            Claim(document_id=doc, chunk_id=chunk, start=start, end=end, recorded_at=recorded)
+        )
     return found
 
 

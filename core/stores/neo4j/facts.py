@@ -84,10 +84,14 @@ def derive(tx: ManagedTransaction, changed: Sequence[Timed], gone: Iterable[str]
         found += _read(tx, BY_KEY, ends, keys=[list(k) for k in loose])
     derived = fact_intervals.validity(found, subjects)
     rows = [
-        {"source": ends[i][0], "name": ends[i][1], "target": ends[i][2],
-         "props": codec.encode(props)}
+        {
+            "source": ends[i][0],
+            "name": ends[i][1],
+            "target": ends[i][2],
+            "props": codec.encode(props),
+        }
         for i, props in sorted(derived.items())
-    ]  # fmt: skip
+    ]
     if rows:
         tx.run(SET_DERIVED, rows=Rows(rows)).consume()
 

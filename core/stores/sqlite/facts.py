@@ -88,8 +88,9 @@ def claims_of(conn: sqlite3.Connection, edge_ids: Collection[str]) -> dict[str, 
     """The claims of each edge, read in one query."""
     found: dict[str, list[Claim]] = {i: [] for i in edge_ids}
     for item, doc, chunk, start, end, recorded in conn.execute(CLAIMS, (_ids(found),)):
-        found[item].append(Claim(document_id=doc, chunk_id=chunk, start=start, end=end,
-                                 recorded_at=recorded))  # fmt: skip
+        found[item].append(
+            Claim(document_id=doc, chunk_id=chunk, start=start, end=end, recorded_at=recorded)
+        )
     return found
 
 
