@@ -77,6 +77,7 @@ class AsyncClient:
     resume_job = async_method(datasets.resume_job)
     job_webhooks = async_method(datasets.job_webhooks)
     search = async_method(queries.search)
+    facts = async_method(queries.facts)
     route = async_method(queries.route)
     remember = async_method(queries.remember)
     recall = async_method(queries.recall)

@@ -72,6 +72,7 @@ class Client:
     resume_job = sync_method(datasets.resume_job)
     job_webhooks = sync_method(datasets.job_webhooks)
     search = sync_method(queries.search)
+    facts = sync_method(queries.facts)
     route = sync_method(queries.route)
     remember = sync_method(queries.remember)
     recall = sync_method(queries.recall)

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cogmill_client.fact_models import Fact, FactSource, FactTimeline  # noqa: F401
+
 
 class ApiModel(BaseModel):
     """Base of every body: fields the server adds later are ignored, not an error."""
@@ -243,6 +245,7 @@ class Route(ApiModel):
     runner_up: SearchType
     runner_up_score: float
     reason: str = ""
+    as_of: str | None = None  # a question about a fact at a time: searched as of it
 
 
 class SearchResponse(ApiModel):

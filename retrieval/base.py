@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from core.ports import CypherRunner, Embedder, GraphReader, StateStore, VectorStore
 from core.settings import Settings
+from retrieval.fact_view import FactView
 from retrieval.models import SearchResult, SearchType
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ class RetrievalContext:
     # raises the store factory's ValueError where the graph has no Cypher.
     cypher: Callable[[], CypherRunner] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    # The time the graph searches see facts at (retrieval/fact_view.py): now by default.
+    facts: FactView = field(default_factory=FactView)
 
 
 class Retriever(Protocol):

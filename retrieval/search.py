@@ -10,6 +10,7 @@ from core.catalog import check_dataset_name
 from core.models.vocabulary import DOCUMENT, EVENT, NODE_SET, TEXT_SUMMARY
 from retrieval.base import Need, RetrievalContext
 from retrieval.coding_rules import MAX_DOCUMENTS
+from retrieval.fact_view import FactView
 from retrieval.models import Route, SearchResponse, SearchType
 from retrieval.multistep import ANALYSIS_KEY
 from retrieval.registry import RETRIEVERS
@@ -30,6 +31,8 @@ def search(
     response_model: ResponseModel | None = None,
     session: str | None = None,
     sessions: SessionStore | None = None,
+    as_of: str | None = None,
+    known_at: str | None = None,
 ) -> SearchResponse:
     """Run one search type over the datasets and return its results with provenance.
 
@@ -42,9 +45,15 @@ def search(
     With `session` the question, answer and trace are recorded in that session (its qa id is
     left in `ctx.extras[QA_ID_KEY]`), kept in `sessions` (default: the local default tenant's
     session store).
+    `as_of` (a world time: "2019", "March 2019") and `known_at` (a system time: what cogmill
+    had recorded by then) set the time the graph searches see facts at (retrieval/fact_view.py;
+    default: current facts); a routed question about a fact at a time ("who was ... in
+    2019") sets `as_of` itself.
     """
     if not query.strip():
         raise ValueError("the query is empty; pass the question to search for")
+    if as_of is not None or known_at is not None:
+        ctx.facts = FactView.parse(as_of, known_at)
     if session is not None:
         check_session_id(session)
     analysis = analyse(query, ctx.settings.search_top_k, ctx.settings.search_max_rounds)
@@ -56,6 +65,8 @@ def search(
         routed = route(query, DatasetLimits(ctx, datasets).missing)
         search_type, why = routed_or_available(routed)
         notes.append(why)
+        if routed.as_of and as_of is None:
+            ctx.facts = FactView.parse(routed.as_of, known_at)
     if top_k < 1:
         raise ValueError(f"top-k must be at least 1, got {top_k}")
     for name in datasets:
@@ -78,7 +89,7 @@ def search(
             note = NO_LLM_NOTE
         else:
             answer, answer_json = _complete(complete, query, results, response_model)
-    notes += [getattr(retriever, "note", None), note]
+    notes += [getattr(retriever, "note", None), note, _time_note(ctx.facts)]
     response = SearchResponse(
         query=query,
         search_type=search_type,
@@ -93,6 +104,12 @@ def search(
         elements = trace_elements(retriever, response)
         ctx.extras[QA_ID_KEY] = store.record(session, response, datasets, elements)
     return response
+
+
+def _time_note(view: FactView) -> str | None:
+    """What the response says about the time facts were seen at, when not now."""
+    asked = ", ".join(f"{k} {v}" for k, v in view.asked.items())
+    return f"facts as seen {asked}" if asked else None
 
 
 def routed_or_available(routed: Route) -> tuple[SearchType, str]:

@@ -1,6 +1,6 @@
 """The `cogmill` command line, a module per command group.
 
-ingest: add, add-sql, cognify, delete, export · search: search, route · jobs: list, show,
+ingest: add, add-sql, cognify, delete, export · search: search, route · facts · jobs: list, show,
 cancel, watch · ops: worker, serve, demo, eval · memory: remember, recall, improve, forget ·
 access: tenants create|list, keys create|list|revoke · mcp: the MCP server over stdio ·
 webhooks: add|list|remove (and `jobs webhooks ID`, a job's deliveries).
@@ -22,7 +22,7 @@ import typer
 
 @functools.cache
 def _app() -> typer.Typer:
-    from api.cli import access, ingest, jobs, mcp, memory, ops, search, webhooks
+    from api.cli import access, facts, ingest, jobs, mcp, memory, ops, search, webhooks
 
     app = typer.Typer(
         add_completion=False,
@@ -32,6 +32,7 @@ def _app() -> typer.Typer:
     )
     app.add_typer(ingest.app)
     app.add_typer(search.app)
+    app.add_typer(facts.app)
     app.add_typer(jobs.app, name="jobs")
     app.add_typer(ops.app)
     app.add_typer(memory.app)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from api.cli.facts import AsOfOption, KnownAtOption
 from api.cli.render import err, guarded, out, print_response, runtime_session
 from api.services import search as service
 from retrieval.models import SearchType
@@ -40,6 +41,8 @@ def search(
         str | None,
         typer.Option("--session", "-s", help="Record the question and answer in this session"),
     ] = None,
+    as_of: AsOfOption = None,
+    known_at: KnownAtOption = None,
 ) -> None:
     """Search datasets; results carry the chunks and documents they came from."""
 
@@ -54,7 +57,17 @@ def search(
                 raise ValueError(f"cannot read --response-model {response_model}: {err}") from err
             schema = load_schema(text, origin=f"--response-model {response_model}")
         with runtime_session() as rt:
-            return service.search(rt, query, dataset, search_type, top_k, schema, session)
+            return service.search(
+                rt,
+                query,
+                dataset,
+                search_type,
+                top_k,
+                schema,
+                session,
+                as_of=as_of,
+                known_at=known_at,
+            )
 
     searched = guarded(body)
     print_response(searched.response, as_json)

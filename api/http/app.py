@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException
 
 from api.http.deps import reader
 from api.http.guards import RequestGuard
-from api.http.routes import cognify, datasets, export, health, jobs, memory, route, search
+from api.http.routes import cognify, datasets, export, facts, health, jobs, memory, route, search
 from api.http.routes import metrics as metrics_routes
 from api.http.routes import webhooks as webhook_routes
 from api.http.routes.graph import router as graph_router
@@ -41,6 +41,7 @@ from core.embeddings.local import ModelNotInstalledError
 from core.ports import StoreError
 from core.settings import Settings
 from core.stores.factory import NotAvailableError
+from retrieval.fact_timeline import EntityNotFoundError
 from runtime import Runtime
 from workers.jobs import JobNotFoundError
 from workers.orchestration import PlanError
@@ -53,6 +54,7 @@ DOMAIN_ERRORS: list[tuple[type[Exception], int, str]] = [
     (PlanError, 422, "cannot_plan"),
     (ValueError, 422, "invalid_value"),
     (JobNotFoundError, 404, "job_not_found"),
+    (EntityNotFoundError, 404, "entity_not_found"),
     (AccessDeniedError, 403, "forbidden"),
     (QuotaExceededError, 413, "quota_exceeded"),
     (NotAvailableError, 503, "backend_not_available"),
@@ -244,7 +246,7 @@ def create_app(runtime: Runtime | None = None, *, warm_up: bool = False) -> Fast
         "dependencies": [Depends(reader)],
         "responses": error_responses(401, 403, 429),
     }
-    for router in (datasets.router, cognify.router, jobs.router, search.router):
+    for router in (datasets.router, cognify.router, jobs.router, search.router, facts.router):
         app.include_router(router, **keyed)
     app.include_router(health.router)
     app.include_router(route.router, **keyed)

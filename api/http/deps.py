@@ -163,10 +163,11 @@ class Uploads:
 
     files: list[Upload]
     node_set: str | None = None
+    document_date: str | None = None
 
 
 # Form fields allowed beside the files (multipart) and their size bound in bytes.
-FORM_FIELDS = {"node_set": 256}
+FORM_FIELDS = {"node_set": 256, "document_date": 64}
 
 
 def too_large(what: str, limit: int) -> ApiError:
@@ -280,7 +281,10 @@ async def _receive_files(request: Request, folder: Path, limit: int) -> Uploads:
         raise ApiError(400, "bad_multipart", message) from err
     finally:
         sink.close()
-    return Uploads(sink.uploads, sink.fields.get("node_set") or None)
+    fields = sink.fields
+    return Uploads(
+        sink.uploads, fields.get("node_set") or None, fields.get("document_date") or None
+    )
 
 
 async def _receive_documents(request: Request, folder: Path, limit: int) -> Uploads:
@@ -298,7 +302,7 @@ async def _receive_documents(request: Request, folder: Path, limit: int) -> Uplo
     uploads = [Upload(doc.name, folder / str(i)) for i, doc in enumerate(documents)]
     for upload, doc in zip(uploads, documents, strict=True):
         await run_in_threadpool(upload.path.write_text, doc.text, "utf-8")
-    return Uploads(uploads, received.node_set)
+    return Uploads(uploads, received.node_set, received.document_date)
 
 
 async def receive_uploads(request: Request, runtime: RuntimeDep) -> AsyncIterator[Uploads]:

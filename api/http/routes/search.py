@@ -23,7 +23,14 @@ def search(body: SearchRequest, runtime: RuntimeDep, caller: Reader) -> SearchRe
     """Search datasets; results carry the chunks and documents they came from."""
     check_bounds(runtime, body.query, body.datasets)
     searched = service.search(
-        runtime, body.query, body.datasets, body.search_type, body.top_k, body.response_model,
+        runtime,
+        body.query,
+        body.datasets,
+        body.search_type,
+        body.top_k,
+        body.response_model,
         caller=caller,
-    )  # fmt: skip
+        as_of=body.as_of,
+        known_at=body.known_at,
+    )
     return searched.response
