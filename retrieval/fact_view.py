@@ -52,10 +52,11 @@ class FactView:
     @classmethod
     def parse(cls, as_of: str | None = None, known_at: str | None = None) -> FactView:
         """A view from a caller's strings (bounded, see core/facts/when.py). ValueError."""
-        asked = {k: v.strip() for k, v in (("as_of", as_of), ("known_at", known_at)) if v}
+        pairs = (("as_of", as_of), ("known_at", known_at))
+        asked = {k: v.strip() for k, v in pairs if v is not None}
         return cls(
-            as_of=parse_date(as_of, "as_of") if as_of else None,
-            known_at=parse_moment(known_at, "known_at") if known_at else None,
+            as_of=parse_date(as_of, "as_of") if as_of is not None else None,
+            known_at=parse_moment(known_at, "known_at") if known_at is not None else None,
             asked=asked,
         )
 

@@ -25,6 +25,15 @@ LABEL_TYPES = {
     "DATE": "Date", "WORK_OF_ART": "Work", "NORP": "Group", "EVENT": "Event",
     "FAC": "Facility", "PRODUCT": "Product", "LANGUAGE": "Language", "LAW": "Law",
 }  # fmt: skip
+# Entities whose first names the small model's NER often leaves out, and titles that are no
+# first name ("CEO Tim Cook", "President Lula").
+NAMED_LABELS = frozenset({"PERSON", "ORG", "GPE"})
+_TITLES = (
+    "president professor dr mr mrs ms sir dame king queen prince princess lord lady general "
+    "captain chairman chairwoman ceo director senator governor mayor minister judge saint st "
+    "pope bishop father mother coach chief executive officer founder manager"
+)
+TITLES = frozenset(_TITLES.split())
 # Numbers and amounts merge across a whole dataset by name ("two", "5%") and become hubs
 # that link unrelated passages, so they are not entities.
 SKIP_LABELS = frozenset({"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONEY", "TIME"})
@@ -193,7 +202,9 @@ def find_mentions(doc: Any, is_word: Callable[[str], bool]) -> list[Mention]:
         if ent.label_ in SKIP_LABELS or (ent.label_ == "DATE" and not is_specific_date(ent.text)):
             continue
         type_ = LABEL_TYPES.get(ent.label_, "Thing")
-        found += [make_mention(part, type_) for part in lines_of(ent)]
+        span = with_first_name(doc, ent, covered) if ent.label_ in NAMED_LABELS else ent
+        covered.update(range(span.start, span.end))
+        found += [make_mention(part, type_) for part in lines_of(span)]
     for sent in doc.sents:
         subject = named_subject(sent, covered, is_word)
         if subject is not None:
@@ -201,6 +212,21 @@ def find_mentions(doc: Any, is_word: Callable[[str], bool]) -> list[Mention]:
             found += [make_mention(part, "Thing") for part in lines_of(subject)]
     found += [make_mention(run, "Thing") for run in proper_noun_runs(doc, covered, is_word)]
     return sorted((m for m in found if m is not None), key=lambda m: m.start)
+
+
+def with_first_name(doc: Any, ent: Any, covered: set[int]) -> Any:
+    """An entity with the capitalised names before it that NER left out but the parse joins
+    to it ("Teo Varga", NER "Varga"): compound proper nouns, not titles ("CEO", "President")."""
+    start = ent.start
+    while start > ent.sent.start:
+        tok = doc[start - 1]
+        joined = tok.dep_ == "compound" and ent.start <= tok.head.i < ent.end
+        if not (joined and tok.tag_ == "NNP" and tok.text.istitle() and start - 1 not in covered):
+            break
+        if tok.lower_ in TITLES:
+            break
+        start -= 1
+    return doc[start : ent.end]
 
 
 def lines_of(span: Any) -> list[Any]:
