@@ -20,6 +20,7 @@ _AT_TIME = re.compile(
     re.IGNORECASE,
 )
 MAX_QUERY = 1000
+_BEFORE = re.compile(r"\b(?:in|as of|during|on|by|back in|around|at the (?:start|end) of)")
 
 
 def fact_time(query: str) -> str | None:
@@ -37,3 +38,11 @@ def fact_time(query: str) -> str | None:
         if _AT_TIME.search(lowered[max(0, at - 30) : at]) or span.text.startswith(("in ", "as of")):
             return span.text
     return None
+
+
+def without_time(query: str, time: str) -> str:
+    """The question without the time it asks a fact at ("Who was the CEO of X in 2019?" ->
+    "Who was the CEO of X?"): the time selects facts, it is not what they are about."""
+    pattern = rf"\s*(?:{_BEFORE.pattern}\s+)?\b{re.escape(time.strip())}\b"
+    found = re.sub(pattern, "", query, count=1, flags=re.IGNORECASE)
+    return found if found.strip() else query

@@ -9,7 +9,8 @@ A fact's validity is what the store derived (core/models/facts.py). In view:
   share of the window its spans cover; another fact holds unless it ended before the window
   (its start may be only its document's date, which says it held by then, not since);
 - a fact that does not hold is demoted (its score times `demote`, so its passage is still
-  found, as history), one that holds for part of the window in proportion.
+  found, as history), one that holds for part of the window in proportion; a fact of a
+  group the question asks about (`focus`: "Who is the CEO ...") that holds is raised.
 Each fact's line says its validity: "[since 2023-03-01]", "[2019-01-01 – 2023-03-01,
 superseded]".
 """
@@ -22,6 +23,7 @@ from typing import Any
 
 from core.facts.when import parse_date, parse_moment
 from core.models.facts import (
+    ENDS_GROUP,
     FACT_GROUP,
     RECORDED_AT,
     RETIRED_AT,
@@ -31,6 +33,7 @@ from core.models.facts import (
 from core.temporal import TimeSpan, days_from_civil, iso_day
 
 DEMOTE = 0.5
+BOOST = 1.0
 _FAR = 10**9
 
 
@@ -48,6 +51,10 @@ class FactView:
     known_at: float | None = None
     demote: float = DEMOTE
     asked: dict[str, str] = field(default_factory=dict, compare=False)
+    # The functional groups the question asks about ("Who is the CEO of X": ceo): their
+    # facts that hold count `1 + boost` times (core/facts/functional.py `groups_named`).
+    focus: frozenset[str] = frozenset()
+    boost: float = BOOST
 
     @classmethod
     def parse(cls, as_of: str | None = None, known_at: str | None = None) -> FactView:
@@ -81,6 +88,8 @@ class FactView:
             return 1.0
         if held < 0:
             return 0.0
+        if held > 0 and props.get(FACT_GROUP) in self.focus:
+            return 1.0 + self.boost * held
         return self.demote + (1 - self.demote) * held
 
     def held(self, props: dict[str, Any]) -> float | None:
@@ -98,7 +107,7 @@ class FactView:
             for s, e in self._spans(props, spans)
         ]
         low, high = self.window()
-        if not props.get(FACT_GROUP):  # only an end says an ungrouped fact no longer holds
+        if props.get(FACT_GROUP) in (None, "", ENDS_GROUP):  # only an end says it ended
             return 0.0 if known and max(e for _, e in known) <= low else 1.0
         covered = sum(max(0, min(high, e) - max(low, s)) for s, e in known)
         return min(1.0, covered / max(1, high - low))
@@ -127,7 +136,7 @@ class FactView:
             text = f"{iso_day(start) if start is not None else '…'} – {iso_day(end)}"
             if props.get(SUPERSEDED_BY) and not (self.known_at and held == 1.0):
                 text += ", superseded"
-        if held is not None and held <= 0 and end is None and props.get(FACT_GROUP):
+        if held is not None and held <= 0 and end is None and props.get(FACT_GROUP) != ENDS_GROUP:
             text += ", not yet"
         return f" [{text}]"
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from core.catalog import check_dataset_name
+from core.facts.functional import groups_named
 from core.models.vocabulary import DOCUMENT, EVENT, NODE_SET, TEXT_SUMMARY
+from retrieval.as_of import without_time
 from retrieval.base import Need, RetrievalContext
 from retrieval.coding_rules import MAX_DOCUMENTS
 from retrieval.fact_view import FactView
@@ -73,8 +76,10 @@ def search(
         check_dataset_name(name)
     if response_model is not None:
         structured_model(response_model, ctx.settings)  # a bad schema fails before any work
+    asked = without_time(query, ctx.facts.asked["as_of"]) if "as_of" in ctx.facts.asked else query
+    ctx.facts = replace(ctx.facts, focus=groups_named(asked))  # the facts it asks about
     retriever = RETRIEVERS.create(search_type, ctx)  # an unavailable type fails here
-    results = retriever.get_context(query, datasets, top_k)
+    results = retriever.get_context(asked, datasets, top_k)
     answer, answer_json, note = None, None, None
     # Multi-step types extend `results` in place while completing (their later rounds'
     # evidence); their `note` says what they did (the type chosen, the tool calls made).

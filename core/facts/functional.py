@@ -133,6 +133,13 @@ class FunctionalRelations:
         return self.defaults and ends(name)
 
 
+def groups_named(text: str) -> frozenset[str]:
+    """The default groups a text's words name: a question "Who is the CEO of X?" asks about
+    the `ceo` group, "Where does X live?" about `residence`."""
+    words = words_of(text)
+    return frozenset(rule.group for rule in RULES if _found(words, rule.parts))
+
+
 def ends(name: str) -> bool:
     """Whether a relation name says something ended: "left", "resigned_from", "divorced"."""
     words = words_of(name)[:2]

@@ -96,9 +96,12 @@ class Coreference:
         fits = PRONOUNS.get(token.lower_)
         if fits is None:
             return None
-        # "X said he ..." -> X, but "Her husband X ..." -> an earlier sentence's subject.
-        if self.current is not None and self.current.end <= token.i and fits(self.current.type):
-            return self.current
+        # "X said he ..." -> X, but "Her husband X ..." -> an earlier sentence's subject. "Its"
+        # is the subject's whatever NER typed it ("Calder Pharma named X its chief executive").
+        current = self.current
+        its = token.lower_ == "its" and current is not None and current.type != "Date"
+        if current is not None and current.end <= token.i and (fits(current.type) or its):
+            return current
         earlier = [m for m in self.subjects if fits(m.type)]
         if earlier:
             return earlier[-1]
@@ -308,7 +311,14 @@ class SentenceRules:
         if noun.dep_ in ("appos", "compound"):  # "X, the director of Y" / "CEO Tim Cook"
             tokens.append(head)
         if noun.dep_ in ("attr", "oprd"):  # "X is the capital of Y" / "X was elected president"
-            tokens += self.subjects(head)
+            # An object's complement is said of the object: "Y named X its chief executive".
+            named = [
+                c
+                for c in head.children
+                if c.dep_ == "dobj" or (c.dep_ == "oprd" and c != noun and c.i in self.ent_at)
+            ]
+            named = named if noun.dep_ == "oprd" else []
+            tokens += named or self.subjects(head)
         if noun.dep_ == "pobj" and head.lower_ == "as" and head.head.tag_.startswith("VB"):
             tokens += self.subjects(head.head)  # "X served as mayor of Y"
         elif noun.dep_ == "pobj" and head.lower_ == "as" and head.head.dep_ == "dobj":

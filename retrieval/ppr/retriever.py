@@ -216,9 +216,7 @@ class PPRRetriever(CompletionMixin):
         final = {c: (1 - fusion) * graph[c] + fusion * dense.get(c, 0.0) for c in chunks}
         flows, names = MassFlows(neighbourhood.weighted, scores), neighbourhood.names
         # The passages' facts in the search's time (current ones by default) reweigh them.
-        held = held_facts(
-            self.graph, self.view, final, neighbourhood.mentioned(), names, pool=max(3 * top_k, 30)
-        )
+        held = held_facts(self.graph, self.view, final, neighbourhood, pool=max(3 * top_k, 30))
         # Ties by id: set order changes with the process's hash seed (4 of 200 top-10 lists
         # came out in another order in another process, one with another 10th passage).
         best = sorted(final, key=lambda c: (-final[c], c))[:top_k]
