@@ -92,7 +92,13 @@ class DateFacts:
             bounds = claim_bounds(text, rel.name, rel.source, rel.target, day, ends_fact=ending)
             group = ENDS_GROUP if ending else functional.group if functional else ""
             side = "both" if ending else functional.side if functional else ""
-            update = {"start": bounds.start, "end": bounds.end, "group": group, "side": side}
+            update = {
+                "start": bounds.start,
+                "end": bounds.end,
+                "group": group,
+                "side": side,
+                "dated_by_document": bounds.from_document,
+            }
             relationships.append(rel.model_copy(update=update))
         return graph.model_copy(update={"relationships": relationships})
 

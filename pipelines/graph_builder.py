@@ -12,8 +12,8 @@ from __future__ import annotations
 from core.models.extraction import ExtractedRelationship, KnowledgeGraph, OntologyAlignment
 from core.models.facts import FACT_GROUP, FACT_SIDE
 from core.models.graph import (
-    Claim,
     Edge,
+    FactClaim,
     Node,
     Support,
     edge_type_id,
@@ -174,11 +174,12 @@ def _add_chunk(built: BuiltGraph, dataset: str, chunk: Chunk, graph: KnowledgeGr
                 support=support,
                 properties={"description": rel.description, **_fact_properties(rel)},
                 claims=[
-                    Claim(
+                    FactClaim(
                         document_id=chunk.document_id,
                         chunk_id=chunk.id,
                         start=rel.start,
                         end=rel.end,
+                        from_document=rel.dated_by_document,
                     )
                 ],
             )

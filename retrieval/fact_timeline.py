@@ -20,7 +20,7 @@ from core.models.facts import (
     VALID_SPANS,
     VALID_TO,
 )
-from core.models.graph import Claim, Edge, alias_id, entity_id
+from core.models.graph import Edge, FactClaim, alias_id, entity_id
 from core.models.vocabulary import ALIAS_OF, STRUCTURAL_EDGES, relation_label
 from core.ports import GraphReader
 from core.temporal import iso_day
@@ -156,7 +156,7 @@ def _fact(
     )
 
 
-def _source(claim: Claim, docs: dict[str, str]) -> FactSource:
+def _source(claim: FactClaim, docs: dict[str, str]) -> FactSource:
     return FactSource(
         document_id=claim.document_id,
         document_name=docs.get(claim.document_id, ""),
@@ -167,7 +167,7 @@ def _source(claim: Claim, docs: dict[str, str]) -> FactSource:
     )
 
 
-def _claim_order(claim: Claim) -> tuple:
+def _claim_order(claim: FactClaim) -> tuple:
     day = claim.start if claim.start is not None else claim.end
     return (day is not None, day or 0, claim.document_id, claim.chunk_id)
 

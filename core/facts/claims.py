@@ -46,6 +46,7 @@ class Bounds:
 
     start: int | None = None
     end: int | None = None
+    from_document: bool = False  # the day is the document's: the text gives none
 
 
 def claim_bounds(
@@ -64,7 +65,7 @@ def claim_bounds(
     span = _nearest_date(lowered, anchor)
     if ends_fact:
         when = _first_day(span) if span is not None else document_day
-        return Bounds(start=when)
+        return Bounds(start=when, from_document=span is None and when is not None)
     if span is not None and span.is_range and span.start is not None and span.end is not None:
         return Bounds(span.start, span.end)
     if span is not None and (span.start is None or span.end is None) and span.is_range:
@@ -72,9 +73,10 @@ def claim_bounds(
     day = span.start if span is not None else document_day
     if day is None:
         return Bounds()
+    weak = span is None
     if _ended(lowered, anchor, relation):
-        return Bounds(end=day)
-    return Bounds(start=day)
+        return Bounds(end=day, from_document=weak)
+    return Bounds(start=day, from_document=weak)
 
 
 def _position(lowered: str, *names: str) -> int:

@@ -31,6 +31,7 @@ class ExtractedRelationship(BaseModel):
     # and subject side (core/models/facts.py) when it holds one value at a time.
     start: SkipJsonSchema[int | None] = None
     end: SkipJsonSchema[int | None] = None
+    dated_by_document: SkipJsonSchema[bool] = False  # the time is the document's date
     group: SkipJsonSchema[str] = ""
     side: SkipJsonSchema[str] = ""
 

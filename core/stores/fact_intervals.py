@@ -9,11 +9,13 @@ deletions end in the same spans, and deleting the claim that ended a fact restor
 
 The sweep, per subject and functional group (a company's CEOs, a person's employers): each
 claim starts its object's span on its day (undated claims count as the oldest, and only for
-an object with no dated start), a claim's end or an ENDS fact between the same two entities
-closes it, and an object that starts while others hold closes their spans (it supersedes
-them; objects that start on the same day hold together). An object's spans are those of every
-fact of the subject with that object in the group. A fact whose both ends are subjects
-(married to) holds where both sweeps say it does. A fact in no group, and an ENDS fact, is
+an object with no dated start; a claim dated only by its document's date starts nothing for
+an object whose start a text gives: it says the fact held by then, not that it began, so a
+restatement never outranks a dated change), a claim's end or an ENDS fact between the same
+two entities closes it, and an object that starts while others hold closes their spans (it
+supersedes them; objects that start on the same day hold together). An object's spans are
+those of every fact of the subject with that object in the group. A fact whose both ends are
+subjects (married to) holds where both sweeps say it does. A fact in no group, and an ENDS fact, is
 swept alone: its spans run from its earliest claim to its claims' ends.
 """
 
@@ -33,7 +35,7 @@ from core.models.facts import (
     VALID_SPANS,
     VALID_TO,
 )
-from core.models.graph import Claim
+from core.models.graph import FactClaim
 from core.temporal import iso_day
 
 # Before any day a calendar gives: where undated claims start.
@@ -49,7 +51,7 @@ class Fact:
     target: str
     group: str = ""
     side: str = ""
-    claims: tuple[Claim, ...] = ()
+    claims: tuple[FactClaim, ...] = ()
 
     def keyed(self) -> tuple[str, ...]:
         """The ends this fact is a value of (ENDS facts: both, as they end facts of both)."""
@@ -150,13 +152,18 @@ def _group(subject: str, facts: list[Fact], ending: list[Fact]) -> dict[str, lis
         return fact.other(subject) if subject else ""
 
     dated: dict[str, list[int]] = defaultdict(list)
+    said: set[str] = set()  # objects with a start the text gives
     for fact in facts:
         dated[obj(fact)] += [c.start for c in fact.claims if c.start is not None]
+        if any(c.start is not None and not c.from_document for c in fact.claims):
+            said.add(obj(fact))
     for fact in sorted(facts, key=lambda f: f.id):
         o = obj(fact)
         for claim in fact.claims:
             end = _end(claim)
-            if claim.start is not None:
+            if claim.start is not None and claim.from_document and o in said:
+                pass  # "X is the CEO" in a later document: no new start for a dated holder
+            elif claim.start is not None:
                 events.start(claim.start, o, fact.id, claim.recorded_at)
             elif _since_ever(dated[o], end):
                 events.start(NEVER, o, fact.id, claim.recorded_at)
@@ -179,7 +186,7 @@ def _since_ever(dated: list[int], end: int | None) -> bool:
     return not any(day < end for day in dated)
 
 
-def _end(claim: Claim) -> int | None:
+def _end(claim: FactClaim) -> int | None:
     """A claim's end, unless it comes before its start (a misread date)."""
     if claim.end is None or (claim.start is not None and claim.end <= claim.start):
         return None

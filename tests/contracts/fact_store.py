@@ -11,7 +11,7 @@ import random
 import threading
 
 from core.models.facts import DERIVED, ENDS_GROUP, FACT_GROUP, FACT_SIDE
-from core.models.graph import Claim, Edge, Node
+from core.models.graph import Edge, FactClaim, Node
 from core.ports import GraphStore
 from core.temporal import days_from_civil
 from tests.factories import make_node
@@ -41,7 +41,7 @@ def fact(
         dataset=source.dataset,
         properties={"description": f"{name} ({doc})", **props},
         support=[{"document_id": doc, "chunk_id": f"{doc}-c1"}],  # type: ignore[list-item]
-        claims=[Claim(document_id=doc, chunk_id=f"{doc}-c1", start=start, end=end)],
+        claims=[FactClaim(document_id=doc, chunk_id=f"{doc}-c1", start=start, end=end)],
     )
 
 
@@ -145,6 +145,19 @@ class FactStoreContract:
         [again] = graph_store.edges_of([mara.id], claims=True)
         assert again.claims == first.claims and again.properties == first.properties
         assert graph_store.edges_of([mara.id])[0].claims == []
+
+    def test_a_restatement_dated_by_its_document_keeps_its_kind(self, graph_store, dataset):
+        mara, teo, holbeck = self.people(graph_store, dataset, "Mara", "Teo", "Holbeck")
+        later = fact(mara, holbeck, "ceo_of", "d3", year(2024))
+        later.claims[0].from_document = True  # "Mara is the CEO", in a 2024 document
+        graph_store.upsert_edges([fact(mara, holbeck, "ceo_of", "d1", year(2019)), later])
+        graph_store.upsert_edges([fact(teo, holbeck, "ceo_of", "d2", year(2023))])
+        [edge] = graph_store.edges_of([mara.id], claims=True)
+        assert sorted((c.document_id, c.from_document) for c in edge.claims) == [
+            ("d1", False),
+            ("d3", True),
+        ]
+        assert edge.properties["valid_to"] == "2023-01-01"  # the restatement restarts nothing
 
     def test_an_ends_fact_closes_the_same_pairs_fact(self, graph_store, dataset):
         jon, altamira = self.people(graph_store, dataset, "Jon", "Altamira")

@@ -80,7 +80,7 @@ def test_relations_that_end_facts(name):
             "ceo_of",
             "Mara Quist",
             "Holbeck Foods",
-            Bounds(end=DOC),
+            Bounds(end=DOC, from_document=True),
         ),
         (
             "Mara Quist stepped down as CEO of Holbeck Foods in 2021.",
@@ -117,7 +117,13 @@ def test_relations_that_end_facts(name):
             "Holbeck Foods",
             Bounds(start=day(2019)),
         ),
-        ("Jon Berg lives in Porto.", "live_in", "Jon Berg", "Porto", Bounds(start=DOC)),
+        (
+            "Jon Berg lives in Porto.",
+            "live_in",
+            "Jon Berg",
+            "Porto",
+            Bounds(start=DOC, from_document=True),
+        ),
     ],
 )
 def test_claims_from_sentences(text, relation, source, target, expected):

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.models.facts import ENDS_GROUP
-from core.models.graph import Claim
+from core.models.graph import FactClaim
 from core.stores.fact_intervals import Fact, partners, subjects, validity
 from core.temporal import days_from_civil, iso_day
 
@@ -20,11 +20,21 @@ def day(year: int, month: int = 1) -> int:
     return days_from_civil(year, month, 1)
 
 
-def claim(doc: str, start: int | None = None, end: int | None = None, at: float = 1.0) -> Claim:
-    return Claim(document_id=doc, chunk_id=f"{doc}-c", start=start, end=end, recorded_at=at)
+def claim(
+    doc: str, start: int | None = None, end: int | None = None, at: float = 1.0, weak: bool = False
+) -> FactClaim:
+    """A claim of document `doc`; `weak`: its day is the document's date."""
+    return FactClaim(
+        document_id=doc,
+        chunk_id=f"{doc}-c",
+        start=start,
+        end=end,
+        recorded_at=at,
+        from_document=weak,
+    )
 
 
-def ceo(person: str, *claims: Claim, company: str = "holbeck") -> Fact:
+def ceo(person: str, *claims: FactClaim, company: str = "holbeck") -> Fact:
     """(person, ceo_of, company): the company holds one CEO at a time."""
     return Fact(f"{person}>{company}", person, company, "ceo", "target", claims)
 
@@ -82,6 +92,22 @@ def test_two_holders_starting_on_one_day_hold_together():
     a, b = ceo("ann", claim("d1", day(2020))), ceo("ben", claim("d2", day(2020)))
     found = validity([a, b], {"holbeck"})
     assert found[a.id]["valid_to"] is None and found[b.id]["valid_to"] is None
+
+
+def test_a_later_documents_restatement_does_not_restart_a_holder_the_text_dates():
+    mara = ceo("mara", claim("d1", day(2019)), claim("d4", day(2024), weak=True))
+    teo = ceo("teo", claim("d2", day(2023)))
+    found = validity([mara, teo], {"holbeck"})
+    assert spans(found[mara.id]) == [("2019-01-01", "2023-01-01")]
+    assert found[teo.id]["valid_to"] is None
+
+
+def test_a_holder_known_only_from_document_dates_starts_at_the_first():
+    ann = ceo("ann", claim("d1", day(2015)))
+    ben = ceo("ben", claim("d2", day(2018), weak=True), claim("d3", day(2020), weak=True))
+    found = validity([ann, ben], {"holbeck"})
+    assert spans(found[ben.id]) == [("2018-01-01", None)]
+    assert found[ann.id]["valid_to"] == "2018-01-01"
 
 
 def test_undated_claims_are_older_than_dated_ones():
@@ -151,7 +177,9 @@ def histories(draw: st.DrawFn) -> list[Fact]:
             start = draw(st.none() | st.integers(2000, 2030).map(day))
             end = draw(st.none() | st.integers(2000, 2030).map(day))
             at = float(draw(st.integers(0, 50)))
-            claims.append(Claim(document_id=f"{person}{n}", start=start, end=end, recorded_at=at))
+            weak = draw(st.booleans())
+            doc = f"{person}{n}"
+            claims.append(claim(doc, start, end, at, weak))
         facts.append(ceo(person, *claims))
         if draw(st.booleans()):
             left = claim(f"{person}-left", day(draw(st.integers(2000, 2030))))

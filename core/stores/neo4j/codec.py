@@ -10,7 +10,7 @@ from typing import Any
 
 from neo4j import ManagedTransaction
 
-from core.models.graph import Claim, Edge, Node, NodeChunks, Support
+from core.models.graph import Edge, FactClaim, Node, NodeChunks, Support
 
 _RESERVED = frozenset({"id", "type", "dataset", "name"})
 _LABEL = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
@@ -135,13 +135,20 @@ def edges(records: Iterable[dict[str, Any]], *, claims: bool = False) -> list[Ed
     return [edge for _, edge in found]
 
 
-def claims_of(stored: Iterable[str] | None) -> list[Claim]:
+def claims_of(stored: Iterable[str] | None) -> list[FactClaim]:
     """Claims back from a stored `_claims` list (core/stores/neo4j/facts.py)."""
     found = []
     for item in stored or ():
-        doc, chunk, start, end, recorded = json.loads(item)
+        doc, chunk, start, end, recorded, *weak = json.loads(item)
         found.append(
-            Claim(document_id=doc, chunk_id=chunk, start=start, end=end, recorded_at=recorded)
+            FactClaim(
+                document_id=doc,
+                chunk_id=chunk,
+                start=start,
+                end=end,
+                from_document=bool(weak and weak[0]),
+                recorded_at=recorded,
+            )
         )
     return found
 

@@ -1,7 +1,8 @@
 """Facts over time in the Neo4j graph store (see graph.py): claims on each relationship, and
 the validity of the facts a write touched derived again in its transaction.
 
-A relationship's claims are `_claims`, one JSON `["document","chunk",start,end,recorded_at]`
+A relationship's claims are `_claims`, one JSON `["document","chunk",start,end,recorded_at,
+from_document]`
 per (document, chunk), unioned on write (a claim already kept stays) and filtered by document
 prefix on delete, as `_support` is. Before a subject's group is read, the subject is
 write-locked (in id order): concurrent batches writing facts of one subject serialise there,
@@ -43,7 +44,8 @@ def claim_rows(edge: Edge, now: float) -> list[list[str]]:
     rows = []
     for c in edge.claims:
         prefix = codec.strings(c.document_id, c.chunk_id)[:-1] + ","
-        rows.append([prefix, codec.to_json([c.document_id, c.chunk_id, c.start, c.end, now])])
+        stored = [c.document_id, c.chunk_id, c.start, c.end, now, c.from_document]
+        rows.append([prefix, codec.to_json(stored)])
     return rows
 
 

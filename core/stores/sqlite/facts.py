@@ -11,7 +11,7 @@ import time
 from collections.abc import Collection, Iterable, Sequence
 
 from core.models.facts import FACT_GROUP, FACT_SIDE
-from core.models.graph import Claim, Edge
+from core.models.graph import Edge, FactClaim
 from core.stores import fact_intervals
 from core.stores.fact_intervals import Fact
 
@@ -20,12 +20,13 @@ SCHEMA = (
     # the store first kept it (system time; a rewrite keeps the first).
     """CREATE TABLE IF NOT EXISTS claims (
         item_id TEXT NOT NULL, document_id TEXT NOT NULL, chunk_id TEXT NOT NULL,
-        start_day INTEGER, end_day INTEGER, recorded_at REAL NOT NULL,
+        start_day INTEGER, end_day INTEGER, from_document INTEGER NOT NULL DEFAULT 0,
+        recorded_at REAL NOT NULL,
         PRIMARY KEY (item_id, document_id, chunk_id)
     ) WITHOUT ROWID""",
 )
-ADD_CLAIM = """INSERT OR IGNORE INTO claims
-(item_id, document_id, chunk_id, start_day, end_day, recorded_at) VALUES (?, ?, ?, ?, ?, ?)"""
+ADD_CLAIM = """INSERT OR IGNORE INTO claims (item_id, document_id, chunk_id, start_day, end_day,
+from_document, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?)"""
 _SET = "(SELECT value FROM json_each(?1))"
 _GROUP = f"json_extract(properties, '$.{FACT_GROUP}')"
 _FACT = f"SELECT id, source, target, {_GROUP}, json_extract(properties, '$.{FACT_SIDE}') FROM edges"
@@ -33,7 +34,8 @@ _FACT = f"SELECT id, source, target, {_GROUP}, json_extract(properties, '$.{FACT
 GROUPED = f"""{_FACT} WHERE source IN {_SET} AND {_GROUP} IS NOT NULL
 UNION {_FACT} WHERE target IN {_SET} AND {_GROUP} IS NOT NULL"""
 BY_ID = f"{_FACT} WHERE id IN {_SET}"
-CLAIMS = f"""SELECT item_id, document_id, chunk_id, start_day, end_day, recorded_at FROM claims
+CLAIMS = f"""SELECT item_id, document_id, chunk_id, start_day, end_day, from_document, recorded_at
+FROM claims
 WHERE item_id IN {_SET} ORDER BY item_id, document_id, chunk_id"""
 SET_DERIVED = "UPDATE edges SET properties = merge_properties(properties, ?2) WHERE id = ?1"
 
@@ -46,7 +48,11 @@ def write_claims(conn: sqlite3.Connection, edges: Sequence[Edge]) -> None:
     """Keep the edges' claims (a claim already kept stays as it was) and derive again the
     validity of the facts they touch."""
     now = time.time()
-    rows = [(e.id, c.document_id, c.chunk_id, c.start, c.end, now) for e in edges for c in e.claims]
+    rows = [
+        (e.id, c.document_id, c.chunk_id, c.start, c.end, c.from_document, now)
+        for e in edges
+        for c in e.claims
+    ]
     if rows:
         conn.executemany(ADD_CLAIM, rows)
     timed = [e for e in edges if e.claims or FACT_GROUP in e.properties]
@@ -84,12 +90,19 @@ def drop_document(conn: sqlite3.Connection, document_id: str, edge_ids: Sequence
     conn.execute(query, (_ids(edge_ids), document_id))
 
 
-def claims_of(conn: sqlite3.Connection, edge_ids: Collection[str]) -> dict[str, list[Claim]]:
+def claims_of(conn: sqlite3.Connection, edge_ids: Collection[str]) -> dict[str, list[FactClaim]]:
     """The claims of each edge, read in one query."""
-    found: dict[str, list[Claim]] = {i: [] for i in edge_ids}
-    for item, doc, chunk, start, end, recorded in conn.execute(CLAIMS, (_ids(found),)):
+    found: dict[str, list[FactClaim]] = {i: [] for i in edge_ids}
+    for item, doc, chunk, start, end, weak, recorded in conn.execute(CLAIMS, (_ids(found),)):
         found[item].append(
-            Claim(document_id=doc, chunk_id=chunk, start=start, end=end, recorded_at=recorded)
+            FactClaim(
+                document_id=doc,
+                chunk_id=chunk,
+                start=start,
+                end=end,
+                from_document=bool(weak),
+                recorded_at=recorded,
+            )
         )
     return found
 
