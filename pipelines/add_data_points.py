@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import ClassVar
 
+from core.facts.functional import FunctionalRelations
 from core.models.documents import DERIVED
 from core.models.graph import Edge, Node
 from core.models.lexical import LexicalDoc
@@ -14,6 +15,7 @@ from core.ports import Embedder, GraphStore, LexicalIndex, VectorStore, batched
 from core.purge import purge_document
 from pipelines.base import INGEST, StepContext, StepQueue, StepServices
 from pipelines.built_graph import BuiltGraph
+from pipelines.date_facts import DateFacts
 from pipelines.graph_builder import build_graph
 from pipelines.models import ExtractedBatch, WriteReport
 from pipelines.resolve_entities import add_alias_nodes
@@ -41,6 +43,7 @@ class AddDataPoints:
             embed_batch_size=s.embed_batch_size,
             write_batch_size=s.write_batch_size,
             lexical=services.lexical,
+            facts=DateFacts.build(services, context),
         )
 
     def __init__(
@@ -52,7 +55,10 @@ class AddDataPoints:
         embed_batch_size: int = 64,
         write_batch_size: int = 2000,
         lexical: LexicalIndex | None = None,
+        facts: DateFacts | None = None,
     ) -> None:
+        """`facts` dates the batch's relationships and marks the functional ones (default:
+        the default functional relations)."""
         if embed_batch_size < 1 or write_batch_size < 1:
             raise ValueError(
                 f"batch sizes must be >= 1, got embed={embed_batch_size} write={write_batch_size}"
@@ -60,6 +66,7 @@ class AddDataPoints:
         self.graph, self.vectors, self.embedder = graph, vectors, embedder
         self.embed_batch_size, self.write_batch_size = embed_batch_size, write_batch_size
         self.lexical = lexical
+        self.facts = facts or DateFacts(FunctionalRelations())
 
     def run(self, batch: ExtractedBatch) -> WriteReport:
         failed = {error.document_id for error in batch.errors}
@@ -82,10 +89,11 @@ class AddDataPoints:
                 continue  # nothing was ever written from it: no purge (a query per document)
             purge_document(self.graph, self.vectors, self.lexical, batch.dataset, doc.id)
         keep = [i for i, chunk in enumerate(batch.chunks) if chunk.document_id not in failed]
+        graphs = self.facts.run(batch)  # each relationship dated, the functional ones grouped
         built = build_graph(
             batch.dataset,
             [batch.chunks[i] for i in keep],
-            [batch.graphs[i] for i in keep],
+            [graphs[i] for i in keep],
             node_sets={doc.id: doc.node_set for doc in documents if doc.node_set},
             events=[batch.events[i] for i in keep] if batch.events else None,
         )

@@ -1,11 +1,12 @@
-"""Step: date every relationship and mark the ones a subject holds one value of at a time.
+"""Dating every relationship of a batch and marking the ones a subject holds one value of at
+a time, before the batch is written (pipelines/add_data_points.py).
 
 For each relationship of each chunk: when its passage says it held (core/facts/claims.py: the
 dates and change words of its sentence, else its document's date), and, for a functional
 relation, its group and subject side (core/facts/functional.py: the job's graph model and
 ontology declarations, then the default list). A relation saying a fact ended ("left") is an
 ENDS fact. Relations to dates ("born_in 1970") are neither. With an LLM, look-alike relations
-the rules leave apart are put to a judge (pipelines/fact_judge.py). With
+the rules leave apart are put to a judge after the write (pipelines/fact_judge.py). With
 COGMILL_FACTS_SUPERSESSION off, facts are dated but none is functional.
 
 The store derives each fact's validity from these claims (core/stores/fact_intervals.py).
@@ -16,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import re
 from email.utils import parsedate_to_datetime
-from typing import ClassVar
 
 from core.facts.claims import claim_bounds
 from core.facts.functional import DATE_TYPES, FunctionalRelations, merged
@@ -27,8 +27,7 @@ from core.models.facts import ENDS_GROUP
 from core.models.graph import normalise_name
 from core.ontology import InvalidOntology, load_stored_ontology
 from core.temporal import days_from_civil
-from pipelines.base import LLM, StepContext, StepQueue, StepServices
-from pipelines.fact_judge import FactJudge
+from pipelines.base import StepContext, StepServices
 from pipelines.models import Chunk, DocumentRef, ExtractedBatch
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -39,12 +38,9 @@ _DIGIT = re.compile(r"\d")
 class DateFacts:
     """Dates the relationships of a batch and marks the functional ones."""
 
-    name: ClassVar[str] = "date_facts"
-    queue: ClassVar[StepQueue] = LLM  # the judge asks the LLM (batch mode too)
-
     @classmethod
     def build(cls, services: StepServices, context: StepContext) -> DateFacts:
-        """With the job's graph model and ontology declarations; a judge when an LLM is set."""
+        """With the job's graph model and ontology declarations."""
         s, options = services.settings, context.options
         if not s.facts_supersession:
             return cls(FunctionalRelations(defaults=False))
@@ -56,24 +52,18 @@ class DateFacts:
         with contextlib.suppress(InvalidOntology):
             if options.get("ontology"):
                 ontology = load_stored_ontology(services.blobs, options["ontology"], s).functional
-        relations = FunctionalRelations(merged(model.items(), ontology.items()))  # type: ignore[arg-type]
-        judge = None
-        if services.llm is not None and s.facts_judge_max_pairs:
-            judge = FactJudge(services.llm, services.graph, relations, s.facts_judge_max_pairs)
-        return cls(relations, judge)
+        return cls(relations_of(model, ontology))
 
-    def __init__(self, relations: FunctionalRelations, judge: FactJudge | None = None) -> None:
-        self.relations, self.judge = relations, judge
+    def __init__(self, relations: FunctionalRelations) -> None:
+        self.relations = relations
 
-    def run(self, batch: ExtractedBatch) -> ExtractedBatch:
+    def run(self, batch: ExtractedBatch) -> list[KnowledgeGraph]:
+        """The batch's graphs, their relationships dated and grouped."""
         days = _document_days(batch.documents, batch.chunks)
-        graphs = [
+        return [
             self.date(graph, chunk, days.get(chunk.document_id))
             for chunk, graph in zip(batch.chunks, batch.graphs, strict=True)
         ]
-        if self.judge is not None:
-            graphs = self.judge.run(batch.dataset, batch.chunks, graphs)
-        return batch.model_copy(update={"graphs": graphs})
 
     def date(self, graph: KnowledgeGraph, chunk: Chunk, day: int | None) -> KnowledgeGraph:
         """The chunk's graph with each relationship dated and grouped."""
@@ -101,6 +91,11 @@ class DateFacts:
             }
             relationships.append(rel.model_copy(update=update))
         return graph.model_copy(update={"relationships": relationships})
+
+
+def relations_of(model: dict[str, str], ontology: dict[str, str]) -> FunctionalRelations:
+    """The functional relations of a job: declared (graph model first), then the defaults."""
+    return FunctionalRelations(merged(model.items(), ontology.items()))  # type: ignore[arg-type]
 
 
 def sentence_of(text: str, source: str, target: str) -> str:

@@ -6,9 +6,9 @@ from pipelines.add_data_points import AddDataPoints
 from pipelines.base import Pipeline, Step
 from pipelines.chunk import ChunkDocuments
 from pipelines.classify import Classify
-from pipelines.date_facts import DateFacts
 from pipelines.extract_events import ExtractEvents
 from pipelines.extract_graph import ExtractGraph
+from pipelines.fact_judge import JudgeFacts
 from pipelines.read_tables import ReadTables
 from pipelines.reconcile_entities import ReconcileEntities
 from pipelines.resolve_entities import ResolveEntities
@@ -18,7 +18,7 @@ from pipelines.summarize_documents import SummarizeDocuments
 # Bump a version whenever a step's behaviour, prompt or model changes: documents processed by
 # an older version are then picked up again by a plain `cognify`.
 # Version 2: document summaries and entity resolution (aliases, near-duplicate merges).
-# Version 3: facts over time (claims and functional groups on relationships, date_facts).
+# Version 3: facts over time (claims and functional groups on relationships, judge_facts).
 DEFAULT = Pipeline(
     "default",
     "3",
@@ -28,9 +28,9 @@ DEFAULT = Pipeline(
         ExtractGraph,
         SummarizeDocuments,
         ResolveEntities,
-        DateFacts,
         AddDataPoints,
         ReconcileEntities,
+        JudgeFacts,
     ],
 )
 # A superset of `default` (AddDataPoints replaces all a document's derived data, entities too),

@@ -1,18 +1,21 @@
-"""The LLM judge of look-alike facts (pipelines/date_facts.py, when an LLM is configured).
+"""Step: the LLM judge of look-alike facts, after a batch is written (with an LLM configured).
 
 Candidate pairs: two relationships with one subject (the same source, or the same target),
-names sharing a word (or equal), different objects, not both in a group by the rules; one
-from this batch, the other from the batch or the store (the subjects' stored relationships,
-read once). They go to the LLM grouped by subject, at most `PAIRS_PER_CALL` in one call, at
-most `max_pairs` per batch. Each call is the LLM client's: cached (the same pairs are asked
+names sharing a word (or equal), different objects, not both in a group by the rules, at least
+one of them written by this batch, read from the store (the relationships of the entities the
+batch wrote, one bounded read). After writing, as entity reconciliation does: of two batches
+written at the same time, the one judged last sees the other's facts, so every pair is asked
+whatever the order. They go to the LLM grouped by subject, at most `PAIRS_PER_CALL` in a call,
+at most `max_pairs` per batch; each call is the LLM client's: cached (the same pairs are asked
 once), metered against the job and its documents, and deferred to the Batch API in batch
-mode like every call of a step on the LLM queue.
+mode, as every call of a step on the LLM queue.
 
 A conflict puts both relations in one group for that subject: the rules' group of one of
-them, else `judged:<the first name>`. The batch's relationships are tagged; the subject's
-stored edges of those relations are re-tagged with an upsert of their group (the store then
-derives the subject's validity again). `since` starts the later fact's claim when that fact
-is in this batch. A call the endpoint gives up on leaves its pairs unjudged.
+them, else `judged:<the first name>`; both edges are upserted with it, and the store derives
+the subject's validity again. `since`, when the later fact's passages give it no date of their
+own, becomes a claim of that fact (of its first supporting document, so deleting the document
+removes it). A call the endpoint gives up on leaves its pairs unjudged. Without an LLM, or
+with COGMILL_FACTS_SUPERSESSION off, the step passes the batch on.
 """
 
 from __future__ import annotations
@@ -23,25 +26,28 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-from core.facts.functional import DATE_TYPES, FunctionalRelations, words_of
+from core.facts.functional import FunctionalRelations, words_of
 from core.llm import usage as accounting
 from core.llm.aio import run_sync
 from core.llm.client import LLMClient, LLMError
-from core.models.extraction import ExtractedRelationship, KnowledgeGraph
-from core.models.facts import FACT_GROUP, FACT_SIDE
-from core.models.graph import Edge, entity_id, normalise_name
+from core.llm.deferral import DEFERRED
+from core.models.facts import ENDS_GROUP, FACT_GROUP, FACT_SIDE
+from core.models.graph import Edge, FactClaim
 from core.models.vocabulary import STRUCTURAL_EDGES
 from core.ports import GraphStore
 from core.time_expressions import parse_time
-from pipelines.models import Chunk
+from pipelines.base import LLM, StepContext, StepQueue, StepServices
+from pipelines.date_facts import DateFacts
+from pipelines.models import WriteReport
 
 log = logging.getLogger("cogmill.facts")
 PROMPT_PATH = Path(__file__).parents[1] / "core" / "llm" / "prompts" / "judge_facts.txt"
 PAIRS_PER_CALL = 8
-STORED_PER_SUBJECT = 200
+EDGES_PER_ENTITY = 200
 PASSAGE_CHARS = 300
 _FILLER = frozenset(
     {
@@ -83,32 +89,31 @@ class FactVerdicts(BaseModel):
 
 
 @dataclass(frozen=True)
-class Side:
-    """One fact of a pair: its key, passage, and where it is in the batch (None: stored)."""
-
-    source: str  # names, as the passages give them
-    name: str
-    target: str
-    passage: str
-    grouped: bool
-    at: tuple[int, int] | None = None  # (chunk, relationship) in the batch
-    ids: tuple[str, str] = ("", "")  # a stored fact's source and target node ids
-
-
-@dataclass(frozen=True)
 class Pair:
-    subject: str  # the shared end's entity id
+    subject: str  # the shared end's node id
     side: str  # "source" or "target": which end of both facts it is
-    first: Side
-    second: Side
+    first: Edge
+    second: Edge
 
 
-class FactJudge:
+class JudgeFacts:
     """Asks an LLM whether look-alike facts of one subject conflict, and when."""
+
+    name: ClassVar[str] = "judge_facts"
+    queue: ClassVar[StepQueue] = LLM
+
+    @classmethod
+    def build(cls, services: StepServices, context: StepContext) -> JudgeFacts:
+        """With the process's LLM (None: no judging) and the job's functional relations."""
+        s = services.settings
+        on = s.facts_supersession and s.facts_judge_max_pairs > 0
+        client = services.llm if on else None
+        relations = DateFacts.build(services, context).relations
+        return cls(client, services.graph, relations, max(s.facts_judge_max_pairs, 1))
 
     def __init__(
         self,
-        client: LLMClient,
+        client: LLMClient | None,
         graph: GraphStore,
         relations: FunctionalRelations,
         max_pairs: int,
@@ -117,20 +122,17 @@ class FactJudge:
         prompt: str | None = None,
     ) -> None:
         if max_pairs < 1 or concurrency < 1:
-            raise ValueError(
-                f"max_pairs and concurrency must be >= 1, got {max_pairs}, {concurrency}"
-            )
+            raise ValueError(f"max_pairs, concurrency must be >= 1: {max_pairs}, {concurrency}")
         self.client, self.graph, self.relations = client, graph, relations
         self.max_pairs, self.concurrency = max_pairs, concurrency
         self.prompt = prompt if prompt is not None else PROMPT_PATH.read_text(encoding="utf-8")
 
-    def run(
-        self, dataset: str, chunks: Sequence[Chunk], graphs: list[KnowledgeGraph]
-    ) -> list[KnowledgeGraph]:
-        """The graphs with judged groups and dates; stored edges re-tagged."""
-        pairs = self.candidates(dataset, graphs)
+    def run(self, report: WriteReport) -> WriteReport:
+        if self.client is None or not report.entity_names:
+            return report
+        pairs, names = self.candidates(report)
         if not pairs:
-            return graphs
+            return report
         by_subject: dict[str, list[Pair]] = defaultdict(list)
         for pair in pairs:
             by_subject[pair.subject].append(pair)
@@ -139,179 +141,114 @@ class FactJudge:
             for group in by_subject.values()
             for i in range(0, len(group), PAIRS_PER_CALL)
         ]
-        owners = {c.id: c.document_id for c in chunks}
-        answers = run_sync(
-            self._ask_all(calls, [self._owner(call, chunks, owners) for call in calls])
-        )
-        graphs = [g.model_copy(deep=True) for g in graphs]
-        retag: dict[tuple[str, str, str], Edge] = {}
+        answers = run_sync(self._ask_all(calls, names))
+        written: dict[str, Edge] = {}
         for call, verdicts in zip(calls, answers, strict=True):
             for verdict in verdicts:
                 if 1 <= verdict.pair <= len(call) and verdict.conflict:
-                    self._apply(dataset, call[verdict.pair - 1], verdict, graphs, retag)
-        if retag:
-            self.graph.upsert_edges(sorted(retag.values(), key=lambda e: (e.source, e.target)))
-        return graphs
+                    self._apply(call[verdict.pair - 1], verdict, written)
+        if written:
+            self.graph.upsert_edges(sorted(written.values(), key=lambda e: (e.source, e.target)))
+        return report
 
-    def candidates(self, dataset: str, graphs: list[KnowledgeGraph]) -> list[Pair]:
-        """The pairs to ask about, batch facts first, at most `max_pairs`."""
-        new: list[tuple[str, str, Side]] = []  # (subject id, side, fact)
-        for ci, graph in enumerate(graphs):
-            for ri, rel in enumerate(graph.relationships):
-                if rel.group.startswith("~") or _timeless(rel, graph):
-                    continue
-                fact = Side(
-                    rel.source, rel.name, rel.target, rel.description, bool(rel.group), (ci, ri)
-                )
-                new.append((entity_id(dataset, rel.source), "source", fact))
-                new.append((entity_id(dataset, rel.target), "target", fact))
-        stored = self._stored(dataset, sorted({s for s, _, _ in new}))
-        pairs: dict[tuple, Pair] = {}
-        for subject, side, fact in new:
-            for other in [f for s, d, f in new if (s, d) == (subject, side)] + stored.get(
-                (subject, side), []
-            ):
-                if len(pairs) >= self.max_pairs:
-                    return list(pairs.values())
-                if _pairable(fact, other, side):
-                    first, second = sorted((fact, other), key=_key)
-                    pairs.setdefault(
-                        (subject, side, _key(first), _key(second)),
-                        Pair(subject, side, first, second),
-                    )
-        return list(pairs.values())
-
-    def _stored(self, dataset: str, subjects: list[str]) -> dict[tuple[str, str], list[Side]]:
-        """The subjects' stored relationships, as pair sides."""
-        if not subjects:
-            return {}
+    def candidates(self, report: WriteReport) -> tuple[list[Pair], dict[str, str]]:
+        """The pairs to ask about (at most `max_pairs`), and the names of their ends."""
+        entities = sorted(report.entity_names)
+        limit = EDGES_PER_ENTITY * len(entities)
         edges = self.graph.edges_of(
-            subjects, exclude=sorted(STRUCTURAL_EDGES), limit=STORED_PER_SUBJECT * len(subjects)
+            entities, exclude=sorted(STRUCTURAL_EDGES), limit=limit, claims=True
         )
-        names = {
-            n.id: n.name
-            for n in self.graph.get_nodes(sorted({i for e in edges for i in (e.source, e.target)}))
-        }
-        found: dict[tuple[str, str], list[Side]] = defaultdict(list)
-        wanted = set(subjects)
-        for e in edges:
-            if e.source not in names or e.target not in names:
-                continue
-            description = str(e.properties.get("description", ""))
-            fact = Side(
-                names[e.source],
-                e.name,
-                names[e.target],
-                description,
-                FACT_GROUP in e.properties,
-                ids=(e.source, e.target),
-            )
-            for end, side in ((e.source, "source"), (e.target, "target")):
-                if end in wanted:
-                    found[(end, side)].append(fact)
-        return found
+        edges = [e for e in edges if e.properties.get(FACT_GROUP) != ENDS_GROUP]
+        ours = set(report.documents)
+        by_end: dict[tuple[str, str], list[Edge]] = defaultdict(list)
+        for edge in edges:
+            by_end[(edge.source, "source")].append(edge)
+            by_end[(edge.target, "target")].append(edge)
+        pairs: dict[tuple[str, str, str], Pair] = {}
+        for (subject, side), found in sorted(by_end.items()):
+            found.sort(key=lambda e: e.id)
+            for i, a in enumerate(found):
+                for b in found[i + 1 :]:
+                    mine = {s.document_id for e in (a, b) for s in e.support} & ours
+                    if mine and _pairable(a, b, side) and (a.id, b.id, side) not in pairs:
+                        pairs[(a.id, b.id, side)] = Pair(subject, side, a, b)
+                        if len(pairs) >= self.max_pairs:
+                            break
+        ends = sorted(
+            {i for p in pairs.values() for e in (p.first, p.second) for i in (e.source, e.target)}
+        )
+        names = {n.id: n.name for n in self.graph.get_nodes(ends)} if ends else {}
+        return list(pairs.values())[: self.max_pairs], names
 
-    def messages(self, pairs: Sequence[Pair]) -> list[dict[str, str]]:
+    def messages(self, pairs: Sequence[Pair], names: dict[str, str]) -> list[dict[str, str]]:
         """The chat messages asking about one subject's pairs."""
         lines = []
         for n, pair in enumerate(pairs, 1):
             lines.append(f"Pair {n}:")
-            for k, fact in enumerate((pair.first, pair.second), 1):
-                passage = " ".join(fact.passage.split())[:PASSAGE_CHARS]
+            for k, edge in enumerate((pair.first, pair.second), 1):
+                passage = " ".join(str(edge.properties.get("description", "")).split())
+                source, target = names.get(edge.source, "?"), names.get(edge.target, "?")
                 lines.append(
-                    f"  Fact {k}: {fact.source} —{fact.name}→ {fact.target}. Passage: {passage}"
+                    f"  Fact {k}: {source} —{edge.name}→ {target}. "
+                    f"Passage: {passage[:PASSAGE_CHARS]}"
                 )
         return [
             {"role": "system", "content": self.prompt},
             {"role": "user", "content": "\n".join(lines)},
         ]
 
-    async def _ask_all(self, calls: list[list[Pair]], owners: list[str]) -> list[list[FactVerdict]]:
+    async def _ask_all(
+        self, calls: list[list[Pair]], names: dict[str, str]
+    ) -> list[list[FactVerdict]]:
         semaphore = asyncio.Semaphore(self.concurrency)
-        return list(
-            await asyncio.gather(
-                *(self._ask(semaphore, c, o) for c, o in zip(calls, owners, strict=True))
-            )
-        )
+        return list(await asyncio.gather(*(self._ask(semaphore, call, names) for call in calls)))
 
     async def _ask(
-        self, semaphore: asyncio.Semaphore, pairs: list[Pair], owner: str
+        self, semaphore: asyncio.Semaphore, pairs: list[Pair], names: dict[str, str]
     ) -> list[FactVerdict]:
+        owner = next((s.document_id for p in pairs for s in p.first.support), "")
         if owner:
             accounting.about_document(owner)
+        assert self.client is not None
         async with semaphore:
             try:
-                reply = await self.client.structured(self.messages(pairs), FactVerdicts)
+                reply = await self.client.structured(self.messages(pairs, names), FactVerdicts)
             except LLMError as err:  # unjudged: the rules' groups stand
-                log.warning("fact_judge_failed pairs=%d error=%s", len(pairs), err)
+                if DEFERRED not in str(err):  # batch mode's first pass asks nothing
+                    log.warning("fact_judge_failed pairs=%d error=%s", len(pairs), err)
                 return []
         return reply.verdicts
 
-    @staticmethod
-    def _owner(pairs: list[Pair], chunks: Sequence[Chunk], owners: dict[str, str]) -> str:
-        """The document whose fact made the call (its first batch fact's chunk)."""
-        for pair in pairs:
-            for fact in (pair.first, pair.second):
-                if fact.at is not None:
-                    return owners.get(chunks[fact.at[0]].id, "")
-        return ""
-
-    def _apply(
-        self,
-        dataset: str,
-        pair: Pair,
-        verdict: FactVerdict,
-        graphs: list[KnowledgeGraph],
-        retag: dict[tuple[str, str, str], Edge],
-    ) -> None:
-        """Group both facts' relations for the subject; date the later one."""
-        ruled = [self.relations.of(f.name) for f in (pair.first, pair.second)]
+    def _apply(self, pair: Pair, verdict: FactVerdict, written: dict[str, Edge]) -> None:
+        """Group both facts' relations for the subject; date the later one if undated."""
+        ruled = [self.relations.of(e.name) for e in (pair.first, pair.second)]
         known = next((r for r in ruled if r is not None), None)
-        group = (
-            known.group
-            if known
-            else f"judged:{'_'.join(words_of(min(pair.first.name, pair.second.name)))}"
-        )
+        first_name = min(pair.first.name, pair.second.name)
+        group = known.group if known else f"judged:{'_'.join(words_of(first_name))}"
         side = known.side if known else pair.side
         later = (pair.first, pair.second)[verdict.later - 1] if verdict.later in (1, 2) else None
         since = parse_time(verdict.since[:64]) if verdict.since.strip() else None
-        for fact in (pair.first, pair.second):
-            if fact.at is not None:
-                ci, ri = fact.at
-                rel = graphs[ci].relationships[ri]
-                rel.group, rel.side = group, side
-                if (
-                    fact is later
-                    and since is not None
-                    and since.start is not None
-                    and rel.end is None
-                ):
-                    rel.start = since.start
-            elif not fact.grouped:
-                source, target = fact.ids
-                retag[(source, fact.name, target)] = Edge(
-                    source=source,
-                    target=target,
-                    name=fact.name,
-                    dataset=dataset,
+        for edge in (pair.first, pair.second):
+            tagged = written.setdefault(
+                edge.id,
+                Edge(
+                    source=edge.source,
+                    target=edge.target,
+                    name=edge.name,
+                    dataset=edge.dataset,
                     properties={FACT_GROUP: group, FACT_SIDE: side},
-                )
+                ),
+            )
+            undated = not any(c.start is not None and not c.from_document for c in edge.claims)
+            if edge is later and since is not None and since.start is not None and undated:
+                doc = edge.support[0].document_id if edge.support else ""
+                tagged.claims = [FactClaim(document_id=doc, chunk_id="judged", start=since.start)]
 
 
-def _key(fact: Side) -> tuple[str, str, str]:
-    return (normalise_name(fact.source), fact.name, normalise_name(fact.target))
-
-
-def _pairable(a: Side, b: Side, side: str) -> bool:
-    """Same subject (given), different objects, names alike, not both grouped already."""
+def _pairable(a: Edge, b: Edge, side: str) -> bool:
+    """Different objects, names alike, not both grouped already."""
     objects = (a.target, b.target) if side == "source" else (a.source, b.source)
-    if normalise_name(objects[0]) == normalise_name(objects[1]) or (a.grouped and b.grouped):
+    if objects[0] == objects[1] or (FACT_GROUP in a.properties and FACT_GROUP in b.properties):
         return False
     words_a = set(words_of(a.name)) - _FILLER
     return a.name == b.name or bool(words_a & (set(words_of(b.name)) - _FILLER))
-
-
-def _timeless(rel: ExtractedRelationship, graph: KnowledgeGraph) -> bool:
-    """Whether an end of the relationship is a date (never a value a subject holds)."""
-    types = {normalise_name(e.name): e.type.casefold() for e in graph.entities}
-    return any(types.get(normalise_name(end)) in DATE_TYPES for end in (rel.source, rel.target))

@@ -1,4 +1,5 @@
-"""The date_facts step offline: every relationship dated, functional ones grouped."""
+"""Dating a batch's relationships offline (pipelines/date_facts.py): every relationship dated,
+the functional ones grouped, and the builder putting both on the edges."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def test_relationships_get_their_dates_and_groups():
     done = DateFacts(FunctionalRelations()).run(
         batch(text, [("Teo Varga", "ceo_of", "Holbeck Foods"), ("Teo Varga", "founded", "Brix")])
     )
-    ceo, founded = done.graphs[0].relationships
+    ceo, founded = done[0].relationships
     assert (ceo.start, ceo.end, ceo.group, ceo.side) == (
         days_from_civil(2023, 3, 1),
         None,
@@ -57,7 +58,7 @@ def test_the_document_date_dates_what_the_text_does_not():
     done = DateFacts(FunctionalRelations()).run(
         batch("Jon Berg lives in Porto.", [("Jon Berg", "live_in", "Porto")], date="2024-05-02")
     )
-    [rel] = done.graphs[0].relationships
+    [rel] = done[0].relationships
     assert (rel.start, rel.group) == (days_from_civil(2024, 5, 2), "residence")
 
 
@@ -66,7 +67,7 @@ def test_an_emails_date_header_dates_it():
     done = DateFacts(FunctionalRelations()).run(
         batch(text, [("Jon Berg", "live_in", "Porto")], ext="eml")
     )
-    assert done.graphs[0].relationships[0].start == days_from_civil(2023, 3, 14)
+    assert done[0].relationships[0].start == days_from_civil(2023, 3, 14)
 
 
 def test_ending_relations_and_relations_to_dates():
@@ -78,7 +79,7 @@ def test_ending_relations_and_relations_to_dates():
             types={"2019": "Date"},
         )
     )
-    left, moved = done.graphs[0].relationships
+    left, moved = done[0].relationships
     assert (left.group, left.side, left.start) == ("~ends", "both", days_from_civil(2018, 1, 1))
     assert moved.group == ""
 
@@ -88,7 +89,7 @@ def test_without_supersession_nothing_is_functional_but_all_is_dated():
     done = DateFacts(FunctionalRelations(defaults=False)).run(
         batch(text, [("Mara Quist", "ceo_of", "Holbeck Foods")])
     )
-    [rel] = done.graphs[0].relationships
+    [rel] = done[0].relationships
     assert rel.group == "" and rel.start == days_from_civil(2019, 1, 1)
 
 
@@ -97,7 +98,7 @@ def test_the_builder_puts_claims_and_groups_on_the_edges():
     done = DateFacts(FunctionalRelations()).run(
         batch(text, [("Mara Quist", "ceo_of", "Holbeck Foods")])
     )
-    built = build_graph("ds", done.chunks, done.graphs)
+    built = build_graph("ds", batch(text, []).chunks, done)
     [edge] = [e for e in built.edges.values() if e.name == "ceo_of"]
     assert edge.properties["fact_group"] == "ceo" and edge.properties["fact_side"] == "target"
     assert [(c.document_id, c.chunk_id, c.start) for c in edge.claims] == [

@@ -61,9 +61,9 @@ def test_default_pipeline_is_classify_chunk_extract_add() -> None:
         "extract_graph",
         "summarize_documents",
         "resolve_entities",
-        "date_facts",
         "add_data_points",
         "reconcile_entities",
+        "judge_facts",
     ]
     assert get_pipeline("default") is DEFAULT
     with pytest.raises(ValueError, match="known: default"):
