@@ -31,7 +31,8 @@ NAMED_LABELS = frozenset({"PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT",
 _TITLES = (
     "president professor dr mr mrs ms sir dame king queen prince princess lord lady general "
     "captain chairman chairwoman ceo director senator governor mayor minister judge saint st "
-    "pope bishop father mother coach chief executive officer founder manager"
+    "pope bishop father mother coach chief executive officer founder manager prof rev hon gen "
+    "col lt sgt capt gov sen rep"
 )
 TITLES = frozenset(_TITLES.split())
 PLACE_PREPS = frozenset({"in", "to", "from", "at", "near"})
@@ -227,7 +228,7 @@ def with_first_name(doc: Any, ent: Any, covered: set[int]) -> Any:
     while start > ent.sent.start:
         tok = doc[start - 1]
         joined = tok.dep_ == "compound" and start <= tok.head.i < end
-        if not (joined and _name_part(tok, start - 1, covered)) or tok.lower_ in TITLES:
+        if not (joined and _name_part(tok, start - 1, covered)) or tok.lower_.rstrip(".") in TITLES:
             break
         start -= 1
     while end < ent.sent.end and doc[end - 1].dep_ == "compound" and doc[end - 1].head.i == end:
