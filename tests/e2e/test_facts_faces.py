@@ -6,17 +6,22 @@ embedder, embedded stores, real Celery worker threads."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from mcp import Client as McpClient
 from typer.testing import CliRunner
 
 from api.cli import app as cli_app
 from api.http.app import create_app
+from api.mcp.face import LocalAccess
+from api.mcp.server import build_server
 from cogmill_client import Client, NotFoundError, UnprocessableEntityError
 from core.settings import Settings
 from runtime import Runtime
@@ -33,8 +38,12 @@ NOW = "Who is the CEO of Holbeck Foods?"
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    runtime = Runtime(Settings(home=tmp_path_factory.mktemp("facts-home"), batch_size=2))
+def runtime(tmp_path_factory: pytest.TempPathFactory) -> Runtime:
+    return Runtime(Settings(home=tmp_path_factory.mktemp("facts-home"), batch_size=2))
+
+
+@pytest.fixture(scope="module")
+def client(runtime: Runtime) -> Iterator[TestClient]:
     with TestClient(create_app(runtime)) as client:
         yield client
 
@@ -125,6 +134,26 @@ def test_the_client_searches_as_of_and_reads_timelines(client, cognified):
             api.facts("hist", "Nobody Here")
         with pytest.raises(UnprocessableEntityError):
             api.facts("hist", "Holbeck Foods", limit=0)
+
+
+def test_the_mcp_search_tool_searches_as_of_a_time(runtime, cognified):
+    @asynccontextmanager
+    async def lifespan(server: Any) -> AsyncIterator[LocalAccess]:
+        yield LocalAccess(runtime)
+
+    async def session() -> list[Any]:
+        async with McpClient(build_server(lifespan)) as mcp:
+            asked = {"query": NOW, "datasets": ["hist"], "search_type": "GRAPH_COMPLETION"}
+            return [
+                await mcp.call_tool("search", {**asked, "as_of": "2020"}),
+                await mcp.call_tool("search", {**asked, "known_at": "x" * 65}),
+            ]
+
+    then, too_long = asyncio.run(session())
+    assert (
+        not then.is_error and "Mara Quist" in then.structured_content["results"][0]["evidence"][0]
+    )
+    assert too_long.is_error
 
 
 def test_the_cli_dates_documents_and_prints_timelines(tmp_path: Path):
