@@ -12,6 +12,7 @@ to", "married") always starts. Without a date in the sentence, the document's da
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -89,20 +90,29 @@ def _position(lowered: str, *names: str) -> int:
 
 
 def _nearest_date(lowered: str, anchor: int) -> TimeSpan | None:
-    """The date expression nearest the anchor, skipping those about another event."""
+    """The date expression nearest the anchor."""
     best: tuple[int, TimeSpan] | None = None
+    for at, span in _dates(lowered):
+        distance = min(abs(at - anchor), abs(at + len(span.text) - anchor))
+        if best is None or distance < best[0]:
+            best = (distance, span)
+    return best[1] if best is not None else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _dates(lowered: str) -> tuple[tuple[int, TimeSpan], ...]:
+    """Where each date expression of a sentence is, skipping those about another event (the
+    relationships of one sentence share its dates: read once)."""
+    found = []
     searched = 0
     for span in find_spans(lowered):
         at = lowered.find(span.text, searched) if span.text else -1
         if at < 0:
             continue
         searched = at + len(span.text)
-        if _OTHER_EVENT.search(lowered[max(0, at - 40) : at]):
-            continue
-        distance = min(abs(at - anchor), abs(at + len(span.text) - anchor))
-        if best is None or distance < best[0]:
-            best = (distance, span)
-    return best[1] if best is not None else None
+        if not _OTHER_EVENT.search(lowered[max(0, at - 40) : at]):
+            found.append((at, span))
+    return tuple(found)
 
 
 def _first_day(span: TimeSpan) -> int | None:

@@ -87,6 +87,7 @@ NOT_THE_ROLE = frozenset({"vice", "deputy", "assistant", "acting", "former", "ex
 _ENDING = "left leav* resign* quit* retire* depart* divorc* separat* fired dismiss* oust* stepp*"
 ENDING = (*_ENDING.split(), "step")
 _WORD = re.compile(r"[a-z]+")
+CACHE_SIZE = 50_000
 
 
 def words_of(name: str) -> tuple[str, ...]:
@@ -116,9 +117,18 @@ class FunctionalRelations:
         """`declared`: relation name -> the subject's side (graph model, ontology)."""
         self.declared = {" ".join(words_of(k)): v for k, v in (declared or {}).items()}
         self.defaults = defaults
+        # A corpus uses few relation names, each many times: matched once each.
+        self._known: dict[str, Functional | None] = {}
 
     def of(self, name: str) -> Functional | None:
         """The group of a relation name, or None when it may hold several values at a time."""
+        if name not in self._known:
+            if len(self._known) >= CACHE_SIZE:
+                self._known.clear()
+            self._known[name] = self._match(name)
+        return self._known[name]
+
+    def _match(self, name: str) -> Functional | None:
         words = words_of(name)
         key = " ".join(words)
         if key in self.declared:
