@@ -1,8 +1,7 @@
 """What the cogmill HTTP API answers, as typed models (the OpenAPI document's response schemas).
 
-tests/unit/test_client_schema.py checks every model here against the server's live OpenAPI
-document (field names, which are required, enum values): a changed route fails it until the
-client follows.
+tests/unit/test_client_schema.py checks every model here (and cogmill_client/fact_models.py)
+against the server's live OpenAPI document: a changed route fails it until the client follows.
 """
 
 from __future__ import annotations
