@@ -1,4 +1,4 @@
-"""The fault harness in full (issue 12), on demand: every fault kind against one salted corpus.
+"""The fault harness in full, on demand: every fault kind against one salted corpus.
 
 An undisturbed run of the corpus first, then each fault in a run of its own, compared id by id
 with it (tests/e2e/faults/): busy workers SIGKILLed (x10, thread and prefork pools, llm and
@@ -61,8 +61,7 @@ def verdict(outcome: Outcome, kills: int) -> list[str]:
         problems.append("fewer LLM calls than chunks: a cache answered")
     if len(outcome.kills) < kills:
         problems.append(f"{len(outcome.kills)} of {kills} faults hit a running step")
-    slow = [k for k in outcome.kills
-            if k.recovery is None or k.recovery > RECOVERY_TARGET_S]  # fmt: skip
+    slow = [k for k in outcome.kills if k.recovery is None or k.recovery > RECOVERY_TARGET_S]
     if slow:
         problems.append(f"{len(slow)} recoveries above {RECOVERY_TARGET_S:.0f}s")
     if outcome.diff is None or not outcome.diff.clean:
@@ -121,11 +120,17 @@ def main() -> int:
             ("llm", lambda: (llm_faults(0.2), shared), 0),
             ("llm", lambda: (llm_faults(0.2, scheduled=True), shared), 0),
             ("hang", lambda: (llm_hang(), shared), 0),
-            ("redis", lambda: (server_kills("redis", own_redis, args.server_kills),
-                               Stack(own_redis.url, shared.neo4j_uri)), args.server_kills),
+            (
+                "redis",
+                lambda: (
+                    server_kills("redis", own_redis, args.server_kills),
+                    Stack(own_redis.url, shared.neo4j_uri),
+                ),
+                args.server_kills,
+            ),
             ("recognify", lambda: (recognify_with_kills(3), shared), 3),
             ("delete", lambda: (delete_with_kill(), shared), 0),
-        ]  # fmt: skip
+        ]
         disk = FullDisk(free_pages=max(2, args.documents // 3))
         if "disk" in only:
             if (why := FullDisk.available()) is None:

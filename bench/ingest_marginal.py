@@ -7,8 +7,8 @@ Takes `--new` passages of `bench/corpora.py`'s pool that the 4x corpus does not 
 `--skip`, default 7,560 = 4 x 1,890), adds each as its own document to dataset "musique" and
 cognifies them through the Celery pipeline with the embedded stores, twice: (a) into an empty
 home, (b) into a copy of `--base` (a home holding the 4x corpus, READY; copied, never written).
-For each it prints the thread CPU of every Celery step (task_prerun/postrun, as the README's
-breakdown) and of every call into the stores and the models, timed in the calling thread
+For each it prints the thread CPU of every Celery step (task_prerun/postrun, as in
+docs/benchmarks.md) and of every call into the stores and the models, timed in the calling thread
 (graph, vectors, lexical index, state, embedder, extractor), so a step whose cost grows with
 the store shows up as the difference between the two columns. Costs are per new document.
 """

@@ -137,8 +137,10 @@ def scaled_extra(scale: int, base: int, data: Path, folder: Path) -> list[tuple[
         return []
     passages = pool(data)[base : scale * base]
     if len(passages) < (scale - 1) * base:
-        raise SystemExit(f"--scale {scale} needs {scale * base:,} distinct passages; the pool has "
-                         f"{base + len(passages):,}")  # fmt: skip
+        raise SystemExit(
+            f"--scale {scale} needs {scale * base:,} distinct passages; the pool has "
+            f"{base + len(passages):,}"
+        )
     files = []
     for index, passage in enumerate(passages):
         name = f"scale_{index:05d}.txt"

@@ -1,4 +1,4 @@
-"""Peak memory of each pipeline step on one large generated plain-text document (issue 4).
+"""Peak memory of each pipeline step on one large generated plain-text document.
 
     .venv/bin/python bench/large_file.py --mb 200                      # classify and chunk
     .venv/bin/python bench/large_file.py --mb 200 --steps all --full-batches 2

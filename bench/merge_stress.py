@@ -1,7 +1,7 @@
-"""Entity merges under concurrent batches, 50 runs against a serial run (issue 12).
+"""Entity merges under concurrent batches, 50 runs against a serial run.
 
     .venv/bin/python bench/merge_stress.py                      # both backends, 50 runs each
-    .venv/bin/python bench/merge_stress.py --backend neo4j --processes 4
+    .venv/bin/python bench/merge_stress.py --backend neo4j --processes
 
 The corpus, the steps and the comparison are tests/merge_stress.py's: one-document batches
 sharing names and aliases ("NYC" / "New York City", "J. Smith" / "John Smith") beside
@@ -119,8 +119,10 @@ def bench(backend: str, args: argparse.Namespace, home: Path, embedder: MemoEmbe
             kind = f"{args.writers} {'processes' if processes else 'threads'}"
             verdict = "identical" if same else f"DIFFERENT ({len(result.errors)} failed batches)"
             retried = "" if processes else f", {RETRIES.count - retries_before} tx retries"
-            print(f"{backend} run {i + 1:>2}/{args.runs} ({kind}): {result.seconds:.1f} s{retried},"
-                  f" {verdict}")  # fmt: skip
+            print(
+                f"{backend} run {i + 1:>2}/{args.runs} ({kind}): {result.seconds:.1f} s{retried},"
+                f" {verdict}"
+            )
             for line in result.errors[:3] + diff:
                 print(f"  {line}")
             sys.stdout.flush()

@@ -155,11 +155,22 @@ class StandIn:
         self.base_url = f"http://127.0.0.1:{port}/v1"
         self._stats_url = f"http://127.0.0.1:{port}/stats"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.llm_server", "--port", str(port),
-             "--latency-ms", str(latency_ms), "--embedding-dim", str(embedding_dim)],
-            cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
-            stdout=subprocess.DEVNULL, stderr=log.open("w"),
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "tests.llm_server",
+                "--port",
+                str(port),
+                "--latency-ms",
+                str(latency_ms),
+                "--embedding-dim",
+                str(embedding_dim),
+            ],
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root)},
+            stdout=subprocess.DEVNULL,
+            stderr=log.open("w"),
+        )
         deadline = time.monotonic() + 120
         while True:
             try:
@@ -177,9 +188,10 @@ class StandIn:
 
     def _post(self, path: str, body: dict[str, Any]) -> None:
         request = urllib.request.Request(
-            self._stats_url.removesuffix("/stats") + path, json.dumps(body).encode(),
+            self._stats_url.removesuffix("/stats") + path,
+            json.dumps(body).encode(),
             {"Content-Type": "application/json"},
-        )  # fmt: skip
+        )
         with urllib.request.urlopen(request, timeout=30) as reply:
             reply.read()
 

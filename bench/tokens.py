@@ -21,8 +21,8 @@ from pathlib import Path
 
 import common  # noqa: F401 - puts the repository on sys.path
 
-from core.llm.client import schema_of
 from core.llm.extractor import PROMPT_PATH
+from core.llm.schemas import schema_of
 from core.llm.usage import count_tokens
 from core.models.extraction import KnowledgeGraph
 from core.settings import Settings

@@ -1,4 +1,4 @@
-"""Process memory of the embedded vector store (Qdrant Edge) while it fills up (issue 17).
+"""Process memory of the embedded vector store (Qdrant Edge) while it fills up.
 
     .venv/bin/python bench/vector_memory.py                          # 50k, 100k, 200k, 400k
     .venv/bin/python bench/vector_memory.py --sizes 20000,40000 --out rss.jsonl

@@ -22,6 +22,7 @@ from cogmill_client.binding import (
     request_args,
 )
 from cogmill_client.calls import Call, datasets, queries
+from cogmill_client.calls import sync as sync_calls
 from cogmill_client.errors import RateLimitError, StreamEndedError, error_from
 from cogmill_client.events import JobEvent, Progress, SseParser, Tracker
 
@@ -94,6 +95,12 @@ class AsyncClient:
     health = async_method(queries.health)
     ready = async_method(queries.ready)
     metrics = async_method(queries.metrics)
+    sync = async_method(sync_calls.sync)
+    list_schedules = async_method(sync_calls.list_schedules)
+    add_schedule = async_method(sync_calls.add_schedule)
+    pause_schedule = async_method(sync_calls.pause_schedule)
+    resume_schedule = async_method(sync_calls.resume_schedule)
+    remove_schedule = async_method(sync_calls.remove_schedule)
 
     async def events(self, job_id: str, *, after: int = 0) -> AsyncIterator[JobEvent]:
         """A job's events after id `after`, then new ones until `finished` (the last one).
@@ -113,8 +120,9 @@ class AsyncClient:
             got = False
             resume = {"Last-Event-ID": str(parser.last_id)} if parser.last_id else {}
             try:
-                async with self._http.stream("GET", call.url, params=call.parts.params,
-                                       headers=resume) as response:  # fmt: skip
+                async with self._http.stream(
+                    "GET", call.url, params=call.parts.params, headers=resume
+                ) as response:
                     if response.is_error:
                         raise error_from(response, await response.aread())
                     async for line in response.aiter_lines():

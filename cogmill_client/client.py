@@ -20,6 +20,7 @@ from cogmill_client.binding import (
     sync_method,
 )
 from cogmill_client.calls import Call, datasets, queries
+from cogmill_client.calls import sync as sync_calls
 from cogmill_client.errors import RateLimitError, StreamEndedError, error_from
 from cogmill_client.events import JobEvent, Progress, SseParser, Tracker
 
@@ -89,6 +90,12 @@ class Client:
     health = sync_method(queries.health)
     ready = sync_method(queries.ready)
     metrics = sync_method(queries.metrics)
+    sync = sync_method(sync_calls.sync)
+    list_schedules = sync_method(sync_calls.list_schedules)
+    add_schedule = sync_method(sync_calls.add_schedule)
+    pause_schedule = sync_method(sync_calls.pause_schedule)
+    resume_schedule = sync_method(sync_calls.resume_schedule)
+    remove_schedule = sync_method(sync_calls.remove_schedule)
 
     def events(self, job_id: str, *, after: int = 0) -> Iterator[JobEvent]:
         """A job's events after id `after`, then new ones until `finished` (the last one).
@@ -108,8 +115,9 @@ class Client:
             got = False
             resume = {"Last-Event-ID": str(parser.last_id)} if parser.last_id else {}
             try:
-                with self._http.stream("GET", call.url, params=call.parts.params,
-                                       headers=resume) as response:  # fmt: skip
+                with self._http.stream(
+                    "GET", call.url, params=call.parts.params, headers=resume
+                ) as response:
                     if response.is_error:
                         raise error_from(response, response.read())
                     for line in response.iter_lines():

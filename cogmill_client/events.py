@@ -11,8 +11,16 @@ from pydantic import BaseModel, Field
 from cogmill_client.models import Job, JobStatus
 
 # Kinds the server sends (others may come later: they arrive as plain events).
-KINDS = ("planned", "batch_done", "batch_paused", "batch_resumed", "cancel_requested",
-         "progress", "paused", "finished")  # fmt: skip
+KINDS = (
+    "planned",
+    "batch_done",
+    "batch_paused",
+    "batch_resumed",
+    "cancel_requested",
+    "progress",
+    "paused",
+    "finished",
+)
 
 
 class JobEvent(BaseModel):
@@ -52,10 +60,13 @@ class Progress(BaseModel):
     @classmethod
     def of_job(cls, job: Job) -> Progress:
         return cls(
-            job_id=job.id, status=job.status, batches_done=job.counts.get("batches_done", 0),
-            total_batches=job.total_batches, documents=job.counts.get("documents", 0),
+            job_id=job.id,
+            status=job.status,
+            batches_done=job.counts.get("batches_done", 0),
+            total_batches=job.total_batches,
+            documents=job.counts.get("documents", 0),
             total_documents=job.total_documents,
-        )  # fmt: skip
+        )
 
 
 class SseParser:
@@ -116,11 +127,15 @@ class Tracker:
         """Take an event of the stream."""
         data, update = event.data, {}
         if event.kind == "planned":
-            update = {"total_documents": data.get("documents", 0),
-                      "total_batches": data.get("batches", 0)}  # fmt: skip
+            update = {
+                "total_documents": data.get("documents", 0),
+                "total_batches": data.get("batches", 0),
+            }
         elif event.kind == "progress":
-            update = {"batches_done": data.get("batches_done", 0),
-                      "documents": data.get("documents", 0)}  # fmt: skip
+            update = {
+                "batches_done": data.get("batches_done", 0),
+                "documents": data.get("documents", 0),
+            }
         if event.status is not None:
             update["status"] = event.status
         if update:

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 
+from core.errors import Forbidden
 from core.models.jobs import Job
 
 J = TypeVar("J", bound=Job)
 
 
-class AccessDeniedError(PermissionError):
-    """The caller's role may not do this (HTTP 403)."""
+class AccessDeniedError(Forbidden):
+    """The caller's role may not do this."""
 
 
 class Role(StrEnum):

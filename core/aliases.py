@@ -26,16 +26,51 @@ from typing import NamedTuple
 
 from core.models.graph import normalise_name
 
-TITLES = frozenset({
-    "mr", "mrs", "ms", "miss", "mx", "dr", "prof", "professor", "sir", "dame", "rev",
-    "reverend", "hon", "madam", "mme", "mlle", "herr", "frau",
-})  # fmt: skip
+TITLES = frozenset(
+    {
+        "mr",
+        "mrs",
+        "ms",
+        "miss",
+        "mx",
+        "dr",
+        "prof",
+        "professor",
+        "sir",
+        "dame",
+        "rev",
+        "reverend",
+        "hon",
+        "madam",
+        "mme",
+        "mlle",
+        "herr",
+        "frau",
+    }
+)
 DEGREES = frozenset({"phd", "ph.d", "md", "m.d", "esq", "dphil", "mba"})
 # Legal-form suffixes only: "Corp"/"Co" are often part of the name itself ("News Corp").
-CORPORATE = frozenset({
-    "inc", "incorporated", "ltd", "limited", "llc", "plc", "gmbh", "ag", "sa", "s.a", "nv",
-    "n.v", "bv", "b.v", "pty", "lp", "llp",
-})  # fmt: skip
+CORPORATE = frozenset(
+    {
+        "inc",
+        "incorporated",
+        "ltd",
+        "limited",
+        "llc",
+        "plc",
+        "gmbh",
+        "ag",
+        "sa",
+        "s.a",
+        "nv",
+        "n.v",
+        "bv",
+        "b.v",
+        "pty",
+        "lp",
+        "llp",
+    }
+)
 # Words an acronym skips: "United States of America" is "USA", "Bank of England" is "BoE".
 FUNCTION_WORDS = frozenset({"of", "the", "and", "for", "in", "on", "at", "to", "de", "&"})
 _TOKEN = re.compile(r"[^\s,]+")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from core.catalog_batch import BatchPlan, LookedAt
 from core.entity_keys import EntityKeyIndex
+from core.errors import BadRequest
 from core.models.documents import STRUCTURED_PIPELINE
 from core.models.graph import Node, Removed, dataset_id, document_id
 from core.models.vocabulary import DATASET, DOCUMENT
@@ -52,7 +53,7 @@ def record_pipeline(name: str, head: bytes) -> str | None:
     return None
 
 
-class CatalogError(ValueError):
+class CatalogError(BadRequest):
     """A catalog request is invalid (bad dataset name, unknown dataset...)."""
 
 

@@ -7,7 +7,7 @@ scheme, which needs no dictionary). SQLite FTS5's default tokenizer would index 
 Chinese sentence as one token, hence an index of our own.
 
 Adapters of the `LexicalIndex` port (core/ports.py; `core/stores/sqlite/lexical.py`,
-`lexical_redis.py`) store postings per dataset and answer the two reads BM25 needs;
+`core/stores/redis/lexical.py`) store postings per dataset and answer the two reads BM25 needs;
 `bm25_search` does the scoring the same way for both.
 """
 

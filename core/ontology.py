@@ -9,7 +9,7 @@ skos:prefLabel, skos:altLabel and the local name split at CamelCase and undersco
 Ontology files can be large, so a job carries only the blob key (`ontologies/<sha256>.<ext>`);
 the content hash in the key lets each process parse an ontology once and reuse it.
 
-Text from outside is never parsed where it is received (issue 14, fault 2): `store_ontology`
+Text from outside is never parsed where it is received (a parse can take minutes): `store_ontology`
 only runs checks linear in its size (`check_ontology`), and the worker that aligns parses it in
 a child process stopped after `ontology_parse_seconds` (`parse_bounded`), so a slow parse costs
 neither a request thread nor more than its time bound.
@@ -33,28 +33,40 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from core.child_process import module_command
+from core.errors import InvalidInput
 from core.models.graph import normalise_name
 from core.ports import BlobStore
 from core.rdf_guard import UnsafeRdf, check_rdf_text
 from core.settings import Settings
 
 FORMATS = {
-    ".owl": "xml", ".rdf": "xml", ".xml": "xml", ".ttl": "turtle", ".nt": "nt", ".n3": "n3",
-    ".jsonld": "json-ld", ".json": "json-ld",
-}  # fmt: skip
+    ".owl": "xml",
+    ".rdf": "xml",
+    ".xml": "xml",
+    ".ttl": "turtle",
+    ".nt": "nt",
+    ".n3": "n3",
+    ".jsonld": "json-ld",
+    ".json": "json-ld",
+}
 BLOB_PREFIX = "ontologies/"
 FUZZY_MIN_CHARS = 4
 # Top classes every ontology shares; matching them says nothing.
-_TOP = frozenset({
-    "http://www.w3.org/2002/07/owl#Thing", "http://www.w3.org/2000/01/rdf-schema#Resource",
-    "http://www.w3.org/2002/07/owl#Nothing",
-})  # fmt: skip
+_TOP = frozenset(
+    {
+        "http://www.w3.org/2002/07/owl#Thing",
+        "http://www.w3.org/2000/01/rdf-schema#Resource",
+        "http://www.w3.org/2002/07/owl#Nothing",
+    }
+)
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 log = logging.getLogger("cogmill.ontology")
 
 
-class InvalidOntology(ValueError):
+class InvalidOntology(InvalidInput):
     """An ontology file cogmill cannot read; the message says what is wrong."""
+
+    code = "invalid_ontology"
 
 
 @dataclass(frozen=True)
@@ -188,12 +200,20 @@ def parse_bounded(
     except ValueError:
         answer = None
     if done.returncode != 0 or not isinstance(answer, dict):
-        log.warning("ontology_parse_failed source=%r exit=%s stderr=%r", source,
-                    done.returncode, done.stderr[-2000:])  # fmt: skip
+        log.warning(
+            "ontology_parse_failed source=%r exit=%s stderr=%r",
+            source,
+            done.returncode,
+            done.stderr[-2000:],
+        )
         raise _unparsable(source, rdf_format)
     if "error" in answer:
-        log.info("ontology_unparsable source=%r format=%s error=%s", source, rdf_format,
-                 answer.get("detail"))  # fmt: skip
+        log.info(
+            "ontology_unparsable source=%r format=%s error=%s",
+            source,
+            rdf_format,
+            answer.get("detail"),
+        )
         raise InvalidOntology(answer["error"])
     functional = answer.get("functional") or {}
     return Ontology(_terms(answer["classes"]), _terms(answer["individuals"]), functional)
@@ -245,9 +265,11 @@ def parse_ontology(
         raise _unparsable(source, rdf_format) from err
     uri = rdflib.URIRef
     class_uris = {
-        str(s) for kind in (OWL.Class, RDFS.Class) for s in graph.subjects(RDF.type, kind)
+        str(s)
+        for kind in (OWL.Class, RDFS.Class)
+        for s in graph.subjects(RDF.type, kind)
         if isinstance(s, uri)
-    }  # fmt: skip
+    }
     parents: dict[str, list[str]] = {}
     for child, parent in graph.subject_objects(RDFS.subClassOf):
         if isinstance(child, uri) and isinstance(parent, uri):

@@ -12,6 +12,7 @@ from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 import numpy as np
 
+from core.errors import InvalidInput, Unavailable
 from core.models.extraction import KnowledgeGraph
 from core.models.graph import (
     Edge,
@@ -30,8 +31,11 @@ from core.models.vectors import VectorHit, VectorPoint
 VectorQuery = tuple[str, Sequence[float], int]
 
 
-class StoreError(RuntimeError):
+class StoreError(Unavailable):
     """A backing store failed or is unreachable."""
+
+    code = "store_unavailable"
+    public_message = "a store did not answer; retry later"
 
 
 @runtime_checkable
@@ -332,8 +336,11 @@ class RateLimiter(Protocol):
         ...
 
 
-class CypherError(ValueError):
-    """The database refused a query (syntax, unknown procedure, a write in read mode...)."""
+class CypherError(InvalidInput):
+    """The database refused a query (syntax, unknown procedure, a write in read mode...);
+    the message says why in cogmill's words, `detail` holds the database's own text."""
+
+    code = "cypher_refused"
 
 
 @runtime_checkable

@@ -1,9 +1,9 @@
 """Purging what a document derived, in one order for every caller.
 
 Deleting a document (core/catalog.py), re-writing it (pipelines/add_data_points.py) and
-relinking its tables (pipelines/structured.py) all remove the same things the same way: what
-only the document supported in the graph (shared nodes and edges lose only its support),
-then the vectors of what went, then the lexical postings of the chunks that went.
+relinking its tables (pipelines/structured/link_rows.py) all remove the same things the same
+way: what only the document supported in the graph (shared nodes and edges lose only its
+support), then the vectors of what went, then the lexical postings of the chunks that went.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Checks on RDF text from outside before rdflib sees it (issue 14, fault 2).
+"""Checks on RDF text from outside before rdflib sees it: no fetches, no entity expansion.
 
 rdflib fetches JSON-LD `@context` URLs (http: and file:, so a context reveals whether a local
 file exists) and expands RDF/XML entities (712 bytes of nested entities burned 60 s). Neither
@@ -15,12 +15,16 @@ import json
 import re
 from typing import Any
 
+from core.errors import InvalidInput
+
 # A DOCTYPE or ENTITY declaration in any ASCII-compatible or UTF-16/32 encoding (NULs dropped).
 _DECLARATION = re.compile(rb"<!\s*(doctype|entity)", re.IGNORECASE)
 
 
-class UnsafeRdf(ValueError):
+class UnsafeRdf(InvalidInput):
     """RDF text refused before parsing; the message says what to change."""
+
+    code = "unsafe_rdf"
 
 
 def check_rdf_text(data: bytes, rdf_format: str, source: str, max_bytes: int) -> None:

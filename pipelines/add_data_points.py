@@ -131,7 +131,8 @@ class AddDataPoints:
     def write(self, dataset: str, built: BuiltGraph) -> int:
         """Write a built graph's nodes, edges and vectors (no purge); returns the vectors written.
 
-        Steps that build their own graph in batches (pipelines/structured.py) write through this.
+        Steps that build their own graph in batches (pipelines/structured/link_rows.py) write
+        through this.
         """
         self._write_graph(built)
         return self._write_vectors(dataset, built)

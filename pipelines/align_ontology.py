@@ -1,4 +1,4 @@
-"""Optional ontology alignment inside step 3 (DESIGN.md): match extracted entities to an ontology.
+"""Optional ontology alignment inside graph extraction: match extracted entities to an ontology.
 
 Entity types are matched to the ontology's classes and entity names to its individuals
 (exact normalised label, then fuzzy above `ontology_match_threshold`). The result rides on

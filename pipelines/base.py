@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 from pydantic import BaseModel
 
 from core.entity_keys import EntityKeyIndex
+from core.errors import CogmillError
 from core.ports import (
     BlobStore,
     Embedder,
@@ -37,8 +38,10 @@ LLM: StepQueue = "llm"  # steps that wait on LLM calls, scaled and rate-limited 
 QUEUES: tuple[StepQueue, ...] = (INGEST, LLM)
 
 
-class PipelineStepError(RuntimeError):
+class PipelineStepError(CogmillError, RuntimeError):
     """A step failed for a whole batch (per-document problems are reported, not raised)."""
+
+    code = "step_failed"
 
     def __init__(self, step: str, message: str) -> None:
         super().__init__(f"{step}: {message}")

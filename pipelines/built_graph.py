@@ -1,7 +1,7 @@
 """What a batch's builders produce before it is written: nodes, edges and texts to embed.
 
 The builders (pipelines/graph_builder.py, temporal_builder.py, resolve_entities.py,
-summarize_documents.py, structured.py) add to one `BuiltGraph`; pipelines/add_data_points.py
+summarize_documents.py, structured/link_rows.py) add to one `BuiltGraph`; add_data_points.py
 writes it. Everything added is deduplicated within the batch and keeps all its provenance.
 """
 

@@ -58,10 +58,23 @@ __all__ = [
 ]
 
 _KIND_BY_EXTENSION = {
-    "txt": "txt", "text": "txt", "md": "md", "markdown": "md", "html": "html", "htm": "html",
-    "json": "json", "jsonl": "jsonl", "ndjson": "jsonl", "csv": "csv", "tsv": "tsv",
-    "pdf": "pdf", "docx": "docx", "pptx": "pptx", "xlsx": "xlsx", "eml": "eml",
-} | LANGUAGES  # fmt: skip
+    "txt": "txt",
+    "text": "txt",
+    "md": "md",
+    "markdown": "md",
+    "html": "html",
+    "htm": "html",
+    "json": "json",
+    "jsonl": "jsonl",
+    "ndjson": "jsonl",
+    "csv": "csv",
+    "tsv": "tsv",
+    "pdf": "pdf",
+    "docx": "docx",
+    "pptx": "pptx",
+    "xlsx": "xlsx",
+    "eml": "eml",
+} | LANGUAGES
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(f".{ext}" for ext in _KIND_BY_EXTENSION)
 _BINARY_KINDS = {"pdf", "docx", "pptx", "xlsx", "eml"}
 _HTML_START = re.compile(r"\s*(<!doctype html|<html[\s>])", re.IGNORECASE)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core.errors import InvalidInput
 from pipelines.add_data_points import AddDataPoints
 from pipelines.base import Pipeline, Step
 from pipelines.chunk import ChunkDocuments
@@ -9,10 +10,10 @@ from pipelines.classify import Classify
 from pipelines.extract_events import ExtractEvents
 from pipelines.extract_graph import ExtractGraph
 from pipelines.fact_judge import JudgeFacts
-from pipelines.read_tables import ReadTables
 from pipelines.reconcile_entities import ReconcileEntities
 from pipelines.resolve_entities import ResolveEntities
-from pipelines.structured import LinkRows
+from pipelines.structured.link_rows import LinkRows
+from pipelines.structured.read_tables import ReadTables
 from pipelines.summarize_documents import SummarizeDocuments
 
 # Bump a version whenever a step's behaviour, prompt or model changes: documents processed by
@@ -44,8 +45,8 @@ TEMPORAL = Pipeline(
         *DEFAULT.steps[DEFAULT.steps.index(AddDataPoints) :],
     ],
 )
-# Record files and databases: rows and foreign keys, no LLM (pipelines/structured.py).
-# Version 2: a row's name cells become entities the row MENTIONS (pipelines/row_entities.py).
+# Record files and databases: rows and foreign keys, no LLM (pipelines/structured/).
+# Version 2: a row's name cells become entities the row MENTIONS (structured/row_entities.py).
 STRUCTURED = Pipeline("structured", "2", [ReadTables, LinkRows])
 
 PIPELINES: dict[str, Pipeline] = {DEFAULT.name: DEFAULT, TEMPORAL.name: TEMPORAL}
@@ -69,12 +70,18 @@ def _step_registry(pipelines: dict[str, Pipeline]) -> dict[str, type[Step]]:
 STEPS = _step_registry(PIPELINES)
 
 
+class UnknownPipeline(InvalidInput):
+    """No pipeline by that name."""
+
+    code = "unknown_pipeline"
+
+
 def get_pipeline(name: str) -> Pipeline:
-    """The pipeline called `name`, or a ValueError listing the known ones."""
+    """The pipeline called `name`, or an UnknownPipeline listing the known ones."""
     try:
         return PIPELINES[name]
     except KeyError:
-        raise ValueError(
+        raise UnknownPipeline(
             f"unknown pipeline {name!r}; known: {', '.join(sorted(PIPELINES))}"
         ) from None
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from core.llm.aio import run_sync
 from core.llm.client import LLMClient, LLMError
-from core.llm.offline import OfflineExtractor, load_pipeline
+from core.llm.offline.extractor import OfflineExtractor, load_pipeline
 from core.models.graph import normalise_name
 from core.models.jobs import DocumentError
 from core.ports import Extractor, batched
@@ -52,6 +52,8 @@ class EventList(BaseModel):
 
 class EventExtractionFailed(LLMError):
     """Some texts got no events from the LLM; the others' events are kept in `results`."""
+
+    code = "event_extraction_failed"
 
     def __init__(self, failures: dict[int, LLMError], results: list[list[ExtractedEvent] | None]):
         first = min(failures)
@@ -225,9 +227,11 @@ class ExtractEvents:
         """The process's LLM when one is configured, else the offline extractor."""
         s = services.settings
         return cls.for_models(
-            services.llm, services.extractor, concurrency=s.llm_concurrency,
+            services.llm,
+            services.extractor,
+            concurrency=s.llm_concurrency,
             spacy_model=s.spacy_model,
-        )  # fmt: skip
+        )
 
     def __init__(self, extractor: EventExtractor) -> None:
         self.extractor = extractor

@@ -1,4 +1,5 @@
-"""Turns extracted chunks into graph nodes, edges and the texts to embed (DESIGN.md data model).
+"""Turns extracted chunks into graph nodes, edges and the texts to embed (see the data model in
+docs/architecture.md).
 
 Structural edges: chunk PART_OF document, chunk MENTIONS entity, entity IS_A entity type,
 summary SUMMARIZES chunk, entity type SUBCLASS_OF entity type (ontology classes, see

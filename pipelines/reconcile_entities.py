@@ -298,11 +298,16 @@ def merge_entities(
         graph.upsert_nodes([_alias_node(dataset, m, support) for m, support in renamed])
         graph.upsert_edges(
             [
-                Edge(source=alias_id(dataset, m.name), target=target, name=ALIAS_OF,
-                     dataset=dataset, support=support)
+                Edge(
+                    source=alias_id(dataset, m.name),
+                    target=target,
+                    name=ALIAS_OF,
+                    dataset=dataset,
+                    support=support,
+                )
                 for m, support in renamed
             ]
-        )  # fmt: skip
+        )
     vectors.delete(merged.node_ids + merged.edge_ids)
     return target
 

@@ -1,4 +1,5 @@
-"""Turns extracted events into Event, Timestamp and Interval nodes (DESIGN.md data model).
+"""Turns extracted events into Event, Timestamp and Interval nodes (see the data model in
+docs/architecture.md).
 
 event AT timestamp (one calendar unit: a day, month, year, decade or century), event DURING
 interval (a range or an open span: "between 1910 and 1920", "before 2001"), event INVOLVES

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
+from core.errors import NotConfigured
 from core.llm.aio import run_sync
 from retrieval.models import SearchResult
 from retrieval.response_model import ResponseModel, structured_model
@@ -55,12 +56,12 @@ class Answer(BaseModel):
 def ask(ctx: RetrievalContext, messages: Sequence[dict[str, Any]], schema: type[Model]) -> Model:
     """The LLM's reply to `messages` validated as `schema`.
 
-    Raises ValueError when no LLM is configured and core.llm.client.LLMError when the
+    Raises NotConfigured when no LLM is configured and core.llm.client.LLMError when the
     endpoint fails for good.
     """
     client = ctx.llm
     if client is None:
-        raise ValueError(NO_LLM)
+        raise NotConfigured(NO_LLM)
     return run_sync(client.structured(messages, schema))
 
 

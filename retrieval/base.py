@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from core.errors import InvalidInput
 from core.ports import CypherRunner, Embedder, GraphReader, StateStore, VectorStore
 from core.settings import Settings
 from retrieval.fact_view import FactView
@@ -73,7 +74,7 @@ class Registry(dict[SearchType, RetrieverSpec]):
         spec = self.get(search_type)
         if spec is None:
             available = ", ".join(sorted(self))
-            raise ValueError(
+            raise InvalidInput(
                 f"search type {search_type} is not available yet; use one of {available}"
             )
         return spec.build(ctx)

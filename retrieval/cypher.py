@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from core.errors import NotConfigured
 from core.models.graph import Node
 from core.models.vocabulary import CHUNK
 from core.ports import CypherError, CypherRunner
@@ -32,9 +33,9 @@ MAX_SUPPORT_SOURCES = 5
 
 def cypher_runner(ctx: RetrievalContext) -> CypherRunner:
     """The runtime's read-only Cypher runner (made by the store factory, kept open by the
-    runtime); ValueError where the graph has no Cypher (the embedded SQLite graph)."""
+    runtime); NotConfigured where the graph has no Cypher (the embedded SQLite graph)."""
     if ctx.cypher is None:
-        raise ValueError(NO_CYPHER)
+        raise NotConfigured(NO_CYPHER)
     return ctx.cypher()
 
 
@@ -99,7 +100,7 @@ class CypherQuery(BaseModel):
 
 # The schema shown to the LLM is read from the searched datasets only ($datasets): another
 # dataset's relationship names, types and fields are its content (extracted from its text).
-# A node's type label is its `type` (graph_neo4j); labels starting with "_" are cogmill's own
+# A node's type label is its `type` (neo4j/graph.py); labels starting with "_" are cogmill's own
 # bookkeeping (its _Support nodes). Each read goes through the (dataset, type, id) index or the
 # relationships' dataset index.
 SCHEMA_QUERIES = {
@@ -153,7 +154,7 @@ class NaturalLanguageRetriever(CompletionMixin, CypherRetriever):
 
     def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
         if self.ctx.llm is None:
-            raise ValueError(
+            raise NotConfigured(
                 "NATURAL_LANGUAGE needs an LLM to write Cypher: set COGMILL_LLM_BASE_URL, "
                 "or write the query yourself with the CYPHER search type"
             )
@@ -171,13 +172,14 @@ class NaturalLanguageRetriever(CompletionMixin, CypherRetriever):
                 rows = runner.run_read(reply.cypher, {"datasets": list(datasets)}, top_k)
             except (CypherError, ReadOnlyViolation) as err:
                 if attempt == self.max_retries:
-                    raise ValueError(
+                    raise CypherError(
                         f"NATURAL_LANGUAGE: the LLM's Cypher failed {attempt + 1} times; "
                         f"last query {reply.cypher!r}: {err}"
                     ) from err
                 messages += [
                     {"role": "assistant", "content": reply.model_dump_json()},
-                    {"role": "user", "content": f"That query failed: {err}\nFix it."},
+                    # Neo4j's own words tell the LLM more than ours do; they stay server-side.
+                    {"role": "user", "content": f"That query failed: {err.detail or err}\nFix it."},
                 ]
                 continue
             self.cypher = reply.cypher

@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from core.errors import InvalidInput
+
 # Every character Neo4j or Python may treat as ending a line (and so a // comment).
 _LINE_END = "\n\r\x0b\x0c\x85\u2028\u2029"
 _TOKEN = re.compile(
@@ -36,11 +38,33 @@ READ_STARTS = frozenset({"MATCH", "OPTIONAL", "WITH", "UNWIND", "RETURN", "CALL"
 # Words that start a clause or command that writes, administers or leaves the database.
 DENIED = frozenset(
     {
-        "CREATE", "MERGE", "SET", "DELETE", "DETACH", "NODETACH", "REMOVE", "FOREACH", "LOAD",
-        "INSERT", "USE", "SHOW", "TERMINATE", "GRANT", "DENY", "REVOKE", "ALTER", "DROP",
-        "RENAME", "START", "STOP", "ENABLE", "IMPERSONATE", "TRANSACTIONS", "PERIODIC",
+        "CREATE",
+        "MERGE",
+        "SET",
+        "DELETE",
+        "DETACH",
+        "NODETACH",
+        "REMOVE",
+        "FOREACH",
+        "LOAD",
+        "INSERT",
+        "USE",
+        "SHOW",
+        "TERMINATE",
+        "GRANT",
+        "DENY",
+        "REVOKE",
+        "ALTER",
+        "DROP",
+        "RENAME",
+        "START",
+        "STOP",
+        "ENABLE",
+        "IMPERSONATE",
+        "TRANSACTIONS",
+        "PERIODIC",
     }
-)  # fmt: skip
+)
 _SHOWN_AS = {"LOAD": "LOAD CSV", "TRANSACTIONS": "IN TRANSACTIONS", "DETACH": "DETACH DELETE"}
 READ_PROCEDURES = frozenset(
     {
@@ -63,8 +87,16 @@ FUNCTION_NAMESPACES = frozenset(
 )
 
 
-class ReadOnlyViolation(ValueError):
+class ReadOnlyViolation(InvalidInput):
     """The query would write, or calls a procedure that is not known to be read-only."""
+
+    code = "cypher_not_read_only"
+
+
+class InvalidCypher(InvalidInput):
+    """The query is empty, or only comments."""
+
+    code = "invalid_cypher"
 
 
 @dataclass(frozen=True)
@@ -99,10 +131,10 @@ def tokenize(query: str) -> list[Token]:
 def check_read_only(query: str) -> str:
     """The query when it is read-only; ReadOnlyViolation naming the offending part otherwise."""
     if not query.strip():
-        raise ValueError("the Cypher query is empty; pass a MATCH ... RETURN query")
+        raise InvalidCypher("the Cypher query is empty; pass a MATCH ... RETURN query")
     tokens = tokenize(query)
     if not tokens:
-        raise ValueError("the Cypher query is only comments; pass a MATCH ... RETURN query")
+        raise InvalidCypher("the Cypher query is only comments; pass a MATCH ... RETURN query")
     for i, token in enumerate(tokens):
         if token.kind == "symbol" and token.text == ";" and i < len(tokens) - 1:
             raise ReadOnlyViolation("refused: one statement per query (no ';' between two)")

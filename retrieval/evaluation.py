@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.errors import InvalidInput
 from retrieval.base import RetrievalContext
 from retrieval.models import SearchResult, SearchType
 from retrieval.registry import RETRIEVERS
@@ -49,8 +50,10 @@ FETCH_TOP_K = 100
 Progress = Callable[[str], None]
 
 
-class BenchDataError(ValueError):
+class BenchDataError(InvalidInput):
     """A bench file is missing or not in the expected format."""
+
+    code = "invalid_bench_data"
 
 
 @dataclass(frozen=True)
@@ -208,7 +211,7 @@ def eval_type(name: str) -> EvalType:
     if upper in SearchType.__members__ and SearchType(upper) in RETRIEVERS:
         return SearchType(upper)
     choices = ", ".join([*(kind.value for kind in RETRIEVERS), AUTO])
-    raise ValueError(f"search type {name!r} cannot be evaluated; use one of {choices}")
+    raise InvalidInput(f"search type {name!r} cannot be evaluated; use one of {choices}")
 
 
 class RoutedRetriever:
@@ -243,7 +246,7 @@ def evaluate(
         elif search_type in RETRIEVERS:
             retriever = RETRIEVERS.create(SearchType(search_type), ctx)
         else:
-            raise ValueError(f"search type {search_type} is not available for eval yet")
+            raise InvalidInput(f"search type {search_type} is not available for eval yet")
         retriever.get_context(bench.questions[0].text, [dataset], fetch)  # warm caches
         getattr(retriever, "chosen", {}).clear()
         sums = dict.fromkeys(ks, 0.0)

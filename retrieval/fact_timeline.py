@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from core.errors import InvalidInput, NotFound
 from core.models.facts import (
     FACT_GROUP,
     RECORDED_AT,
@@ -30,8 +31,10 @@ MAX_LIMIT = 1000
 MAX_NAME = 200
 
 
-class EntityNotFoundError(LookupError):
-    """No entity of that name in the dataset."""
+class EntityNotFoundError(NotFound):
+    """No entity of that name in the dataset (nor an alias of one)."""
+
+    code = "entity_not_found"
 
 
 class FactSource(BaseModel):
@@ -78,12 +81,12 @@ def timeline(
     view: FactView | None = None,
     limit: int = 100,
 ) -> FactTimeline:
-    """The entity's facts in time order. ValueError for a bad bound, EntityNotFoundError."""
+    """The entity's facts in time order. InvalidInput for a bad bound, EntityNotFoundError."""
     view = view or FactView()
     if not 1 <= limit <= MAX_LIMIT:
-        raise ValueError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+        raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
     if not entity.strip() or len(entity) > MAX_NAME or len(relation or "") > MAX_NAME:
-        raise ValueError(f"give an entity name (and relation) of 1 to {MAX_NAME} characters")
+        raise InvalidInput(f"give an entity name (and relation) of 1 to {MAX_NAME} characters")
     node = _entity(graph, dataset, entity)
     wanted = set(relation.lower().replace("_", " ").split()) if relation else set()
     edges = [

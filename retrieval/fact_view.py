@@ -58,7 +58,7 @@ class FactView:
 
     @classmethod
     def parse(cls, as_of: str | None = None, known_at: str | None = None) -> FactView:
-        """A view from a caller's strings (bounded, see core/facts/when.py). ValueError."""
+        """A view from a caller's strings (bounded, see core/facts/when.py). InvalidInput."""
         pairs = (("as_of", as_of), ("known_at", known_at))
         asked = {k: v.strip() for k, v in pairs if v is not None}
         return cls(

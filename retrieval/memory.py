@@ -29,6 +29,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from core.catalog import check_dataset_name
+from core.errors import InvalidInput
 from core.models.graph import Edge
 from core.ports import GraphStore
 from retrieval.answer import answer
@@ -119,7 +120,7 @@ def recall(
         lanes.append("graph")
         hits += _graph_hits(ctx, query, graph_datasets, top_k, search_type)
     elif scope in ("graph", "both"):
-        raise ValueError(f"scope {scope!r} needs datasets (or a session that searched some)")
+        raise InvalidInput(f"scope {scope!r} needs datasets (or a session that searched some)")
     hits = sorted(hits, key=lambda h: -h.result.score)[:top_k]
     response = RecallResponse(query=query, session=session, lanes=lanes)
     response.results = [h.result for h in hits]
@@ -139,19 +140,19 @@ def _check(
     search_type: SearchType,
 ) -> list[str]:
     if not query.strip():
-        raise ValueError("the query is empty; pass the question to recall")
+        raise InvalidInput("the query is empty; pass the question to recall")
     if scope not in SCOPES:
-        raise ValueError(f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}")
+        raise InvalidInput(f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}")
     if session is None and not datasets:
-        raise ValueError("recall needs a session id, datasets, or both")
+        raise InvalidInput("recall needs a session id, datasets, or both")
     if session is not None:
         check_session_id(session)
     elif scope == "session":
-        raise ValueError("scope 'session' needs a session id")
+        raise InvalidInput("scope 'session' needs a session id")
     if top_k < 1:
-        raise ValueError(f"top-k must be at least 1, got {top_k}")
+        raise InvalidInput(f"top-k must be at least 1, got {top_k}")
     if search_type not in RETRIEVERS:
-        raise ValueError(f"search type {search_type} is not available")
+        raise InvalidInput(f"search type {search_type} is not available")
     return [check_dataset_name(name) for name in datasets]
 
 
@@ -209,8 +210,9 @@ def _graph_hits(
 ) -> list[_Hit]:
     retriever = RETRIEVERS.create(search_type, ctx)
     results = retriever.get_context(query, datasets, top_k)
-    elements = trace_elements(retriever, SearchResponse(query=query, search_type=search_type,
-                                                        results=results))  # fmt: skip
+    elements = trace_elements(
+        retriever, SearchResponse(query=query, search_type=search_type, results=results)
+    )
     return [
         _Hit(
             RecallResult(text=r.text, score=r.score, source="graph", sources=r.sources),
@@ -233,8 +235,10 @@ def _answer(
     if top and top.result.source == "session_qa" and top.answer and top.result.score >= threshold:
         response.answer, response.answer_source = top.answer, "session_qa"
     elif ctx.llm is not None and hits:
-        results = [SearchResult(text=h.result.text, score=h.result.score,
-                                sources=h.result.sources) for h in hits]  # fmt: skip
+        results = [
+            SearchResult(text=h.result.text, score=h.result.score, sources=h.result.sources)
+            for h in hits
+        ]
         reply = answer(ctx, response.query, results)
         response.answer, response.answer_source = str(reply), "llm"
     elif ctx.llm is None:
@@ -249,8 +253,10 @@ def _record(
     datasets: list[str],
     search_type: SearchType,
 ) -> str:
-    results = [SearchResult(text=h.result.text, score=h.result.score, sources=h.result.sources)
-               for h in hits]  # fmt: skip
+    results = [
+        SearchResult(text=h.result.text, score=h.result.score, sources=h.result.sources)
+        for h in hits
+    ]
     elements = [e.model_copy(update={"result": i}) for i, h in enumerate(hits) for e in h.elements]
     searched = SearchResponse(
         query=response.query, search_type=search_type, results=results, answer=response.answer
@@ -288,7 +294,7 @@ def improve(
     again changes nothing; changing it applies the difference.
     """
     if not -1.0 <= feedback <= 1.0:
-        raise ValueError(f"feedback must be between -1 (down) and 1 (up), got {feedback}")
+        raise InvalidInput(f"feedback must be between -1 (down) and 1 (up), got {feedback}")
     record = store.qa(session, qa_id)
     if record is None:
         raise SessionNotFoundError(
@@ -298,7 +304,7 @@ def improve(
     chosen = list(range(len(record.results))) if results is None else sorted(set(results))
     bad = [i for i in chosen if not 0 <= i < len(record.results)]
     if bad:
-        raise ValueError(
+        raise InvalidInput(
             f"answer {qa_id} has results 0-{len(record.results) - 1}; got index(es) {bad}"
         )
     given = store.feedback_given(session, qa_id)
@@ -333,8 +339,13 @@ def _reweigh(graph: GraphStore, edges: list[tuple[TraceElement, float]]) -> tupl
         old = float(stored[0].properties.get(FEEDBACK_WEIGHT, 1.0))
         new = round(min(high, max(low, old * FEEDBACK_STEP**delta)), 6)
         updates.append(
-            Edge(source=element.source, target=element.target, name=element.name,
-                 dataset=stored[0].dataset, properties={FEEDBACK_WEIGHT: new})
-        )  # fmt: skip
+            Edge(
+                source=element.source,
+                target=element.target,
+                name=element.name,
+                dataset=stored[0].dataset,
+                properties={FEEDBACK_WEIGHT: new},
+            )
+        )
     graph.upsert_edges(updates)
     return len(updates), missing

@@ -11,12 +11,57 @@ MAX_NGRAM = 6
 _TOKEN = re.compile(r"[\w][\w'’.&-]*")
 _POSSESSIVE = re.compile(r"['’]s?$")
 # Words a question is made of that never name an entity on their own.
-STOPWORDS = frozenset({
-    "a", "an", "and", "are", "as", "at", "be", "by", "did", "do", "does", "for", "from", "had",
-    "has", "have", "he", "her", "his", "how", "if", "in", "is", "it", "its", "of", "on", "or",
-    "she", "that", "the", "their", "them", "they", "this", "to", "was", "were", "what", "when",
-    "where", "which", "who", "whom", "whose", "why", "with",
-})  # fmt: skip
+STOPWORDS = frozenset(
+    {
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "how",
+        "if",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "she",
+        "that",
+        "the",
+        "their",
+        "them",
+        "they",
+        "this",
+        "to",
+        "was",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "why",
+        "with",
+    }
+)
 
 
 def query_ngrams(query: str, max_len: int = MAX_NGRAM) -> list[str]:

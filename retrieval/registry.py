@@ -21,7 +21,8 @@ from retrieval.hybrid import HybridRetriever
 from retrieval.lexical import LexicalRetriever, lexical_index
 from retrieval.lucky import FeelingLuckyRetriever
 from retrieval.models import SearchType as S
-from retrieval.ppr.retriever import PPRParams, PPRRetriever
+from retrieval.ppr.params import PPRParams
+from retrieval.ppr.retriever import PPRRetriever
 from retrieval.rag import RagRetriever
 from retrieval.summaries import SummariesRetriever
 from retrieval.temporal import TemporalRetriever

@@ -5,21 +5,23 @@ body or `cogmill search --response-model schema.json`) becomes a pydantic model 
 subset understood is what structured-output APIs accept: objects with typed properties,
 arrays, enums, nullable types and local `$ref`s; the LLM is sent the caller's schema itself.
 
-The schema comes from outside, so building it is bounded (issue 14): each `$defs` entry is
+The schema comes from outside, so building it is bounded: each `$defs` entry is
 built once however often it is referenced (a fan-out of refs once cost minutes and GBs), and
 the schema's size, nodes, properties and depth are capped by settings. Anything unusable or
-over a cap is a ValueError that says what to change (the API answers it with 422).
+over a cap is an InvalidResponseModel that says what to change.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from core.errors import InvalidInput
 from core.settings import Settings
 
 ResponseModel = type[BaseModel] | dict[str, Any]
@@ -27,6 +29,13 @@ ResponseModel = type[BaseModel] | dict[str, Any]
 STRUCTURED_NAME = "StructuredAnswer"
 _SCALARS: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool}
 _ENUM_VALUES = (str, int, float, bool, type(None))
+log = logging.getLogger("cogmill.response_model")
+
+
+class InvalidResponseModel(InvalidInput):
+    """A response_model cogmill cannot use (malformed, unsupported or over a cap)."""
+
+    code = "invalid_response_model"
 
 
 @dataclass(frozen=True)
@@ -63,7 +72,8 @@ class JsonSchemaModel(BaseModel):
 
 
 def structured_model(spec: ResponseModel, settings: Settings | None = None) -> type[BaseModel]:
-    """The pydantic class to request for `spec`. ValueError names what is wrong with it."""
+    """The pydantic class to request for `spec`. InvalidResponseModel names what is wrong
+    with it."""
     if isinstance(spec, type) and issubclass(spec, BaseModel):
         return _named(spec)
     if isinstance(spec, dict):
@@ -71,15 +81,17 @@ def structured_model(spec: ResponseModel, settings: Settings | None = None) -> t
         try:
             text = json.dumps(spec, sort_keys=True)
         except (TypeError, ValueError) as err:
-            raise ValueError("response_model JSON Schema must hold only JSON values") from err
+            raise InvalidResponseModel(
+                "response_model JSON Schema must hold only JSON values"
+            ) from err
         if len(text.encode()) > limits.max_bytes:
-            raise ValueError(
+            raise InvalidResponseModel(
                 f"response_model JSON Schema is {len(text.encode())} bytes, above the "
                 f"{limits.max_bytes} allowed (COGMILL_RESPONSE_MODEL_MAX_BYTES); send a smaller "
                 "schema"
             )
         return _from_json(text, limits)
-    raise ValueError(
+    raise InvalidResponseModel(
         f"response_model must be a pydantic model class or a JSON Schema object, got "
         f"{type(spec).__name__}"
     )
@@ -88,13 +100,15 @@ def structured_model(spec: ResponseModel, settings: Settings | None = None) -> t
 def load_schema(
     text: str, origin: str = "response_model", settings: Settings | None = None
 ) -> dict[str, Any]:
-    """A JSON Schema from JSON text, checked to be usable. ValueError says what to fix."""
+    """A JSON Schema from JSON text, checked to be usable. InvalidResponseModel says what to fix."""
     try:
         schema = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as err:
-        raise ValueError(f"{origin} is not valid JSON (or is nested too deeply)") from err
+        raise InvalidResponseModel(f"{origin} is not valid JSON (or is nested too deeply)") from err
     if not isinstance(schema, dict):
-        raise ValueError(f"{origin} must be a JSON object (a JSON Schema), got {type(schema)}")
+        raise InvalidResponseModel(
+            f"{origin} must be a JSON object (a JSON Schema), got {type(schema)}"
+        )
     structured_model(schema, settings)  # raises on an unusable schema
     return schema
 
@@ -109,7 +123,7 @@ def _named(model: type[BaseModel]) -> type[BaseModel]:
 def _from_json(text: str, limits: SchemaLimits) -> type[BaseModel]:
     schema = json.loads(text)
     if schema.get("type", "object") != "object" or not isinstance(schema.get("properties"), dict):
-        raise ValueError(
+        raise InvalidResponseModel(
             'response_model JSON Schema must describe an object: {"type": "object", '
             '"properties": {...}}'
         )
@@ -117,7 +131,7 @@ def _from_json(text: str, limits: SchemaLimits) -> type[BaseModel]:
     try:
         built = builder.object_model(STRUCTURED_NAME, schema, 0, base=JsonSchemaModel)
     except RecursionError as err:
-        raise ValueError("response_model JSON Schema is nested too deeply") from err
+        raise InvalidResponseModel("response_model JSON Schema is nested too deeply") from err
     built.source_schema = schema  # type: ignore[attr-defined]
     return built
 
@@ -128,7 +142,9 @@ def _definitions(schema: dict[str, Any]) -> dict[str, Any]:
     for key in ("definitions", "$defs"):
         part = schema.get(key, {})
         if not isinstance(part, dict) or not all(isinstance(d, dict) for d in part.values()):
-            raise ValueError(f"response_model {key!r} must be an object of schema objects")
+            raise InvalidResponseModel(
+                f"response_model {key!r} must be an object of schema objects"
+            )
         defs.update(part)
     return defs
 
@@ -136,12 +152,14 @@ def _definitions(schema: dict[str, Any]) -> dict[str, Any]:
 def _check_property_name(prop: str) -> None:
     """Names pydantic reserves cannot be fields; say so rather than fail inside pydantic."""
     if prop.startswith("_") or (prop.startswith("model_") and hasattr(JsonSchemaModel, prop)):
-        raise ValueError(
+        raise InvalidResponseModel(
             f"response_model property name {prop!r} is not allowed: names may not start with "
             "'_' or be a pydantic model attribute (model_config, model_dump, ...); rename it"
         )
     if prop == "source_schema":
-        raise ValueError("response_model property name 'source_schema' is reserved; rename it")
+        raise InvalidResponseModel(
+            "response_model property name 'source_schema' is reserved; rename it"
+        )
 
 
 class _Builder:
@@ -161,18 +179,22 @@ class _Builder:
         """A pydantic model for an object schema; required properties have no default."""
         required = schema.get("required", [])
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-            raise ValueError(f"response_model {name}: 'required' must be a list of property names")
+            raise InvalidResponseModel(
+                f"response_model {name}: 'required' must be a list of property names"
+            )
         fields: dict[str, Any] = {}
         for prop, sub in schema["properties"].items():
             self.properties += 1
             if self.properties > self.limits.max_properties:
-                raise ValueError(
+                raise InvalidResponseModel(
                     f"response_model has more than {self.limits.max_properties} properties "
                     "(COGMILL_RESPONSE_MODEL_MAX_PROPERTIES); send a smaller schema"
                 )
             _check_property_name(prop)
             if not isinstance(sub, dict):
-                raise ValueError(f"response_model property {prop!r} must be a schema object")
+                raise InvalidResponseModel(
+                    f"response_model property {prop!r} must be a schema object"
+                )
             kind = self.type_of(sub, depth + 1, f"{name}_{prop}")
             about = sub.get("description")
             about = about if isinstance(about, str) else None
@@ -185,20 +207,28 @@ class _Builder:
                 return create_model(name, __config__=ConfigDict(extra="allow"), **fields)
             return create_model(name, __base__=base, **fields)
         except TypeError as err:  # pydantic's user errors are TypeErrors
-            raise ValueError(f"response_model object {name!r} cannot be built: {err}") from err
+            log.info("response_model_unbuildable name=%r error=%s", name, err)
+            raise InvalidResponseModel(
+                f"response_model object {name!r} cannot be built from its properties; rename "
+                "properties that clash with Python or pydantic names"
+            ) from err
 
     def type_of(self, schema: Any, depth: int, name: str) -> Any:
         """The Python type for one property schema."""
         if not isinstance(schema, dict):
-            raise ValueError(f"response_model {name}: every sub-schema must be a JSON object")
+            raise InvalidResponseModel(
+                f"response_model {name}: every sub-schema must be a JSON object"
+            )
         self.nodes += 1
         if self.nodes > self.limits.max_nodes:
-            raise ValueError(
+            raise InvalidResponseModel(
                 f"response_model has more than {self.limits.max_nodes} schema nodes "
                 "(COGMILL_RESPONSE_MODEL_MAX_NODES); send a smaller schema"
             )
         if depth > self.limits.max_depth:
-            raise ValueError(f"response_model is nested deeper than {self.limits.max_depth} levels")
+            raise InvalidResponseModel(
+                f"response_model is nested deeper than {self.limits.max_depth} levels"
+            )
         if "$ref" in schema:
             return self.reference(schema["$ref"], depth)
         if "enum" in schema:
@@ -207,15 +237,21 @@ class _Builder:
             if key in schema:
                 options = schema[key]
                 if not isinstance(options, list) or not options:
-                    raise ValueError(f"response_model {name}: {key!r} must be a non-empty list")
+                    raise InvalidResponseModel(
+                        f"response_model {name}: {key!r} must be a non-empty list"
+                    )
                 return _union([self.type_of(option, depth + 1, name) for option in options])
         kind = schema.get("type")
         if isinstance(kind, list):
             if not kind or not all(isinstance(k, str) for k in kind):
-                raise ValueError(f"response_model {name}: 'type' list must hold type names")
+                raise InvalidResponseModel(
+                    f"response_model {name}: 'type' list must hold type names"
+                )
             return _union([self.type_of({**schema, "type": k}, depth + 1, name) for k in kind])
         if kind is not None and not isinstance(kind, str):
-            raise ValueError(f"response_model {name}: 'type' must be a type name or a list")
+            raise InvalidResponseModel(
+                f"response_model {name}: 'type' must be a type name or a list"
+            )
         return self.typed(kind, schema, depth, name)
 
     def typed(self, kind: str | None, schema: dict[str, Any], depth: int, name: str) -> Any:
@@ -232,17 +268,19 @@ class _Builder:
             if isinstance(schema.get("properties"), dict):
                 return self.object_model(name, schema, depth)
             return dict[str, Any]
-        raise ValueError(f"response_model uses an unknown JSON Schema type {kind!r}")
+        raise InvalidResponseModel(f"response_model uses an unknown JSON Schema type {kind!r}")
 
     def reference(self, ref: Any, depth: int) -> Any:
         """The type of a `$defs` entry, built the first time it is referenced."""
         key = str(ref).rsplit("/", 1)[-1]
         if key not in self.defs:
-            raise ValueError(f"response_model $ref {ref!r} is not defined in $defs")
+            raise InvalidResponseModel(f"response_model $ref {ref!r} is not defined in $defs")
         if key in self.built:
             return self.built[key]
         if key in self.building:
-            raise ValueError(f"response_model $ref {ref!r} is recursive, which is not supported")
+            raise InvalidResponseModel(
+                f"response_model $ref {ref!r} is recursive, which is not supported"
+            )
         self.building.add(key)
         self.built[key] = self.type_of(self.defs[key], depth + 1, key)
         self.building.discard(key)
@@ -252,9 +290,9 @@ class _Builder:
 def _literal(values: Any, name: str) -> Any:
     """A Literal of an enum's values: a non-empty list of strings, numbers, booleans, null."""
     if not isinstance(values, list) or not values:
-        raise ValueError(f"response_model {name}: 'enum' must be a non-empty list")
+        raise InvalidResponseModel(f"response_model {name}: 'enum' must be a non-empty list")
     if not all(isinstance(v, _ENUM_VALUES) for v in values):
-        raise ValueError(
+        raise InvalidResponseModel(
             f"response_model {name}: 'enum' values must be strings, numbers, booleans or null"
         )
     return Literal[tuple(values)]

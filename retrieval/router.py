@@ -7,7 +7,7 @@ things are related, several reasoning cues, or a question whose *subject* is a t
 happened in 2016", "events between 1910 and 1920", "latest changes"). A date or "before" that
 only qualifies an entity ("the product that shipped in March 2019") is no time cue. Without
 a strong cue the answer is `DEFAULT_TYPE`, the best general retriever `cogmill eval`
-measures (GRAPH_PPR: README, "Retrieval quality"). A cue preceded by a negation ("not
+measures (GRAPH_PPR: docs/benchmarks.md, "Retrieval quality"). A cue preceded by a negation ("not
 related to", "don't summarise", "没有关系") does not count.
 
 A question about a fact at a time ("who was the CEO of X in 2019") keeps the default type
@@ -31,6 +31,7 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Literal
 
+from core.errors import InvalidInput
 from retrieval.as_of import fact_time
 from retrieval.models import Route, SearchType
 
@@ -209,7 +210,7 @@ def route(query: str, limits: Limits | None = None) -> Route:
     `limits` (see the module docstring) keeps the router off types the datasets cannot serve.
     """
     if not query.strip():
-        raise ValueError("the query is empty; pass the question to route")
+        raise InvalidInput("the query is empty; pass the question to route")
     # Best first; a specific type reaching the default's score beats it.
     ranked = sorted(
         scores(query).items(), key=lambda item: (-item[1], item[0] is DEFAULT_TYPE, item[0].value)
@@ -343,7 +344,7 @@ def keywords_of(query: str) -> list[str]:
 def analyse(query: str, base_top_k: int = 10, max_depth: int = 3) -> QueryAnalysis:
     """Kind, keywords, entities and complexity of a query, and the top-k and depth they imply."""
     if not query.strip():
-        raise ValueError("the query is empty; pass the question to analyse")
+        raise InvalidInput("the query is empty; pass the question to analyse")
     chosen = top_cue(query)
     keywords, entities = keywords_of(query), entities_of(query)
     if chosen in REASONING_TYPES:

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from core.catalog import check_dataset_name
+from core.errors import InvalidInput
 from core.facts.functional import groups_named
 from core.models.vocabulary import DOCUMENT, EVENT, NODE_SET, TEXT_SUMMARY
 from retrieval.as_of import without_time
@@ -54,7 +55,7 @@ def search(
     2019") sets `as_of` itself.
     """
     if not query.strip():
-        raise ValueError("the query is empty; pass the question to search for")
+        raise InvalidInput("the query is empty; pass the question to search for")
     if as_of is not None or known_at is not None:
         ctx.facts = FactView.parse(as_of, known_at)
     if session is not None:
@@ -71,7 +72,7 @@ def search(
         if routed.as_of and as_of is None:
             ctx.facts = FactView.parse(routed.as_of, known_at)
     if top_k < 1:
-        raise ValueError(f"top-k must be at least 1, got {top_k}")
+        raise InvalidInput(f"top-k must be at least 1, got {top_k}")
     for name in datasets:
         check_dataset_name(name)
     if response_model is not None:
@@ -85,7 +86,7 @@ def search(
     # evidence); their `note` says what they did (the type chosen, the tool calls made).
     complete = getattr(retriever, "get_completion", None)
     if complete is None and response_model is not None:
-        raise ValueError(
+        raise InvalidInput(
             f"search type {search_type} returns context only, so response_model does not apply; "
             "use a completion type such as RAG_COMPLETION or GRAPH_COMPLETION"
         )

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from core.errors import InvalidInput, NotFound
 from core.migrations import once
 from core.ports import Embedder, StateStore
 from retrieval.models import SearchResponse, Source
@@ -49,12 +50,16 @@ ItemKind = Literal["note", "qa", "trace"]
 INDEXED = "sessions-indexed:"
 
 
-class SessionError(ValueError):
-    """A session request is invalid (bad id, unknown session or answer)."""
+class SessionError(InvalidInput):
+    """A session request is invalid (a bad session or answer id, an empty note)."""
+
+    code = "invalid_session_request"
 
 
-class SessionNotFoundError(LookupError):
+class SessionNotFoundError(NotFound):
     """The session or the answer named does not exist (or has expired)."""
+
+    code = "session_not_found"
 
 
 class TraceElement(BaseModel):

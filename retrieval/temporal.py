@@ -45,7 +45,8 @@ from retrieval.answer import CompletionMixin
 from retrieval.base import RetrievalContext
 from retrieval.chunks import chunk_source
 from retrieval.models import SearchResult
-from retrieval.ppr.retriever import PPRParams, PPRRetriever
+from retrieval.ppr.params import PPRParams
+from retrieval.ppr.retriever import PPRRetriever
 
 INSTRUCTIONS = (
     "Context items start with the dated events they hold, then their passage. Answer with the "

@@ -60,7 +60,7 @@ class Runtime:
         with self._lock:
             embedder = factory.embedder(self.settings, self.priority.wait_turn)
             if embedder.dim != self.settings.embedding_dim:
-                raise ValueError(
+                raise factory.NotAvailableError(
                     f"the embedder {embedder.model_name} makes {embedder.dim}-d vectors but "
                     f"COGMILL_EMBEDDING_DIM is {self.settings.embedding_dim}; "
                     f"set it to {embedder.dim}"

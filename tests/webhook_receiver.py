@@ -1,5 +1,5 @@
 """A webhook receiver for tests: a threaded HTTP server on 127.0.0.1 that records every POST
-and answers a scripted sequence of statuses (then 200), plus the README's verification code."""
+and answers a scripted sequence of statuses (then 200), plus the documented verification code."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+SNIPPET = re.compile(r"<!-- webhook-verify -->\s*```python\n(.*?)```", re.S)
 
 
 @dataclass(frozen=True)
@@ -74,10 +75,12 @@ class WebhookReceiver:
 
 
 def readme_verify() -> Callable[..., bool]:
-    """The `verify` function of the README's verification snippet, as a receiver would run it."""
-    text = README.read_text(encoding="utf-8")
-    found = re.search(r"<!-- webhook-verify -->\s*```python\n(.*?)```", text, re.S)
-    assert found, "the README lost its webhook verification snippet"
+    """The `verify` function of the documentation's verification snippet (docs/security.md), as
+    a receiver would run it; every copy of the snippet in README.md and docs/ must be the same."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    found = [m.group(1) for page in pages for m in SNIPPET.finditer(page.read_text("utf-8"))]
+    assert found, "the docs lost their webhook verification snippet (docs/security.md)"
+    assert len(set(found)) == 1, "the copies of the webhook verification snippet differ"
     scope: dict[str, Any] = {}
-    exec(found.group(1), scope)  # noqa: S102 - the README's own code, as users copy it
+    exec(found[0], scope)  # noqa: S102 - the documentation's own code, as users copy it
     return scope["verify"]

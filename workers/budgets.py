@@ -14,6 +14,7 @@ steps had answered before are answered by the LLM cache, so nothing is paid twic
 
 from __future__ import annotations
 
+from core.errors import Conflict, InvalidInput
 from core.models.graph import dataset_id
 from core.models.jobs import Budget, Job, JobStatus
 from pipelines.models import DocumentBatch
@@ -23,8 +24,20 @@ from workers.sweeper import republish
 from workers.usage import describe, job_usage, nano_usd, rebase_budget
 
 
-class JobNotResumableError(RuntimeError):
+class JobNotResumableError(Conflict):
     """The job is not paused by its budget (or its parked work expired): nothing to resume."""
+
+    code = "job_not_resumable"
+
+    def __init__(self, job_id: str, message: str) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+
+
+class InvalidBudget(InvalidInput):
+    """A budget that cannot be used: not more than 0, already spent, or in USD without prices."""
+
+    code = "invalid_budget"
 
 
 def tracker(runtime: Runtime) -> JobTracker:
@@ -54,11 +67,12 @@ def resume_job(runtime: Runtime, job_id: str, budget: Budget | None = None) -> J
     job = jobs.get(job_id, live=False)
     if job.status is not JobStatus.PAUSED_BUDGET:
         raise JobNotResumableError(
+            job_id,
             f"job {job_id} is {job.status.value}: only a job paused by its budget "
-            f"({JobStatus.PAUSED_BUDGET.value}) can be resumed"
+            f"({JobStatus.PAUSED_BUDGET.value}) can be resumed",
         )
     if not runtime.graph.get_nodes([dataset_id(job.dataset)]):
-        raise JobNotResumableError(f"job {job_id}'s dataset was deleted: nothing to resume")
+        raise JobNotResumableError(job_id, f"job {job_id}'s dataset was deleted: nothing to resume")
     if budget is not None:
         check_covers_spent(runtime, job_id, budget)
     parked = jobs.parked(job_id)
@@ -66,13 +80,14 @@ def resume_job(runtime: Runtime, job_id: str, budget: Budget | None = None) -> J
     for batch in sorted(parked - waiting):
         if runtime.state.get(batch_input_key(job_id, batch)) is None:
             raise JobNotResumableError(
+                job_id,
                 f"job {job_id}'s parked work expired (kept {runtime.settings.artifact_ttl_seconds}"
                 f" s, COGMILL_ARTIFACT_TTL_SECONDS); run cognify on {job.dataset} again: the "
-                "documents it processed are skipped"
+                "documents it processed are skipped",
             )
     # One resume per pause, however many callers race (the pause's time names it).
     if runtime.state.incr(f"job:{job_id}:resumed:{job.finished_at}") != 1:
-        raise JobNotResumableError(f"job {job_id} is being resumed already")
+        raise JobNotResumableError(job_id, f"job {job_id} is being resumed already")
     rebase_budget(runtime.state, job_id, runtime.settings)
     update = {"status": JobStatus.RUNNING, "budget": budget, "finished_at": None, "message": ""}
     # Without the errors and counts its pause merged in: they are read live again.
@@ -88,18 +103,19 @@ def resume_job(runtime: Runtime, job_id: str, budget: Budget | None = None) -> J
 
 
 def check_covers_spent(runtime: Runtime, job_id: str, budget: Budget) -> None:
-    """A ValueError when the job already spent `budget` (a resume would pause at once)."""
+    """InvalidBudget when the job already spent `budget` (a resume would pause at once)."""
     llm = job_usage(runtime.state, job_id)["llm"]
     tokens = llm["prompt_tokens"] + llm["completion_tokens"]
-    nano = nano_usd(llm["prompt_tokens"], llm["completion_tokens"], llm["cached_tokens"],
-                    runtime.settings)  # fmt: skip
+    nano = nano_usd(
+        llm["prompt_tokens"], llm["completion_tokens"], llm["cached_tokens"], runtime.settings
+    )
     if budget.tokens is not None and budget.tokens <= tokens:
-        raise ValueError(
+        raise InvalidBudget(
             f"job {job_id} already spent {tokens} tokens; give a larger --budget-tokens "
             "(a budget counts every run of the job)"
         )
     if budget.usd is not None and round(budget.usd * 1e9) <= nano:
-        raise ValueError(
+        raise InvalidBudget(
             f"job {job_id} already spent ${nano / 1e9:.6f}; give a larger --budget-usd "
             "(a budget counts every run of the job)"
         )

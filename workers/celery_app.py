@@ -1,5 +1,5 @@
-"""The Celery application: broker, queues, task routes and the reliability settings from
-DESIGN.md.
+"""The Celery application: broker, queues, task routes and the reliability settings
+(docs/architecture.md, "Orchestration and recovery").
 
 `celery -A workers.celery_app worker -Q ingest,llm` runs a worker process; embedded mode runs
 worker threads inside the cogmill process instead (workers/embedded.py).
@@ -32,7 +32,9 @@ def task_name(step: str) -> str:
 TASK_STEPS = {task_name(name): name for name in [*STEPS, FINISH]}
 TASK_QUEUES = {task_name(name): step.queue for name, step in STEPS.items()}
 TASK_QUEUES[task_name(FINISH)] = INGEST_QUEUE
-TASK_QUEUES[task_name("deliver_webhook")] = INGEST_QUEUE  # workers/webhooks.py
+TASK_QUEUES[task_name("deliver_webhook")] = INGEST_QUEUE  # workers/webhooks/deliveries.py
+TASK_QUEUES[task_name("sync")] = INGEST_QUEUE  # a sync's source phase (workers/sync.py)
+TASK_QUEUES[task_name("scheduled_run")] = INGEST_QUEUE  # a schedule's run (workers/beat.py)
 
 
 def celery_config(settings: Settings) -> dict[str, object]:
@@ -85,7 +87,16 @@ def celery_config(settings: Settings) -> dict[str, object]:
 
 
 app = Celery(
-    "cogmill", include=["workers.tasks", "workers.sweeper", "workers.webhooks", "workers.metrics"]
+    "cogmill",
+    include=[
+        "workers.tasks",
+        "workers.sweeper",
+        "workers.webhooks.deliveries",
+        "workers.metrics",
+        "workers.llm_batches.polling",
+        "workers.sync_tasks",
+        "workers.beat",
+    ],
 )
 app.conf.update(celery_config(Settings()))
 # Worker pool threads resolve `current_app` through the default app; without this, chained

@@ -31,9 +31,13 @@ class Delivery:
         if task not in TASK_STEPS:
             raise ValueError(f"{task!r} is not a cogmill step task")
         return cls(
-            None, kwargs["job_id"], kwargs.get("pipeline", ""), TASK_STEPS[task],
-            kwargs["batch"], kwargs.get("gen", 0),
-        )  # fmt: skip
+            None,
+            kwargs["job_id"],
+            kwargs.get("pipeline", ""),
+            TASK_STEPS[task],
+            kwargs["batch"],
+            kwargs.get("gen", 0),
+        )
 
     def claim(
         self, worker: str, state: Literal["running", "done"], at: float | None = None

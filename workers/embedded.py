@@ -23,7 +23,7 @@ from celery.worker import state as worker_state
 from core.settings import Settings
 from runtime import Runtime, current_runtime, share_cores_between_threads, use_runtime
 from workers.celery_app import INGEST_QUEUE, LLM_QUEUE, configure
-from workers.llm_batches import Poller, start_poller
+from workers.llm_batches.polling import Poller, start_poller
 
 # Longest wait of the worker's consumer loop for a message before it looks at the stop flag.
 # Celery's loop for a thread pool waits 2 s per turn, and one more full turn after it saw the
@@ -79,7 +79,7 @@ class EmbeddedWorker:
         self._niced = threading.local()
         self._controller: _ReadyWorkController | None = None
         self._thread: threading.Thread | None = None
-        self._poller: Poller | None = None  # the Batch API's (workers/llm_batches.py)
+        self._poller: Poller | None = None  # the Batch API's (workers/llm_batches/polling.py)
 
     def start(self) -> None:
         if not self.app.conf.broker_url.startswith("memory://"):

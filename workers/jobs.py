@@ -11,11 +11,13 @@ import json
 import time
 from collections.abc import Iterator
 
+from core.errors import NotFound
 from core.migrations import once
 from core.models.jobs import Claim, DocumentError, Job, JobStatus, utcnow
 from core.ports import StateStore, batched
 from pipelines.models import WriteReport
-from workers.webhooks import announce
+from workers.sync_cursor import keep as keep_sync_cursor
+from workers.webhooks.deliveries import announce
 
 COUNTED = ("documents", "chunks", "entities", "relationships", "vectors")
 # Summed over the batches as they are, e.g. the graph write rate inside the pipeline.
@@ -29,8 +31,20 @@ JOBS = "jobs:all"
 INDEXED = "jobs:all:complete"
 
 
-class JobNotFoundError(LookupError):
-    """No job with that id."""
+class JobNotFoundError(NotFound):
+    """No job with that id (or another tenant's)."""
+
+    code = "job_not_found"
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no job {job_id!r}")
+        self.job_id = job_id
+
+
+class ArtifactMissingError(NotFound):
+    """A job's stored input or output is gone (expired, or the job was cleaned up)."""
+
+    code = "artifact_missing"
 
 
 def _key(job_id: str, *parts: str) -> str:
@@ -56,6 +70,8 @@ class JobTracker:
 
     def save(self, job: Job) -> None:
         self.state.add_member(JOBS, job.id)
+        # A sync's cursor first: whoever sees the job succeeded finds the source's new cursor.
+        keep_sync_cursor(self.state, job)
         self.state.put(_key(job.id), job.model_dump_json())
         if job.status.finished:
             self.state.remove_member(RUNNING, job.id)
@@ -83,7 +99,7 @@ class JobTracker:
         JobNotFoundError."""
         raw = self.state.get(_key(job_id))
         if raw is None:
-            raise JobNotFoundError(f"no job {job_id!r}; `cogmill jobs list` shows the known jobs")
+            raise JobNotFoundError(job_id)
         return self._read(raw, live)
 
     def _read(self, raw: str, live: bool) -> Job:
@@ -116,7 +132,9 @@ class JobTracker:
     def artifact(self, key: str) -> str:
         value = self.state.get(key)
         if value is None:
-            raise LookupError(f"artifact {key} is missing (expired or the job was cleaned up)")
+            raise ArtifactMissingError(
+                f"artifact {key} is missing (expired or the job was cleaned up)"
+            )
         return value
 
     def count_delivery(self, job_id: str, batch: int, step: str) -> int:
@@ -206,7 +224,7 @@ class JobTracker:
         self.state.remove_member(_key(job_id, "parked"), str(batch))
 
     def llm_waiting(self, job_id: str) -> set[int]:
-        """The batches waiting for the Batch API's answers (workers/llm_batches.py): no
+        """The batches waiting for the Batch API's answers (workers/llm_batches/): no
         worker holds them, and the sweeper leaves them alone; the job stays running."""
         key = _key(job_id, "llm-waiting")
         return {int(b) for b in self.state.add_members({key: []})[key]}

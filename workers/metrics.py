@@ -49,11 +49,13 @@ def observe(
     """Count one observation of `seconds` in the histogram `family`{label}: its bucket (the
     first bound at or above it; past the last: +Inf), the count and the sum (microseconds)."""
     index = bisect.bisect_left(buckets, seconds)
-    state.incr_many({
-        _histogram_key(family, label, "bucket", str(index)): 1,
-        _histogram_key(family, label, "count"): 1,
-        _histogram_key(family, label, "sum_us"): max(0, round(seconds * 1e6)),
-    })  # fmt: skip
+    state.incr_many(
+        {
+            _histogram_key(family, label, "bucket", str(index)): 1,
+            _histogram_key(family, label, "count"): 1,
+            _histogram_key(family, label, "sum_us"): max(0, round(seconds * 1e6)),
+        }
+    )
     state.add_member(PREFIX + family + ":labels", label)
 
 

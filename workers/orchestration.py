@@ -18,6 +18,7 @@ from pathlib import PurePath
 from typing import Any
 
 from core.catalog import check_dataset_name
+from core.errors import InvalidInput
 from core.models.documents import (
     DEFAULT_PIPELINE,
     DERIVED,
@@ -44,10 +45,13 @@ from workers.jobs import JobTracker, batch_input_key
 from workers.retention import prune_after_finish
 
 MODES = ("changed", "all")
+NOTHING_TO_DO = "nothing to do: every document is already processed by this pipeline version"
 
 
-class PlanError(ValueError):
+class PlanError(InvalidInput):
     """The job cannot be planned (unknown dataset, pipeline or mode)."""
+
+    code = "cannot_plan"
 
 
 # Pipelines whose documents are planned together, in one batch: their steps relate documents
@@ -127,9 +131,14 @@ def _groups(refs: list[DocumentRef], size: int, max_bytes: int) -> list[list[Doc
 
 
 def plan_batches(
-    runtime: Runtime, dataset: str, pipeline_name: str | None, mode: str
+    runtime: Runtime,
+    dataset: str,
+    pipeline_name: str | None,
+    mode: str,
+    only: set[str] | None = None,
 ) -> list[DocumentBatch]:
-    """The batches a job must run: each document through its pipeline (or the one forced).
+    """The batches a job must run: each document through its pipeline (or the one forced);
+    with `only`, just those of these ids that need it (a sync's changes).
 
     A batch whose first document is a segmented document's first segment lists the batches of
     its other segments as `followers` (they come right after it).
@@ -142,7 +151,7 @@ def plan_batches(
     for name in sorted(by_pipeline):
         pipeline = get_pipeline(name)
         docs = by_pipeline[name]
-        todo = [d for d in docs if needs_work(d, pipeline, mode)]
+        todo = [d for d in docs if needs_work(d, pipeline, mode) and (only is None or d.id in only)]
         if not todo:
             continue
         if pipeline_name is not None:
@@ -200,26 +209,44 @@ def cognify(
             f"dataset {dataset!r} does not exist; add documents with "
             f"`cogmill add PATH --dataset {dataset}` first"
         )
-    batches = plan_batches(runtime, dataset, pipeline_name, mode)
-    used = sorted({b.pipeline for b in batches}) or [pipeline_name or DEFAULT_PIPELINE]
     job = Job(
         id=uuid.uuid4().hex,
         dataset=dataset,
-        pipeline=pipeline_name or "+".join(used),
-        pipeline_version=",".join(get_pipeline(name).version for name in used),
+        pipeline=pipeline_name or DEFAULT_PIPELINE,
+        pipeline_version="",
         mode=mode,
         options=options or {},
         budget=budget,
         status=JobStatus.RUNNING,
-        total_documents=len({d.id for b in batches for d in b.documents}),
-        total_batches=len(batches),
+    )
+    return run_job(runtime, job, pipeline_name)
+
+
+def run_job(
+    runtime: Runtime, job: Job, pipeline_name: str | None = None, only: set[str] | None = None
+) -> Job:
+    """Plan a job's batches over its dataset (`only`: these documents) and enqueue them; the
+    job as saved (already finished when there is nothing to do, keeping a message it came
+    with). A sync makes its job first (QUEUED while it reads its source) and plans it here,
+    over the documents it changed, once the dataset mirrors the source."""
+    batches = plan_batches(runtime, job.dataset, pipeline_name, job.mode, only)
+    used = sorted({b.pipeline for b in batches}) or [pipeline_name or DEFAULT_PIPELINE]
+    job = job.model_copy(
+        update={
+            "pipeline": pipeline_name or "+".join(used),
+            "pipeline_version": ",".join(get_pipeline(name).version for name in used),
+            "status": JobStatus.RUNNING,
+            "total_documents": len({d.id for b in batches for d in b.documents}),
+            "total_batches": len(batches),
+        }
     )
     jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
     jobs.save(job)
     jobs.event(job.id, "planned", documents=job.total_documents, batches=len(batches))
     if not batches:
+        message = job.message
         job = jobs.finalise(job.id)
-        job.message = "nothing to do: every document is already processed by this pipeline version"
+        job.message = message or NOTHING_TO_DO
         jobs.save(job)
         return job
     for index, batch in enumerate(batches):

@@ -36,7 +36,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_process_init, worker_ready, worker_shutdown
 
-from core.models.jobs import Claim, Job
+from core.models.jobs import Claim, Job, JobStatus
 from core.ports import StoreError
 from pipelines.definitions import get_pipeline
 from pipelines.models import DocumentBatch
@@ -46,6 +46,7 @@ from workers.chains import batch_chain
 from workers.delivery import Delivery
 from workers.heartbeat import running_steps, worker_id
 from workers.jobs import JobTracker, batch_input_key, step_output_key
+from workers.sync import resume_stale
 
 log = logging.getLogger("cogmill.sweeper")
 # Each running job's unfinished batches' claims, read once per sweep.
@@ -91,8 +92,11 @@ def _broker_steps(app: Celery, queued: bool) -> list[Delivery]:
             ]
         else:
             tags = client.zrange(channel.unacked_index_key, 0, -1)
-            raws = [json.dumps(json.loads(raw)[0]) for tag in tags
-                    if (raw := client.hget(channel.unacked_key, tag)) is not None]  # fmt: skip
+            raws = [
+                json.dumps(json.loads(raw)[0])
+                for tag in tags
+                if (raw := client.hget(channel.unacked_key, tag)) is not None
+            ]
     return [work for raw in raws if (work := _delivery(json.loads(raw))) is not None]
 
 
@@ -136,6 +140,7 @@ class Sweep:
 
     def __init__(self, runtime: Runtime, app: Celery, now: float) -> None:
         self.settings, self.app, self.now = runtime.settings, app, now
+        self.runtime = runtime
         self.jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds)
         self.state = runtime.state
 
@@ -145,6 +150,9 @@ class Sweep:
         stalled: list[Job] = []
         claims: Claims = {}
         for job in self.jobs.running():
+            if job.status is JobStatus.QUEUED:  # a sync reading its source: its lease tells
+                resume_stale(self.runtime, job)
+                continue
             unfinished = set(self.jobs.unfinished_batches(job))
             claimed = {b: c for b, c in self.jobs.claims(job).items() if b in unfinished}
             claims[job.id] = (job, claimed)
@@ -255,10 +263,22 @@ class Sweep:
 
     def _recover(self, job: Job, abandoned: dict[int, Claim]) -> int:
         for batch, claim in sorted(abandoned.items()):
-            republish(self.jobs, job.id, batch, "batch_recovered", step=claim.step,
-                      worker=claim.worker, claimed_at=claim.at)  # fmt: skip
-            log.warning("recovered batch=%s job=%s step=%s from dead worker %s",
-                        batch, job.id, claim.step, claim.worker)  # fmt: skip
+            republish(
+                self.jobs,
+                job.id,
+                batch,
+                "batch_recovered",
+                step=claim.step,
+                worker=claim.worker,
+                claimed_at=claim.at,
+            )
+            log.warning(
+                "recovered batch=%s job=%s step=%s from dead worker %s",
+                batch,
+                job.id,
+                claim.step,
+                claim.worker,
+            )
         return len(abandoned)
 
     def _resume_stalled(self, job: Job, skip: set[int]) -> int:

@@ -33,7 +33,7 @@ from workers.celery_app import FINISH, TASK_STEPS, app, task_name
 from workers.delivery import Delivery
 from workers.heartbeat import Heartbeat, ensure_heartbeat, worker_id
 from workers.jobs import JobTracker, batch_input_key
-from workers.llm_batches import through_batch_api
+from workers.llm_batches.submit import through_batch_api
 from workers.orchestration import record_batch
 from workers.usage import metered
 
@@ -160,7 +160,7 @@ def _run_step(work: Delivery, counted: list[int]) -> str | None:
         input_type = step_types(type(instance))[0]
         data = input_type.model_validate_json(jobs.artifact(work.in_key))
 
-        def step() -> Any:  # None: the batch now waits for the Batch API (workers/llm_batches)
+        def step() -> Any:  # None: the batch now waits for the Batch API (workers/llm_batches/)
             return through_batch_api(runtime, job, work, lambda: instance.run(data))
 
         try:

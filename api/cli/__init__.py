@@ -1,9 +1,10 @@
 """The `cogmill` command line, a module per command group.
 
-ingest: add, add-sql, cognify, delete, export · search: search, route · facts · jobs: list, show,
-cancel, watch · ops: worker, serve, demo, eval · memory: remember, recall, improve, forget ·
-access: tenants create|list, keys create|list|revoke · mcp: the MCP server over stdio ·
-webhooks: add|list|remove (and `jobs webhooks ID`, a job's deliveries).
+ingest: add, add-sql, cognify · datasets: delete, export · search: search, route · facts:
+facts · jobs: list, show, cancel, watch · ops: worker, serve, demo, eval · memory: remember,
+recall, improve, forget · access: tenants create|list, keys create|list|revoke · mcp: the MCP
+server over stdio · webhooks: add|list|remove (and `jobs webhooks ID`, a job's deliveries) ·
+sync: sync, beat · schedules: add|list|pause|resume|remove.
 Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback.
 
 The command groups are imported when `app` is first asked for, not with this package: they
@@ -22,15 +23,31 @@ import typer
 
 @functools.cache
 def _app() -> typer.Typer:
-    from api.cli import access, facts, ingest, jobs, mcp, memory, ops, search, webhooks
+    from api.cli import (
+        access,
+        datasets,
+        facts,
+        ingest,
+        jobs,
+        mcp,
+        memory,
+        ops,
+        schedules,
+        search,
+        sync,
+        webhooks,
+    )
+    from api.cli.render import Group
 
     app = typer.Typer(
+        cls=Group,
         add_completion=False,
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         help="cogmill: knowledge-graph memory for LLM applications.",
     )
     app.add_typer(ingest.app)
+    app.add_typer(datasets.app)
     app.add_typer(search.app)
     app.add_typer(facts.app)
     app.add_typer(jobs.app, name="jobs")
@@ -41,6 +58,8 @@ def _app() -> typer.Typer:
     app.add_typer(webhooks.app, name="webhooks")
     jobs.app.command("webhooks")(webhooks.job_deliveries)
     app.add_typer(mcp.app)
+    app.add_typer(sync.app)
+    app.add_typer(schedules.app, name="schedules")
     return app
 
 
@@ -55,6 +74,7 @@ def settings_errors() -> list[str]:
     from pydantic import ValidationError
     from pydantic_settings import SettingsError
 
+    from core.errors import problem
     from core.settings import Settings
 
     try:
@@ -62,11 +82,10 @@ def settings_errors() -> list[str]:
     except SettingsError as error:  # a list or mapping setting that is not JSON
         field = re.search(r'field "(\w+)"', str(error))
         name = f"COGMILL_{field[1].upper()}" if field else str(error)
-        return [f"{name} is not JSON ({error.__cause__}); such settings are, e.g. [15, 60]"]
+        return [f"{name} is not JSON; such settings are JSON lists or objects, e.g. [15, 60]"]
     except ValidationError as error:
         return [
-            f"COGMILL_{'_'.join(map(str, e['loc'])).upper()}={e.get('input')!r}: {e['msg']}"
-            for e in error.errors()
+            problem(f"COGMILL_{'_'.join(map(str, e['loc'])).upper()}", e) for e in error.errors()
         ]
     return []
 
@@ -76,7 +95,7 @@ def main() -> None:
     if problems := settings_errors():
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
-        print("error: fix or unset those settings (in the environment or .env; README, "
-              "Configuration)", file=sys.stderr)  # fmt: skip
+        where = "in the environment or .env; see docs/configuration.md"
+        print(f"error: fix or unset those settings ({where})", file=sys.stderr)
         raise SystemExit(2)
     _app()()

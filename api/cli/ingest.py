@@ -1,4 +1,4 @@
-"""Ingestion commands: add, add-sql, cognify, delete, export."""
+"""Ingestion commands: add, add-sql, cognify."""
 
 from __future__ import annotations
 
@@ -11,20 +11,24 @@ import typer
 
 from api.cli.facts import DocumentDateOption
 from api.cli.jobs import BUDGET_TOKENS_HELP, BUDGET_USD_HELP
-from api.cli.render import err, guarded, out, print_added, runtime_session, wait_for
+from api.cli.render import (
+    guarded,
+    out,
+    print_added,
+    runtime_session,
+    wait_for,
+)
 from api.services.add import Added, AddOptions, add_paths
 from api.services.add import add_sql as run_add_sql
 from api.services.cognify import OntologyFile
 from api.services.cognify import cognify as run_cognify
-from api.services.delete import Deleted, delete_dataset, delete_document
 from api.services.estimate import CognifyEstimate
 from api.services.estimate import estimate as run_estimate
-from api.services.export import export_graph as run_export
 from api.services.jobs import JobReport
 from api.services.webhooks import for_job as job_webhook
 
 if TYPE_CHECKING:
-    from pipelines.key_declarations import KeyDeclarations
+    from pipelines.structured.key_declarations import KeyDeclarations
 
 app = typer.Typer()
 
@@ -64,7 +68,11 @@ def read_declarations(
     keys: Path | None, primary: list[str] | None, foreign: list[str] | None
 ) -> KeyDeclarations | None:
     """The key declarations given on the command line (None when there are none)."""
-    from pipelines.key_declarations import KeyDeclarations, parse_key_flags, parse_keys_yaml
+    from pipelines.structured.key_declarations import (
+        KeyDeclarations,
+        parse_key_flags,
+        parse_keys_yaml,
+    )
 
     if not (keys or primary or foreign):
         return None
@@ -192,10 +200,18 @@ def cognify(
             hook = job_webhook(rt, webhook) if webhook else None
             if hook is not None:
                 out.print(f"webhook {hook.id} secret (shown once): {hook.secret}", markup=False)
-            job = run_cognify(rt, dataset, pipeline=pipeline, everything=all_documents,
-                              graph_model=model, ontology=rules,
-                              webhook=hook.id if hook else None, budget_usd=budget_usd,
-                              budget_tokens=budget_tokens, llm_mode=llm_mode)  # fmt: skip
+            job = run_cognify(
+                rt,
+                dataset,
+                pipeline=pipeline,
+                everything=all_documents,
+                graph_model=model,
+                ontology=rules,
+                webhook=hook.id if hook else None,
+                budget_usd=budget_usd,
+                budget_tokens=budget_tokens,
+                llm_mode=llm_mode,
+            )
             return wait_for(job, sys.stderr.isatty())
 
     job = guarded(body)
@@ -243,53 +259,3 @@ def print_estimate(
         f"completion tokens ~{guess.completion_tokens}, cost ${guess.cost_usd:.4f}",
         markup=False,
     )
-
-
-@app.command()
-def delete(
-    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset to delete from")],
-    document: Annotated[
-        str | None, typer.Option("--document", help="File name as added; omit for the dataset")
-    ] = None,
-) -> None:
-    """Delete one document (and what only it supported) or a whole dataset."""
-
-    def body() -> Deleted:
-        with runtime_session() as rt:
-            if document is None:
-                return delete_dataset(rt, dataset)
-            return delete_document(rt, dataset, document)
-
-    done = guarded(body)
-    target = f"document {document}" if document else "dataset"
-    count = done.nodes_removed + done.edges_removed
-    out.print(f"deleted {target} from {dataset}: {count} nodes and edges removed", markup=False)
-
-
-@app.command("export")
-def export_graph(
-    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset to export")],
-    fmt: Annotated[
-        str, typer.Option("--format", "-f", help="jsonl (a node or edge per line) or graphml")
-    ] = "jsonl",
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", dir_okay=False, help="File (default: stdout)")
-    ] = None,
-) -> None:
-    """Export a dataset's nodes and edges, written page by page."""
-
-    def body() -> None:
-        with runtime_session() as rt:
-            lines = run_export(rt, dataset, fmt.lower())
-            if output is None:
-                for text in lines:
-                    sys.stdout.write(text)
-                return
-            partial = output.with_name(output.name + ".partial")
-            with partial.open("w", encoding="utf-8") as file:
-                file.writelines(lines)
-            partial.replace(output)  # a failed export never leaves a truncated file
-
-    guarded(body)
-    if output is not None:
-        err.print(f"exported {dataset} to {output}", markup=False)

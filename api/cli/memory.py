@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from api.cli.render import guarded, out, print_ranked, runtime_session, wait_for
-from api.services import memory
+from api.services import jobs, memory
+from core.errors import InvalidInput
 from retrieval.memory import DEFAULT_THRESHOLD, RecallResponse
 from retrieval.models import SearchType
 from retrieval.router import DEFAULT_TYPE
@@ -30,7 +31,7 @@ def remember(
 
     def body() -> str:
         if (session is None) == (dataset is None):
-            raise ValueError("give exactly one of --session or --dataset")
+            raise InvalidInput("give exactly one of --session or --dataset")
         if session is not None:
             with runtime_session() as rt:
                 note = memory.remember_note(rt, session, text)
@@ -41,7 +42,7 @@ def remember(
             job = wait_for(done.job, sys.stderr.isatty())
         if job.status.value != "succeeded" or job.errors:
             problems = "; ".join(e.message for e in job.errors) or job.message
-            raise RuntimeError(f"job {job.id} {job.status.value}: {problems}")
+            raise jobs.JobFailedError(f"job {job.id} {job.status.value}: {problems}")
         return f"remembered in dataset {dataset} as {done.document} (job {job.id})"
 
     out.print(guarded(body), markup=False)
@@ -57,8 +58,11 @@ def print_recall(response: RecallResponse, as_json: bool) -> None:
         out.print(f"[bold]answer[/bold] ({response.answer_source}): {response.answer}")
     print_ranked(response.results, lambda result: f"[magenta]{result.source}[/magenta] ")
     if response.qa_id:
-        out.print(f"qa id {response.qa_id} (cogmill improve --session {response.session} "
-                  f"--qa {response.qa_id} --feedback up|down)", markup=False)  # fmt: skip
+        out.print(
+            f"qa id {response.qa_id} (cogmill improve --session {response.session} "
+            f"--qa {response.qa_id} --feedback up|down)",
+            markup=False,
+        )
 
 
 @app.command("recall")
@@ -69,7 +73,7 @@ def recall_command(
         list[str] | None, typer.Option("--dataset", "-d", help="Dataset(s) to search")
     ] = None,
     scope: Annotated[
-        str, typer.Option(help="auto, session, graph or both (auto: see `recall` in the README)")
+        str, typer.Option(help="auto, session, graph or both (auto: see docs/guide.md)")
     ] = "auto",
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=1000)] = 10,
     search_type: Annotated[
@@ -138,7 +142,7 @@ def forget(
 
     def body() -> memory.Forgotten:
         if everything and not yes:
-            raise ValueError("--all deletes every dataset and session; add --yes to confirm")
+            raise InvalidInput("--all deletes every dataset and session; add --yes to confirm")
         with runtime_session() as rt:
             return memory.forget(
                 rt,

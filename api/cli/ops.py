@@ -83,7 +83,7 @@ def serve(
 
     # One process: the embedded stores and the memory:// broker cannot be shared by several.
     uvicorn.run(
-        create_app(warm_up=True),
+        create_app(warm_up=True, schedules=True),
         host=host,
         port=port,
         workers=1,

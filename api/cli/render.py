@@ -1,26 +1,30 @@
 """What every `cogmill` command shares: the consoles, the error guard, the runtime, printing.
 
-Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback.
+Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback:
+a command's through the one mapping (api/errors.py), a usage error (an unknown option, a
+value out of range) through `usage_message`.
 """
 
 from __future__ import annotations
 
+import re
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from typer.core import TyperGroup
 
+from api.errors import answer
 from api.services import jobs
-from api.services.datasets import DatasetNotFoundError, JobRunningError
-from core.catalog import CatalogError
+from core.errors import lower_first, problem
 from core.models.jobs import Job
-from core.ports import StoreError
 from core.settings import Settings
-from core.stores.factory import NotAvailableError
 from retrieval.models import SearchResponse
 
 if TYPE_CHECKING:
@@ -31,8 +35,6 @@ if TYPE_CHECKING:
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-USAGE_ERRORS = (CatalogError, ValueError, LookupError)
-FAILURES = (StoreError, NotAvailableError, OSError, RuntimeError)
 T = TypeVar("T")
 
 
@@ -62,21 +64,88 @@ def runtime_session(with_worker: bool = False) -> Iterator[Runtime]:
 
 
 def guarded(action: Callable[[], T]) -> T:
-    """Run a command body, turning known errors into one line and the right exit code."""
+    """Run a command body; an exception becomes one line and its exit code (api/errors.py)."""
     try:
         return action()
     except typer.Exit:
         raise
-    except DatasetNotFoundError as error:
-        fail(f"{error}; `cogmill add` documents to it first", 2)
-    except JobRunningError as error:
-        job = error.job_ids[0]
-        fail(f"{error} (`cogmill jobs watch {job}` follows it, `cogmill jobs cancel {job}` "
-             "cancels it)")  # fmt: skip
-    except USAGE_ERRORS as error:
-        fail(str(error), 2)
-    except FAILURES as error:
-        fail(str(error), 1)
+    except Exception as error:
+        said = answer(error, "cli")
+        fail(said.message, said.exit_code)
+
+
+class Group(TyperGroup):
+    """The `cogmill` command group: a usage error is one line in cogmill's words (exit 2),
+    not click's box."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except typer.Abort:
+            err.print("error: aborted", markup=False)
+            sys.exit(1)
+        except typer.TyperException as error:  # typer's click: usage and file errors
+            if type(error).__name__ == "NoArgsIsHelpError":  # a group run bare: its help
+                err.print(error.message, markup=False, end="")
+            else:
+                err.print(f"error: {usage_message(error)}", markup=False)
+            sys.exit(error.exit_code)
+        # Not standalone, click returns a typer.Exit's code, else the command's return value.
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def usage_message(error: typer.TyperException) -> str:
+    """A usage error of typer's click as `WHAT is wrong; how to see the usage`."""
+    ctx = getattr(error, "ctx", None)
+    path = " ".join(["cogmill", *ctx.command_path.split()[1:]]) if ctx else "cogmill"
+    see = f"`{path} --help` shows the usage"
+    param = getattr(error, "param", None)
+    option = getattr(error, "option_name", None)
+    if param is not None:
+        name = _name(param)
+        if type(error).__name__ == "MissingParameter":
+            return f"{name} is missing; {see}"
+        return f"{_bad_value(name, error)}; {see}"
+    if option is not None and hasattr(error, "possibilities"):  # no such option
+        options = " or ".join(error.possibilities or [])
+        maybe = f" (did you mean {options}?)" if options else ""
+        return f"{path} has no option {option}{maybe}; {see}"
+    if option is not None and "requires an argument" in error.message:
+        return f"{option} needs a value; {see}"
+    return f"{lower_first(error.message.rstrip('.'))}; {see}"
+
+
+def _name(param: Any) -> str:
+    """An option by its long name (--top-k), an argument by its metavar (JOB_ID)."""
+    longs = [opt for opt in getattr(param, "opts", []) if opt.startswith("--")]
+    return longs[0] if longs else str(param.name or "argument").upper()
+
+
+_CHOICES = re.compile(r"^(?P<value>.+?) is not one of (?P<choices>.+?)\.?$")
+
+
+def _bad_value(name: str, error: typer.TyperException) -> str:
+    """`NAME must be ..., got VALUE`: typer checks values with pydantic, whose error is the
+    cause; a callback's own message is used as it is."""
+    cause = error.__cause__
+    if isinstance(cause, ValidationError) and cause.errors():
+        first = cause.errors()[0]
+        text = str(first.get("msg", "")).removeprefix("Value error, ")
+        choices = _CHOICES.match(text)
+        if choices:
+            listed = choices["choices"].replace("'", "")
+            return f"{name} must be one of {listed}; got {choices['value']}"
+        return problem(name, first)
+    return f"{name}: {lower_first(error.message.rstrip('.'))}"
 
 
 def wait_for(job: Job, show_progress: bool) -> jobs.JobReport:
@@ -106,8 +175,10 @@ def print_added(added: Added) -> None:
     if added.copied_tables:
         out.print(f"copied tables {', '.join(added.copied_tables)}", markup=False)
     if added.relinked_tables:
-        out.print(f"keys declared for {', '.join(added.relinked_tables)}; the next cognify "
-                  "relinks the dataset's tables")  # fmt: skip
+        out.print(
+            f"keys declared for {', '.join(added.relinked_tables)}; the next cognify "
+            "relinks the dataset's tables"
+        )
     for name in report.added:
         out.print(f"added      {name}", markup=False)
     for name in report.replaced:

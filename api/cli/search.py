@@ -10,6 +10,7 @@ import typer
 from api.cli.facts import AsOfOption, KnownAtOption
 from api.cli.render import err, guarded, out, print_response, runtime_session
 from api.services import search as service
+from core.errors import InvalidInput
 from retrieval.models import SearchType
 
 app = typer.Typer()
@@ -53,8 +54,9 @@ def search(
 
             try:
                 text = response_model.read_text(encoding="utf-8")
-            except OSError as err:
-                raise ValueError(f"cannot read --response-model {response_model}: {err}") from err
+            except (OSError, UnicodeDecodeError) as err:
+                why = getattr(err, "strerror", None) or "not readable UTF-8 text"
+                raise InvalidInput(f"cannot read --response-model {response_model}: {why}") from err
             schema = load_schema(text, origin=f"--response-model {response_model}")
         with runtime_session() as rt:
             return service.search(

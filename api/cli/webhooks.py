@@ -12,7 +12,7 @@ import typer
 from api.cli.render import guarded, out, runtime_session
 from api.services import webhooks
 from api.services.webhooks import Attempt
-from workers.webhooks import Subscription
+from workers.webhooks.subscriptions import Subscription
 
 app = typer.Typer(no_args_is_help=True, help="Webhooks: POST a job's record when it ends.")
 TenantOption = Annotated[

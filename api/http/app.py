@@ -17,14 +17,15 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
 from api.http.deps import reader
+from api.http.errors import error_response
 from api.http.guards import RequestGuard
 from api.http.routes import cognify, datasets, export, facts, health, jobs, memory, route, search
 from api.http.routes import metrics as metrics_routes
+from api.http.routes import sync as sync_routes
 from api.http.routes import webhooks as webhook_routes
 from api.http.routes.graph import router as graph_router
 from api.http.routes.ui import router as ui_router
 from api.http.schemas import (
-    SAFE_MESSAGES,
     DocumentsAdd,
     ErrorDetail,
     ErrorResponse,
@@ -32,39 +33,17 @@ from api.http.schemas import (
     error_responses,
 )
 from api.mcp.http import mcp_router
-from api.services.datasets import DatasetNotFoundError, JobRunningError
-from api.services.delete import DocumentNotFoundError
-from api.services.tenants import QuotaExceededError
-from core.access import AccessDeniedError
-from core.catalog import CatalogError
-from core.embeddings.local import ModelNotInstalledError
-from core.ports import StoreError
+from core.errors import CogmillError, problems
 from core.settings import Settings
-from core.stores.factory import NotAvailableError
-from retrieval.fact_timeline import EntityNotFoundError
 from runtime import Runtime
-from workers.jobs import JobNotFoundError
-from workers.orchestration import PlanError
 
 log = logging.getLogger("cogmill.api")
 
-# Order does not matter: Starlette picks the handler of the nearest class in the MRO.
-DOMAIN_ERRORS: list[tuple[type[Exception], int, str]] = [
-    (CatalogError, 400, "invalid_request"),
-    (PlanError, 422, "cannot_plan"),
-    (ValueError, 422, "invalid_value"),
-    (JobNotFoundError, 404, "job_not_found"),
-    (EntityNotFoundError, 404, "entity_not_found"),
-    (AccessDeniedError, 403, "forbidden"),
-    (QuotaExceededError, 413, "quota_exceeded"),
-    (NotAvailableError, 503, "backend_not_available"),
-    (StoreError, 503, "store_unavailable"),
-    (ModelNotInstalledError, 503, "model_not_installed"),
-]
 TAGS = [
     {"name": "datasets", "description": "Datasets and their documents"},
     {"name": "cognify", "description": "Turn documents into graph and vectors (async jobs)"},
     {"name": "jobs", "description": "Status and cancellation of cognify jobs"},
+    {"name": "sync", "description": "Datasets that follow a source, now or on a schedule"},
     {"name": "search", "description": "Synchronous retrieval with provenance"},
     {"name": "memory", "description": "Session memory: remember, recall, improve, forget"},
     {"name": "health", "description": "Liveness and readiness probes"},
@@ -76,73 +55,36 @@ def error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse(body.model_dump(), status_code=status)
 
 
-def _domain_handler(status: int, code: str) -> Callable[[Request, Exception], Any]:
-    def handle(request: Request, exc: Exception) -> JSONResponse:
-        if status < 500:
-            return error(status, code, str(exc))
-        log.warning(
-            "api_error code=%s method=%s path=%s", code, request.method, request.url.path,
-            exc_info=exc,
-        )  # fmt: skip
-        return error(status, code, f"{SAFE_MESSAGES[code]} (the server log has the details)")
-
-    return handle
+def _answer(request: Request, exc: Exception) -> JSONResponse:
+    """Any exception in the one error schema (api/errors.py): a CogmillError as it says, a
+    pydantic ValidationError raised inside the app (bad stored data, no bad request) and
+    anything else as a 500 whose traceback goes to the log."""
+    return error_response(exc, f"{request.method} {request.url.path}")
 
 
 def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's own answers (an unknown route, a method not allowed)."""
     assert isinstance(exc, HTTPException)
-    code = getattr(exc, "code", None) or error_code(exc.status_code)
-    answer = error(exc.status_code, code, str(exc.detail))
-    answer.headers.update(exc.headers or {})  # WWW-Authenticate with a 401
+    if isinstance(exc.__cause__, CogmillError):  # FastAPI wraps what reading the body raised
+        return _answer(request, exc.__cause__)
+    answer = error(exc.status_code, error_code(exc.status_code), str(exc.detail))
+    answer.headers.update(exc.headers or {})
     return answer
-
-
-def _dataset_not_found(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, DatasetNotFoundError)
-    hint = f"add documents with POST /api/v1/datasets/{exc.dataset}/data first"
-    return error(404, "dataset_not_found", f"{exc}; {hint}")
-
-
-def _document_not_found(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, DocumentNotFoundError)
-    hint = f"GET /api/v1/datasets/{exc.dataset}/data lists its documents"
-    return error(404, "document_not_found", f"{exc}; {hint}")
-
-
-def _job_running(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, JobRunningError)
-    job = f"/api/v1/jobs/{exc.job_ids[0]}"
-    hint = f"GET {job}/events follows it, POST {job}/cancel cancels it"
-    return error(409, "job_running", f"{exc} ({hint})")
-
-
-# Errors whose answer adds a hint naming this face's routes.
-HINTED_ERRORS: list[tuple[type[Exception], Callable[[Request, Exception], JSONResponse]]] = [
-    (DatasetNotFoundError, _dataset_not_found),
-    (DocumentNotFoundError, _document_not_found),
-    (JobRunningError, _job_running),
-]
 
 
 def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    problems = [f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()]
-    return error(422, "validation_error", "invalid request: " + "; ".join(problems))
-
-
-def _bug(request: Request, exc: Exception) -> JSONResponse:
-    # Also catches pydantic ValidationErrors raised inside the app: bad stored data is no 422.
-    # Handlers run outside the `except` block, so pass the exception for its traceback.
-    log.error(
-        "api_unhandled_error method=%s path=%s", request.method, request.url.path, exc_info=exc
-    )
-    return error(500, "internal_error", "unexpected server error (a bug); see the server log")
+    said = problems(exc.errors()) or ["the body is not valid"]
+    return error(422, "validation_error", "invalid request: " + "; ".join(said))
 
 
 @asynccontextmanager
-async def _lifespan(app: FastAPI, runtime: Runtime | None, warm_up: bool) -> AsyncIterator[None]:
+async def _lifespan(
+    app: FastAPI, runtime: Runtime | None, warm_up: bool, schedules_here: bool
+) -> AsyncIterator[None]:
     from api.services.warmup import Warmer
     from runtime import share_cores_between_threads, use_runtime
+    from workers.beat import embedded_beat
     from workers.celery_app import configure
     from workers.embedded import EmbeddedWorker
 
@@ -151,7 +93,7 @@ async def _lifespan(app: FastAPI, runtime: Runtime | None, warm_up: bool) -> Asy
     # Searches run on many request threads at once; a query's embedding split over BLAS
     # threads cost ~20x the CPU (idle threads spin) on a loaded 2-core machine.
     share_cores_between_threads(2)
-    worker = None
+    worker = clock = None
     try:
         if rt.settings.embedded_broker:
             # memory:// is visible only in this process, so jobs must run here.
@@ -161,6 +103,9 @@ async def _lifespan(app: FastAPI, runtime: Runtime | None, warm_up: bool) -> Asy
                 nice=rt.settings.serve_ingest_nice,  # searches first
             )
             await run_in_threadpool(worker.start)
+            if schedules_here:  # and so must schedules fire here (workers/beat.py)
+                clock = embedded_beat()
+                clock.start()
         else:
             configure(rt.settings)
         app.state.runtime = rt
@@ -171,6 +116,8 @@ async def _lifespan(app: FastAPI, runtime: Runtime | None, warm_up: bool) -> Asy
     finally:
         if getattr(app.state, "warmer", None) is not None:
             await run_in_threadpool(app.state.warmer.stop)
+        if clock is not None:
+            await run_in_threadpool(clock.stop)
         if worker is not None:
             await run_in_threadpool(worker.stop)
         rt.close()
@@ -227,18 +174,21 @@ def _version() -> str:
         return "0.0.0"
 
 
-def create_app(runtime: Runtime | None = None, *, warm_up: bool = False) -> FastAPI:
+def create_app(
+    runtime: Runtime | None = None, *, warm_up: bool = False, schedules: bool = False
+) -> FastAPI:
     """The API app; with no runtime, one is built from Settings() at startup. `warm_up`: a
     Neo4j graph server is warmed at startup and after each of its restarts (`cogmill serve`;
-    api/services/warmup.py)."""
+    api/services/warmup.py). `schedules`: on the embedded broker, the schedules fire from a
+    thread of this process (`cogmill serve`)."""
     app = FastAPI(
         title="cogmill",
         version=_version(),
         description="Knowledge-graph memory for LLM applications: add documents, cognify "
         "them into a graph and vectors (async jobs), and search with provenance.",
-        lifespan=lambda app: _lifespan(app, runtime, warm_up),
+        lifespan=lambda app: _lifespan(app, runtime, warm_up, schedules),
         # The request guards (api/http/guards.py) may answer any route with these.
-        responses=error_responses(400, 403, 413, 415, 500),
+        responses=error_responses(400, 403, 413, 415, 500, 502),
     )
     # Every route but the probes takes a key once auth is on (a reader's at least; writes
     # check more).
@@ -253,18 +203,16 @@ def create_app(runtime: Runtime | None = None, *, warm_up: bool = False) -> Fast
     app.include_router(memory.router, **keyed)
     app.include_router(export.router, **keyed)
     app.include_router(webhook_routes.router, **keyed)
+    app.include_router(sync_routes.router, **keyed)
     app.include_router(mcp_router())  # MCP at /mcp; it checks keys itself (api/mcp/http.py)
     app.include_router(metrics_routes.router)  # its own access check: admin or metrics token
     app.include_router(graph_router, **keyed)
     app.include_router(ui_router)  # static files; the page sends a key with its API calls
-    for exc_type, status, code in DOMAIN_ERRORS:
-        app.add_exception_handler(exc_type, _domain_handler(status, code))
-    for exc_type, handler in HINTED_ERRORS:
-        app.add_exception_handler(exc_type, handler)
+    app.add_exception_handler(CogmillError, _answer)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(ValidationError, _bug)
-    app.add_exception_handler(Exception, _bug)
+    app.add_exception_handler(ValidationError, _answer)
+    app.add_exception_handler(Exception, _answer)
     app.openapi = _openapi(app)  # type: ignore[method-assign]
     app.add_middleware(RequestGuard, settings=lambda: app.state.runtime.settings)
     return app

@@ -48,14 +48,18 @@ def closing_answer(status: int, reason: str, code: str, message: str) -> bytes:
 
 
 TOO_MANY = closing_answer(
-    503, "Service Unavailable", "too_many_connections",
+    503,
+    "Service Unavailable",
+    "too_many_connections",
     "the server holds as many connections as it may (in all, or from this address); "
     "close idle ones or retry later",
-)  # fmt: skip
+)
 HEAD_TOO_SLOW = closing_answer(
-    408, "Request Timeout", "request_timeout",
+    408,
+    "Request Timeout",
+    "request_timeout",
     "the request's head (request line and headers) did not arrive in time",
-)  # fmt: skip
+)
 
 
 def connection_cap(wanted: int) -> int:
@@ -72,8 +76,11 @@ def connection_cap(wanted: int) -> int:
     cap = max(1, soft - DESCRIPTORS_KEPT)
     log.warning(
         "api_max_connections lowered from %d to %d: the process may open %d file "
-        "descriptors (raise `ulimit -n`)", wanted, cap, soft,
-    )  # fmt: skip
+        "descriptors (raise `ulimit -n`)",
+        wanted,
+        cap,
+        soft,
+    )
     return cap
 
 
@@ -91,8 +98,11 @@ def guarded_protocol(
         if now - refusals["logged_at"] >= REFUSALS_LOGGED_EVERY_S:
             log.warning(
                 "api_connections_refused count=%d open=%d max=%d per_client=%d",
-                refusals["count"], sum(by_client.values()), max_connections, per_client,
-            )  # fmt: skip
+                refusals["count"],
+                sum(by_client.values()),
+                max_connections,
+                per_client,
+            )
             refusals["count"], refusals["logged_at"] = 0, now
 
     class GuardedH11Protocol(H11Protocol):

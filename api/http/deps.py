@@ -20,10 +20,22 @@ from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect
 
-from api.http.schemas import ApiError, DocumentsAdd
+from api.http.errors import (
+    BadMultipart,
+    FieldTooLong,
+    FileTooLarge,
+    NotAFile,
+    QueryTooLong,
+    TooManyDatasets,
+    TooManyFiles,
+    UnsupportedMediaType,
+    UploadInterrupted,
+)
+from api.http.schemas import DocumentsAdd
 from api.services import datasets, jobs
 from api.services.tenants import Tenants
-from core.access import LOCAL, Caller, Role
+from core.access import LOCAL, AccessDeniedError, Caller, Role
+from core.errors import RateLimited, Unauthorized
 from runtime import Runtime
 from workers.jobs import JobNotFoundError
 
@@ -41,12 +53,6 @@ def get_runtime(request: Request) -> Runtime:
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-def _unauthorized(message: str) -> ApiError:
-    error = ApiError(401, "unauthorized", message)
-    error.headers = {"WWW-Authenticate": "Bearer"}
-    return error
-
-
 def get_caller(request: Request, runtime: RuntimeDep) -> Caller:
     """Who the request acts for: the tenant and role of its `Authorization: Bearer` key (401
     without a usable one), or the local default tenant while auth is off (no key was ever
@@ -56,22 +62,17 @@ def get_caller(request: Request, runtime: RuntimeDep) -> Caller:
         return LOCAL
     scheme, _, key = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
-        raise _unauthorized(
-            "send an API key as 'Authorization: Bearer KEY' (`cogmill keys create`)"
-        )
+        raise Unauthorized("send an API key as 'Authorization: Bearer KEY' (`cogmill keys create`)")
     record = tenants.authenticate(key.strip())
     if record is None:
-        raise _unauthorized("the API key is not valid (unknown, revoked or expired)")
+        raise Unauthorized("the API key is not valid (unknown, revoked or expired)")
     limit = runtime.settings.api_requests_per_minute
     if limit and (wait := tenants.throttle(record.id, limit)) is not None:
-        error = ApiError(
-            429,
-            "rate_limited",
+        raise RateLimited(
             f"this key made more than {limit} requests this minute "
             f"(COGMILL_API_REQUESTS_PER_MINUTE); retry in {math.ceil(wait)} s",
+            retry_after=wait,
         )
-        error.headers = {"Retry-After": str(math.ceil(wait))}
-        raise error
     return Caller(record.tenant, record.role)
 
 
@@ -82,7 +83,7 @@ def _role(needed: Role, what: str) -> Callable[[Caller], Caller]:
     def check(caller: CallerDep) -> Caller:
         if not caller.role.allows(needed):
             message = f"a {caller.role.value} key may not {what}; it takes a {needed.value} key"
-            raise ApiError(403, "forbidden", message)
+            raise AccessDeniedError(message)
         return caller
 
     return check
@@ -99,15 +100,14 @@ def owned_job_id(
     runtime: RuntimeDep,
     caller: CallerDep,
 ) -> str:
-    """The path's job id; 404 for another tenant's job, as for an unknown one (the route's use
-    case reports those)."""
+    """The path's job id; JobNotFoundError for another tenant's job, as for an unknown one
+    (the route's use case reports those)."""
     try:
         job = jobs.tracker(runtime).get(jobs.checked_id(job_id))
     except JobNotFoundError:
         return job_id
     if not caller.owns(job.dataset):
-        message = f"no job {job_id!r}; GET /api/v1/jobs lists the known jobs"
-        raise ApiError(404, "job_not_found", message)
+        raise JobNotFoundError(job_id)
     return job_id
 
 
@@ -130,20 +130,16 @@ KnownDataset = Annotated[str, Depends(known_dataset)]
 
 
 def check_bounds(runtime: Runtime, query: str, names: list[str]) -> None:
-    """422 for a query or a list of datasets over the settings' bounds (the router and the
-    searches are not linear in them)."""
+    """QueryTooLong or TooManyDatasets for a query or a list of datasets over the settings'
+    bounds (the router and the searches are not linear in them)."""
     settings = runtime.settings
     if len(query) > settings.api_max_query_chars:
-        raise ApiError(
-            422,
-            "query_too_long",
+        raise QueryTooLong(
             f"the query has {len(query)} characters, over the limit of "
             f"{settings.api_max_query_chars} (COGMILL_API_MAX_QUERY_CHARS); shorten it",
         )
     if len(names) > settings.api_max_datasets:
-        raise ApiError(
-            422,
-            "too_many_datasets",
+        raise TooManyDatasets(
             f"{len(names)} datasets named, over the limit of {settings.api_max_datasets} "
             "(COGMILL_API_MAX_DATASETS); search fewer at once",
         )
@@ -170,10 +166,8 @@ class Uploads:
 FORM_FIELDS = {"node_set": 256, "document_date": 64}
 
 
-def too_large(what: str, limit: int) -> ApiError:
-    return ApiError(
-        413,
-        "file_too_large",
+def too_large(what: str, limit: int) -> FileTooLarge:
+    return FileTooLarge(
         f"{what} is larger than the limit of {limit} bytes; split it, or raise "
         "COGMILL_MAX_FILE_BYTES on the server",
     )
@@ -221,14 +215,16 @@ class _PartsToFiles:
         if b"filename" not in options:
             field = options.get(b"name", b"").decode("utf-8", "replace")
             if field not in FORM_FIELDS:
-                message = (f"form field {field!r} is not a file; send files as 'files' parts "
-                           f"(and optionally {', '.join(FORM_FIELDS)})")  # fmt: skip
-                raise ApiError(422, "not_a_file", message)
+                message = (
+                    f"form field {field!r} is not a file; send files as 'files' parts "
+                    f"(and optionally {', '.join(FORM_FIELDS)})"
+                )
+                raise NotAFile(message)
             self._field, self._text = field, bytearray()
             return
         self._field = None
         if len(self.uploads) >= MAX_FILES:
-            raise ApiError(413, "too_many_files", f"at most {MAX_FILES} files per request")
+            raise TooManyFiles(f"at most {MAX_FILES} files per request")
         # Keep only the base name: some clients send a path, and the name is a label, never a path.
         raw = options[b"filename"].decode("utf-8", "replace").replace("\\", "/")
         self.uploads.append(Upload(PurePosixPath(raw).name, self.folder / str(len(self.uploads))))
@@ -239,7 +235,7 @@ class _PartsToFiles:
             self._text += data[start:end]
             if len(self._text) > FORM_FIELDS[self._field]:
                 limit = FORM_FIELDS[self._field]
-                raise ApiError(422, "field_too_long", f"{self._field} is over {limit} bytes")
+                raise FieldTooLong(f"{self._field} is over {limit} bytes")
             return
         self._size += end - start
         if self._size > self.limit:
@@ -278,7 +274,7 @@ async def _receive_files(request: Request, folder: Path, limit: int) -> Uploads:
     except FormParserError as err:
         # The parser's text is no use to a client; say what to send.
         message = "malformed multipart/form-data body; send files as 'files' parts"
-        raise ApiError(400, "bad_multipart", message) from err
+        raise BadMultipart(message) from err
     finally:
         sink.close()
     fields = sink.fields
@@ -311,9 +307,7 @@ async def receive_uploads(request: Request, runtime: RuntimeDep) -> AsyncIterato
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     receivers = {"multipart/form-data": _receive_files, "application/json": _receive_documents}
     if kind not in receivers:
-        raise ApiError(
-            415,
-            "unsupported_media_type",
+        raise UnsupportedMediaType(
             "send files as multipart/form-data 'files' parts, or JSON "
             '{"documents": [{"name": "notes.txt", "text": "..."}]}',
         )
@@ -322,7 +316,7 @@ async def receive_uploads(request: Request, runtime: RuntimeDep) -> AsyncIterato
     try:
         yield await receivers[kind](request, folder, runtime.settings.max_file_bytes)
     except ClientDisconnect as err:  # nobody reads the answer, but it is no server bug
-        raise ApiError(400, "upload_interrupted", "the client disconnected; send again") from err
+        raise UploadInterrupted("the client disconnected; send again") from err
     finally:
         await run_in_threadpool(shutil.rmtree, folder, True)
 

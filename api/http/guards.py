@@ -8,10 +8,16 @@ import re
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.http.schemas import ApiError, ErrorDetail, ErrorResponse
+from api.http.errors import (
+    BodyTooLarge,
+    ForeignOrigin,
+    UnsupportedMediaType,
+    UntrustedHost,
+    error_response,
+)
+from core.errors import CogmillError
 from core.settings import Settings
 
 STATE_CHANGING = {"POST", "PUT", "PATCH", "DELETE"}
@@ -19,11 +25,6 @@ STATE_CHANGING = {"POST", "PUT", "PATCH", "DELETE"}
 # taken only by the upload route.
 FORM_TYPES = {"application/x-www-form-urlencoded", "text/plain", "multipart/form-data"}
 UPLOAD_PATH = re.compile(r"^/api/v1/datasets/[^/]+/data/?$")
-
-
-def _answer(status: int, code: str, message: str) -> JSONResponse:
-    body = ErrorResponse(error=ErrorDetail(code=code, message=message))
-    return JSONResponse(body.model_dump(), status_code=status)
 
 
 def _host_name(host: str) -> str:
@@ -53,7 +54,7 @@ class RequestGuard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         refusal = self._refusal(scope, headers, settings)
         if refusal is not None:
-            await refusal(scope, receive, send)
+            await error_response(refusal)(scope, receive, send)
             return
         upload = scope["method"] == "POST" and UPLOAD_PATH.match(scope["path"]) is not None
         limit = settings.max_upload_bytes if upload else settings.api_max_body_bytes
@@ -62,7 +63,7 @@ class RequestGuard:
         message = f"{what} is larger than the limit of {limit} bytes; {setting} on the server"
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            await _answer(413, "body_too_large", message)(scope, receive, send)
+            await error_response(BodyTooLarge(message))(scope, receive, send)
             return
         received = 0
 
@@ -72,20 +73,18 @@ class RequestGuard:
             if message_["type"] == "http.request":
                 received += len(message_.get("body", b""))
                 if received > limit:
-                    raise ApiError(413, "body_too_large", message)
+                    raise BodyTooLarge(message)
             return message_
 
         await self.app(scope, counted, send)
 
     def _refusal(
         self, scope: Scope, headers: dict[str, str], settings: Settings
-    ) -> JSONResponse | None:
+    ) -> CogmillError | None:
         trusted = {name.lower() for name in settings.api_trusted_hosts}
         host = headers.get("host", "")
         if "*" not in trusted and _host_name(host) not in trusted:
-            return _answer(
-                400,
-                "untrusted_host",
+            return UntrustedHost(
                 "the Host header names a host this server does not serve; use a trusted name "
                 "or add it to COGMILL_API_TRUSTED_HOSTS",
             )
@@ -96,9 +95,7 @@ class RequestGuard:
             allowed = {_origin(o) for o in settings.api_allowed_origins}
             own = {f"{scheme}://{host.strip().lower()}" for scheme in ("http", "https")}
             if _origin(origin) not in allowed | own:
-                return _answer(
-                    403,
-                    "foreign_origin",
+                return ForeignOrigin(
                     "requests that change data are not accepted from another site's page; "
                     "add the origin to COGMILL_API_ALLOWED_ORIGINS to allow it",
                 )
@@ -106,9 +103,7 @@ class RequestGuard:
         if kind in FORM_TYPES and not (
             kind == "multipart/form-data" and UPLOAD_PATH.match(scope["path"])
         ):
-            return _answer(
-                415,
-                "unsupported_media_type",
+            return UnsupportedMediaType(
                 "send a JSON body (Content-Type: application/json), or none",
             )
         return None

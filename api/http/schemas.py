@@ -5,7 +5,6 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Any, Literal
 
-from fastapi import HTTPException
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from core.catalog import AddReport
@@ -27,23 +26,6 @@ class ErrorResponse(BaseModel):
     error: ErrorDetail
 
 
-# A 5xx's message would carry hosts, paths and library text: it stays in the server log and
-# the answer says only what failed.
-SAFE_MESSAGES = {
-    "backend_not_available": "a backend the server is configured to use is not available",
-    "store_unavailable": "a store did not answer; retry later",
-    "model_not_installed": "the embedding model is not installed on the server",
-}
-
-
-class ApiError(HTTPException):
-    """An HTTP error raised by a route; rendered as an ErrorResponse."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(status_code=status, detail=message)
-        self.code = code
-
-
 ERROR_DESCRIPTIONS = {
     400: "Invalid request (e.g. a bad dataset name, an untrusted Host)",
     401: "No usable API key (send 'Authorization: Bearer KEY')",
@@ -55,6 +37,7 @@ ERROR_DESCRIPTIONS = {
     415: "Unsupported Content-Type",
     422: "The body failed validation or names an unknown pipeline",
     500: "A bug: the server log has the traceback",
+    502: "The LLM or embeddings endpoint failed; retry later",
     503: "A store or backend is unavailable",
 }
 
@@ -202,7 +185,7 @@ class CognifyRequest(BaseModel):
         default=None,
         max_length=2048,
         description="http(s) URL the job record is POSTed to when the job ends, signed with "
-        "the `webhook_secret` of the reply (X-Cogmill-Signature; see the README)",
+        "the `webhook_secret` of the reply (X-Cogmill-Signature; see docs/security.md)",
     )
     budget_usd: float | None = Field(default=None, gt=0, description=BUDGET_USD)
     budget_tokens: int | None = Field(default=None, gt=0, description=BUDGET_TOKENS)

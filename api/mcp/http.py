@@ -55,7 +55,7 @@ class KeyedEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
         runtime = request.app.state.runtime
-        # An ApiError raised here is answered by the app's handler, as for any route.
+        # A CogmillError raised here is answered by the app's handler, as for any route.
         caller = reader(await run_in_threadpool(get_caller, request, runtime))
         scope.setdefault("state", {})[CALLER] = caller
         await self.manager.handle_request(scope, receive, send)

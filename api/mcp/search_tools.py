@@ -20,6 +20,7 @@ from api.mcp.tools import DESTRUCTIVE, READ, RECORDS, WRITE, Dataset, add_tool
 from api.services import memory, shown
 from api.services import search as service
 from api.services.search import check_type_allowed
+from core.errors import InvalidInput
 from retrieval.memory import DEFAULT_THRESHOLD, ImproveResult, RecallResponse
 from retrieval.models import SearchResponse, SearchType
 from retrieval.registry import RETRIEVERS
@@ -125,9 +126,16 @@ def recall(
     check_type_allowed(caller, search_type)
     check_bounds(face.runtime, query, datasets)
     return memory.recall(
-        face.runtime, query, session=session, datasets=datasets, scope=scope, top_k=top_k,
-        search_type=search_type, threshold=threshold, caller=caller,
-    )  # fmt: skip
+        face.runtime,
+        query,
+        session=session,
+        datasets=datasets,
+        scope=scope,
+        top_k=top_k,
+        search_type=search_type,
+        threshold=threshold,
+        caller=caller,
+    )
 
 
 def remember(
@@ -143,10 +151,10 @@ def remember(
     face = current()
     caller = writer(face.caller)
     if (session is None) == (dataset is None):
-        raise ValueError("give exactly one of `session` or `dataset`")
+        raise InvalidInput("give exactly one of `session` or `dataset`")
     limit = face.runtime.settings.api_max_body_bytes  # the remember route's body bound
     if len(text.encode()) > limit:
-        raise ValueError(
+        raise InvalidInput(
             f"the text is over {limit} bytes (COGMILL_API_MAX_BODY_BYTES); add a long text "
             "with add_text instead"
         )
@@ -156,9 +164,12 @@ def remember(
     assert dataset is not None
     done = memory.remember_in_dataset(face.runtime, dataset, text, caller)
     return RememberResult(
-        stored_in="dataset", dataset=done.dataset, document=done.document,
-        job_id=done.job.id, job_status=done.job.status,
-    )  # fmt: skip
+        stored_in="dataset",
+        dataset=done.dataset,
+        document=done.document,
+        job_id=done.job.id,
+        job_status=done.job.status,
+    )
 
 
 def improve(
@@ -195,9 +206,12 @@ def forget(
         face.runtime, session=session, dataset=dataset, document=document, caller=caller
     )
     return ForgetResult(
-        session_keys=done.session_keys, sessions=done.sessions, datasets=done.datasets,
-        documents=done.documents, graph_items=done.graph_items,
-    )  # fmt: skip
+        session_keys=done.session_keys,
+        sessions=done.sessions,
+        datasets=done.datasets,
+        documents=done.documents,
+        graph_items=done.graph_items,
+    )
 
 
 def register(server: MCPServer[Any]) -> None:

@@ -17,14 +17,15 @@ import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
-from api.mcp import resources, search_tools, tools
+from api.mcp import resources, search_tools, sync_tools, tools
 from api.mcp.face import Access, LocalAccess, acting_as
 from core.settings import Settings
 
 INSTRUCTIONS = """\
 cogmill is a knowledge-graph memory over the documents you add to named datasets.
 Typical session: list_datasets; add_text / add_files into a dataset; cognify it (asynchronous:
-it returns a job id at once; poll job_status until the status is succeeded); then search, whose
+it returns a job id at once; poll job_status until the status is succeeded), or sync a dataset
+with a folder, git repository or database (a job too); then search, whose
 results carry their sources (document and chunk): cite them. remember and recall keep notes
 across a conversation. Dataset names: letters, digits, '_', '-', '.'."""
 
@@ -71,5 +72,6 @@ def build_server(
     server.middleware.append(_with_face)
     tools.register(server)
     search_tools.register(server)
+    sync_tools.register(server)
     resources.register(server)
     return server

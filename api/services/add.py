@@ -19,11 +19,13 @@ from api.services.tenants import QuotaExceededError
 from core.access import LOCAL, Caller
 from core.catalog import AddReport, check_node_set, iter_files
 from core.document_names import document_name
+from core.errors import InvalidInput
 from core.facts.when import document_day
 from core.models.documents import STRUCTURED_PIPELINE
 from pipelines.definitions import get_pipeline
-from pipelines.key_declarations import KeyDeclarations, declare_keys
-from pipelines.tables import check_source, snapshot_sql
+from pipelines.structured.key_declarations import KeyDeclarations, declare_keys
+from pipelines.structured.snapshot import snapshot_sql
+from pipelines.structured.tables import check_source
 from runtime import Runtime
 
 SQL_PIPELINE = STRUCTURED_PIPELINE
@@ -59,7 +61,7 @@ class AddOptions:
     document_date: str | None = None
 
     def check(self) -> str | None:
-        """Raise CatalogError / ValueError for a bad node set, an unknown pipeline or a bad
+        """Raise CatalogError / InvalidInput for a bad node set, an unknown pipeline or a bad
         document date; the document date as an ISO day."""
         if self.node_set is not None:
             check_node_set(self.node_set)
@@ -80,7 +82,7 @@ def add_files(
     """Add files, each `(name, path)`: rejected (with the reason), skipped as unchanged, or
     stored. A name from outside is a label, never a path: it is reduced to its base name
     (core/document_names.py) or rejected. Raises CatalogError for a bad dataset or node set
-    name, ValueError for an unknown pipeline, before anything is stored."""
+    name, InvalidInput for an unknown pipeline, before anything is stored."""
     return _add(rt, dataset, (_named(name, path) for name, path in files), options, caller)
 
 
@@ -96,18 +98,22 @@ def add_paths(
 ) -> Added:
     """`add_files` for files and folders (recursively, hidden entries skipped) named by their
     file name; a missing path is rejected."""
-    found = ((path.name if problem is None else str(path), path, problem)
-             for path, problem in iter_files(list(paths)))  # fmt: skip
+    found = (
+        (path.name if problem is None else str(path), path, problem)
+        for path, problem in iter_files(list(paths))
+    )
     return _add(rt, dataset, found, options)
 
 
 def sql_source_name(url: str) -> str:
-    """The document name of a SQL source: its URL with the password hidden. ValueError for a
+    """The document name of a SQL source: its URL with the password hidden. InvalidInput for a
     string that is no SQLAlchemy URL."""
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError as error:
-        raise ValueError(f"{error}; give a SQLAlchemy URL such as sqlite:///shop.db") from None
+    except ArgumentError:
+        raise InvalidInput(
+            "the source is not a database URL; give a SQLAlchemy URL such as sqlite:///shop.db"
+        ) from None
 
 
 def add_sql(

@@ -10,6 +10,7 @@ from api.services.datasets import checked, existing
 from api.services.jobs import budget_of
 from api.services.tenants import Tenants
 from core.access import LOCAL, Caller
+from core.errors import InvalidInput, NotConfigured
 from core.models.custom import graph_model_of
 from core.models.jobs import Job
 from core.ontology import InvalidOntology, store_ontology
@@ -58,7 +59,7 @@ def cognify(
     the Batch API.
 
     Returns the job, already finished when there is nothing to do. Raises DatasetNotFoundError,
-    ValueError for a bad pipeline, graph model or ontology.
+    InvalidInput for a bad pipeline, graph model or ontology.
     """
     checked(dataset)
     if budget_usd is None and budget_tokens is None:
@@ -77,7 +78,7 @@ def cognify(
     if webhook is not None:
         options["webhook"] = webhook
     if mode == "batch":
-        options["llm_mode"] = mode  # read by the workers (workers/llm_batches.py)
+        options["llm_mode"] = mode  # read by the workers (workers/llm_batches/)
     # After the options: a bad one is reported even for a new dataset.
     stored = existing(rt, dataset, caller)
     return plan(rt, stored, pipeline, "all" if everything else "changed", options, budget)
@@ -92,10 +93,10 @@ def default_budget(rt: Runtime, caller: Caller) -> float | None:
 
 
 def batch_mode_of(rt: Runtime, llm_mode: str | None) -> str:
-    """The job's LLM mode ("sync" or "batch"); ValueError for one it cannot run in."""
+    """The job's LLM mode ("sync" or "batch"); InvalidInput for one it cannot run in."""
     mode = llm_mode or rt.settings.llm_mode
     if mode not in ("sync", "batch"):
-        raise ValueError(f"unknown LLM mode {mode!r}; use sync or batch")
+        raise InvalidInput(f"unknown LLM mode {mode!r}; use sync or batch")
     if mode == "batch" and not rt.settings.llm_base_url:
-        raise ValueError("batch mode needs an LLM endpoint: set COGMILL_LLM_BASE_URL")
+        raise NotConfigured("batch mode needs an LLM endpoint: set COGMILL_LLM_BASE_URL")
     return mode

@@ -1,19 +1,21 @@
 """Datasets: the one registry every face lists from, existence checks and the running-job guard.
 
 Dataset names enter every use case through `checked` (a new or any name) or `existing` (a
-dataset that must exist), which scope them by the caller's tenant (issue 14): a tenant's
+dataset that must exist), which scope them by the caller's tenant (docs/security.md): a tenant's
 `docs` is stored as `<tenant>:docs`, the local default tenant's as `docs`. Everything else
 here takes stored names, and what goes back to a caller is unscoped again.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from itertools import islice
 
 from api.services import shown
 from core.access import LOCAL, Caller
 from core.catalog import CatalogError, check_dataset_name
+from core.errors import Conflict, InvalidInput, NotFound
 from core.migrations import once
 from core.models.graph import Node, dataset_id
 from core.models.vocabulary import DOCUMENT
@@ -29,17 +31,21 @@ INDEXED = "api:datasets:complete"
 REGISTRY = "api:dataset:"
 
 
-class DatasetNotFoundError(LookupError):
+class DatasetNotFoundError(NotFound):
     """The dataset does not exist (never added to, or deleted)."""
+
+    code = "dataset_not_found"
 
     def __init__(self, dataset: str) -> None:
         super().__init__(f"dataset {dataset!r} does not exist")
         self.dataset = dataset
 
 
-class JobRunningError(RuntimeError):
+class JobRunningError(Conflict):
     """A cognify job on the dataset is unfinished: deleting under it would race its writes (the
     job could write again what was just removed)."""
+
+    code = "job_running"
 
     def __init__(self, dataset: str, job_ids: list[str]) -> None:
         super().__init__(
@@ -58,7 +64,7 @@ class DatasetInfo:
 
 
 def checked(name: str, caller: Caller = LOCAL) -> str:
-    """The stored name of the caller's dataset `name`, valid; CatalogError (a ValueError) says
+    """The stored name of the caller's dataset `name`, valid; CatalogError (an InvalidInput) says
     what is allowed."""
     if ":" in name:  # reserved: it separates a tenant from its dataset names
         raise CatalogError(
@@ -129,9 +135,14 @@ def documents(
     rt: Runtime, name: str, offset: int = 0, limit: int = 1000, caller: Caller = LOCAL
 ) -> list[Node]:
     """A window of the dataset's Document nodes (with their processing status), as the caller
-    is shown them. Raises DatasetNotFoundError."""
+    is shown them; empty past the last document. Raises DatasetNotFoundError, InvalidInput
+    for a negative offset or limit."""
+    if offset < 0 or limit < 0:
+        raise InvalidInput(f"offset and limit must be 0 or more, got {offset} and {limit}")
     stored = existing(rt, name, caller)
-    window = islice(rt.catalog.documents(stored), offset, offset + limit)
+    # islice takes no bound past sys.maxsize; no dataset holds that many documents.
+    start, stop = min(offset, sys.maxsize), min(offset + limit, sys.maxsize)
+    window = islice(rt.catalog.documents(stored), start, stop)
     return [shown.graph_item(caller, doc) for doc in window]
 
 

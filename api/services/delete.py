@@ -8,12 +8,16 @@ from api.services import shown
 from api.services.datasets import ensure_idle, existing, unregister
 from core.access import LOCAL, Caller
 from core.catalog import CatalogError
+from core.errors import NotFound
 from core.models.graph import Removed
 from runtime import Runtime
+from workers.schedules import Schedules
 
 
-class DocumentNotFoundError(LookupError):
+class DocumentNotFoundError(NotFound):
     """No document of the dataset was added under that name."""
+
+    code = "document_not_found"
 
     def __init__(self, dataset: str, document: str, reason: str) -> None:
         super().__init__(reason)
@@ -49,10 +53,14 @@ def delete_document(rt: Runtime, dataset: str, document: str, caller: Caller = L
 
 
 def delete_dataset(rt: Runtime, dataset: str, caller: Caller = LOCAL) -> Deleted:
-    """Delete a whole dataset: every node, edge, vector, index entry and stored file. Raises
-    DatasetNotFoundError, JobRunningError."""
+    """Delete a whole dataset: every node, edge, vector, index entry and stored file, and its
+    schedules. Raises DatasetNotFoundError, JobRunningError."""
     stored = existing(rt, dataset, caller)
     ensure_idle(rt, stored, caller)
     removed = rt.catalog.remove_dataset(stored)
     unregister(rt, stored)
+    schedules = Schedules(rt.state)  # a schedule would sync the dataset back into being
+    for schedule in schedules.of_tenant(caller.tenant):
+        if schedule.dataset == stored:
+            schedules.remove(schedule)
     return Deleted.of(dataset, None, removed)

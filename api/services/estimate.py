@@ -22,9 +22,10 @@ from pydantic import BaseModel
 
 from api.services.datasets import checked, existing
 from core.access import LOCAL, Caller
+from core.errors import InvalidInput
 from core.llm.cache import cache_key
-from core.llm.client import response_format, schema_of
 from core.llm.extractor import LLMExtractor
+from core.llm.schemas import response_format, schema_of
 from core.llm.usage import cost_usd, count_tokens, prompt_text
 from core.models.custom import graph_model_of
 from pipelines.base import Pipeline
@@ -58,11 +59,11 @@ def estimate(
     caller: Caller = LOCAL,
 ) -> CognifyEstimate:
     """The calls, tokens and cost of `cognify` with the same arguments; nothing is stored and
-    no LLM is called. Raises DatasetNotFoundError, ValueError for a bad graph model, and
-    ValueError with `pipeline` (planning under a forced pipeline re-assigns documents)."""
+    no LLM is called. Raises DatasetNotFoundError, InvalidInput for a bad graph model, and
+    InvalidInput with `pipeline` (planning under a forced pipeline re-assigns documents)."""
     checked(dataset)
     if pipeline is not None:
-        raise ValueError(
+        raise InvalidInput(
             "--estimate counts each document's own pipeline; run it without --pipeline"
         )
     options: dict[str, Any] = {}

@@ -17,6 +17,7 @@ from pathlib import Path
 from api.services.add import add_files
 from api.services.cognify import cognify
 from api.services.jobs import tracker
+from core.errors import CogmillError, InvalidInput
 from core.models.jobs import Job
 from core.settings import Settings
 from retrieval.evaluation import (
@@ -37,8 +38,10 @@ from workers.embedded import open_runtime
 Results = dict[str, dict[EvalType, TypeFigures]]
 
 
-class EvalError(RuntimeError):
+class EvalError(CogmillError, RuntimeError):
     """Ingesting a bench failed (the job did not succeed or rejected documents)."""
+
+    code = "eval_failed"
 
 
 def default_types() -> list[EvalType]:
@@ -93,7 +96,7 @@ def run_eval(
     missing = [str(kind) for kind in types if kind != AUTO and kind not in RETRIEVERS]
     if missing:
         available = ", ".join([*(kind.value for kind in RETRIEVERS), AUTO])
-        raise ValueError(f"search type(s) {', '.join(missing)} not available; use {available}")
+        raise InvalidInput(f"search type(s) {', '.join(missing)} not available; use {available}")
     loaded = [load_bench(name, data_dir).limited(limit) for name in benches]
     loaded = [bench.split(split) for bench in loaded]
     with tempfile.TemporaryDirectory() as tmp:

@@ -21,6 +21,7 @@ from xml.sax.saxutils import escape, quoteattr
 from api.services import shown
 from api.services.datasets import existing
 from core.access import LOCAL, Caller
+from core.errors import InvalidInput
 from core.models.graph import Edge, Node
 from core.ports import GraphReader
 from runtime import Runtime
@@ -70,7 +71,7 @@ def graph_pages(
 ) -> Iterator[GraphPage]:
     """A dataset's nodes from `offset` (at most `limit`), page by page, with their edges."""
     if offset < 0 or (limit is not None and limit < 0) or page < 1 or edge_limit < 1:
-        raise ValueError(
+        raise InvalidInput(
             f"offset and limit must be >= 0 and page sizes >= 1, got offset={offset}, "
             f"limit={limit}, page={page}, edge_limit={edge_limit}"
         )
@@ -207,10 +208,10 @@ def export_lines(
     graph: GraphReader, dataset: str, fmt: str, *, caller: Caller = LOCAL, **window: Any
 ) -> Iterator[str]:
     """The stored dataset's graph as text chunks of `fmt` (jsonl or graphml), its names as the
-    caller knows them (a tenant's dataset, blob keys... without the tenant). ValueError for an
+    caller knows them (a tenant's dataset, blob keys... without the tenant). InvalidInput for an
     unknown format."""
     if fmt not in EXPORT_FORMATS:
-        raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
+        raise InvalidInput(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
     pages = _as_shown(graph_pages(graph, dataset, **window), caller)
     if fmt == "jsonl":
         return jsonl_lines(pages)
@@ -227,9 +228,9 @@ def export_graph(
     caller: Caller = LOCAL,
 ) -> Iterator[str]:
     """The dataset's nodes from `offset` (at most `limit`) and the edges leaving them, as text
-    chunks of `fmt`. Raises DatasetNotFoundError, ValueError for an unknown format or window,
+    chunks of `fmt`. Raises DatasetNotFoundError, InvalidInput for an unknown format or window,
     before the first chunk is asked for."""
     stored = existing(rt, dataset, caller)
     if fmt not in EXPORT_FORMATS:
-        raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
+        raise InvalidInput(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
     return export_lines(rt.graph, stored, fmt, caller=caller, offset=offset, limit=limit)

@@ -24,7 +24,7 @@ def facts(
     caller: Caller = LOCAL,
 ) -> FactTimeline:
     """The entity's timeline. Raises CatalogError for a bad dataset name, DatasetNotFoundError
-    for an unknown one, ValueError for a bad bound or time, EntityNotFoundError when the
+    for an unknown one, InvalidInput for a bad bound or time, EntityNotFoundError when the
     dataset has no such entity."""
     stored = existing(rt, dataset, caller)
     view = FactView.parse(as_of, known_at)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from api.services import shown
 from api.services.datasets import existing
 from core.access import LOCAL, Caller
+from core.errors import InvalidInput, NotFound
 from core.models.graph import Edge, Node, entity_id
 from core.models.vocabulary import ENTITY
 from runtime import Runtime
@@ -21,8 +22,10 @@ MAX_NODES = 200
 MAX_EDGES = 2000
 
 
-class NodeNotFoundError(LookupError):
+class NodeNotFoundError(NotFound):
     """No node (or entity of that name) in the dataset: unknown, deleted, or another dataset's."""
+
+    code = "node_not_found"
 
     def __init__(self, dataset: str, what: str) -> None:
         super().__init__(f"no node {what} in dataset {dataset!r}")
@@ -43,7 +46,7 @@ class Neighbourhood:
 
 def _seed(rt: Runtime, stored: str, shown: str, node: str | None, entity: str | None) -> Node:
     if (node is None) == (entity is None):
-        raise ValueError("name the seed with exactly one of `node` (an id) or `entity` (a name)")
+        raise InvalidInput("name the seed with exactly one of `node` (an id) or `entity` (a name)")
     if node is not None:
         found = rt.graph.get_nodes([node])
         what = repr(node)
@@ -70,9 +73,9 @@ def neighbourhood(
 ) -> Neighbourhood:
     """The node `node` (or the entity named `entity`) of the caller's dataset and at most
     `limit` - 1 of its direct neighbours, with the edges among them. Raises
-    DatasetNotFoundError, NodeNotFoundError, ValueError for a bad seed or limit."""
+    DatasetNotFoundError, NodeNotFoundError, InvalidInput for a bad seed or limit."""
     if not 1 <= limit <= MAX_NODES:
-        raise ValueError(f"limit must be between 1 and {MAX_NODES}, got {limit}")
+        raise InvalidInput(f"limit must be between 1 and {MAX_NODES}, got {limit}")
     stored = existing(rt, dataset, caller)
     seed = _seed(rt, stored, dataset, node, entity)
     # One more than asked tells whether the cap cut anything off.

@@ -17,11 +17,12 @@ from pydantic import BaseModel
 
 from api.services.datasets import ensure_idle
 from core.access import LOCAL, Caller
+from core.errors import CogmillError, RateLimited
 from core.llm.usage import UsageTotals, priced
 from core.models.jobs import Budget, Job
 from core.settings import Settings
 from runtime import Runtime
-from workers.budgets import resume_job
+from workers.budgets import InvalidBudget, resume_job
 from workers.jobs import JobNotFoundError, JobTracker
 from workers.usage import job_usage
 
@@ -36,7 +37,7 @@ def tracker(rt: Runtime) -> JobTracker:
 def checked_id(job_id: str) -> str:
     """The job id when it is well formed; JobNotFoundError otherwise (no such job can exist)."""
     if not JOB_ID.match(job_id):
-        raise JobNotFoundError(f"no job {job_id!r}; `cogmill jobs list` shows the known jobs")
+        raise JobNotFoundError(job_id)
     return job_id
 
 
@@ -73,14 +74,18 @@ def show(rt: Runtime, job_id: str) -> JobReport:
 def budget_of(
     settings: Settings, usd: float | None = None, tokens: int | None = None
 ) -> Budget | None:
-    """The budget asked for (None: none). Raises ValueError for a bad one, or a dollar
+    """The budget asked for (None: none). Raises InvalidBudget for a bad one, or a dollar
     budget without LLM prices to count it in."""
     if usd is None and tokens is None:
         return None
-    budget = Budget(usd=usd, tokens=tokens)  # a pydantic ValidationError is a ValueError
+    if tokens is not None and tokens <= 0:
+        raise InvalidBudget(f"a token budget must be more than 0, got {tokens}")
+    if usd is not None and not usd > 0:  # `not >` refuses NaN too
+        raise InvalidBudget(f"a USD budget must be more than 0, got {usd}")
+    budget = Budget(usd=usd, tokens=tokens)
     priced_llm = settings.llm_price_input_per_mtok or settings.llm_price_output_per_mtok
     if budget.usd is not None and not priced_llm:
-        raise ValueError(
+        raise InvalidBudget(
             "a USD budget needs LLM prices: set COGMILL_LLM_PRICE_INPUT_PER_MTOK and "
             "COGMILL_LLM_PRICE_OUTPUT_PER_MTOK, or give a token budget instead"
         )
@@ -97,11 +102,12 @@ def resume(
 ) -> Job:
     """Continue a job paused by its budget, under a new budget counting what it spent so far
     (none given: no cap). Raises JobNotFoundError, JobNotResumableError (not paused: 409),
-    JobRunningError (another job on its dataset runs: their writes would race) and ValueError
+    JobRunningError (another job on its dataset runs: their writes would race) and InvalidInput
     (a bad budget, or one already spent)."""
+    budget = budget_of(rt.settings, usd, tokens)
     job = tracker(rt).get(checked_id(job_id), live=False)
     ensure_idle(rt, job.dataset, caller)
-    return resume_job(rt, job.id, budget_of(rt.settings, usd, tokens))
+    return resume_job(rt, job.id, budget)
 
 
 def cancel(rt: Runtime, job_id: str) -> Job:
@@ -215,8 +221,20 @@ async def follow_job_async(
         await anyio.sleep(poll)
 
 
-class TooManyStreamsError(Exception):
+class JobFailedError(CogmillError):
+    """A job a command waited for ended without succeeding; the message gives its errors."""
+
+    code = "job_failed"
+    public_message = "the job failed; its status lists the errors"
+
+
+STREAM_RETRY_AFTER = 5  # seconds: when to try again for a stream slot
+
+
+class TooManyStreamsError(RateLimited):
     """Every event stream slot the caller may use is taken; the message names the setting."""
+
+    code = "too_many_streams"
 
 
 class StreamSlots:
@@ -243,12 +261,14 @@ class StreamSlots:
             if sum(self._open.values()) >= total:
                 raise TooManyStreamsError(
                     f"the server has {total} job event streams open, its limit "
-                    "(COGMILL_API_MAX_STREAMS); close one or retry later"
+                    "(COGMILL_API_MAX_STREAMS); close one or retry later",
+                    retry_after=STREAM_RETRY_AFTER,
                 )
             if key is not None and self._open[key] >= per_key:
                 raise TooManyStreamsError(
                     f"this API key has {per_key} job event streams open, its limit "
-                    "(COGMILL_API_MAX_STREAMS_PER_KEY); close one or retry later"
+                    "(COGMILL_API_MAX_STREAMS_PER_KEY); close one or retry later",
+                    retry_after=STREAM_RETRY_AFTER,
                 )
             slot = key or ""
             self._open[slot] += 1

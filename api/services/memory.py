@@ -3,7 +3,7 @@
 Datasets and sessions are the caller's: datasets are scoped by its tenant
 (api/services/datasets.py), sessions live in its tenant's own session store
 (retrieval/sessions.py), so two tenants' `chat-1` share nothing and another tenant's session is
-unknown (LookupError, a 404). What goes back names datasets as the caller does
+unknown (NotFound, a 404). What goes back names datasets as the caller does
 (api/services/shown.py).
 """
 
@@ -23,6 +23,7 @@ from api.services.cognify import cognify
 from api.services.datasets import checked, ensure_idle, names
 from api.services.delete import Deleted, delete_dataset, delete_document
 from core.access import LOCAL, Caller
+from core.errors import InvalidInput
 from core.models.jobs import Job
 from retrieval.memory import DEFAULT_THRESHOLD, ImproveResult, RecallResponse
 from retrieval.memory import improve as improve_answer
@@ -81,7 +82,7 @@ def list_sessions(rt: Runtime, caller: Caller = LOCAL) -> list[SessionSummary]:
 
 def session_history(rt: Runtime, session: str, caller: Caller = LOCAL) -> SessionHistory:
     """A session of the caller's: its notes and questions. Raises SessionError for a bad id,
-    SessionNotFoundError (a LookupError) when the caller has no such live session."""
+    SessionNotFoundError (a NotFound) when the caller has no such live session."""
     store = sessions(rt, caller)
     if not store.exists(session):
         raise SessionNotFoundError(f"no session {session!r} (never used, forgotten or expired)")
@@ -118,18 +119,18 @@ class Remembered:
 def remember_in_dataset(rt: Runtime, dataset: str, text: str, caller: Caller = LOCAL) -> Remembered:
     """Add the text to a dataset as a small document and start a cognify job for it.
 
-    Raises ValueError (CatalogError for a bad dataset name) when there is nothing to store.
+    Raises InvalidInput (CatalogError for a bad dataset name) when there is nothing to store.
     """
     checked(dataset, caller)
     if not text.strip():
-        raise ValueError("the text is empty; pass the text to remember")
+        raise InvalidInput("the text is empty; pass the text to remember")
     name = memory_document_name(text)
     with tempfile.TemporaryDirectory(prefix=".memory-", dir=rt.settings.home) as tmp:
         path = Path(tmp) / name
         path.write_text(text.strip() + "\n", encoding="utf-8")
         rejected = add_files(rt, dataset, [(name, path)], caller=caller).report.rejected
     if rejected:
-        raise ValueError(f"cannot remember this text: {rejected[0][1]}")
+        raise InvalidInput(f"cannot remember this text: {rejected[0][1]}")
     return Remembered(dataset, name, cognify(rt, dataset, caller=caller))
 
 
@@ -146,19 +147,26 @@ def recall(
     caller: Caller = LOCAL,
 ) -> RecallResponse:
     """Results from the session's lane and/or the graph's (see retrieval/memory.py), each
-    tagged with its source. Raises ValueError for a bad request."""
+    tagged with its source. Raises InvalidInput for a bad request."""
     names = [checked(name, caller) for name in datasets]
     with rt.priority.urgent():  # as search's
         response = recall_memory(
-            rt.retrieval(), query, session=session, datasets=names, scope=scope, top_k=top_k,
-            search_type=search_type, threshold=threshold, sessions=sessions(rt, caller),
-        )  # fmt: skip
+            rt.retrieval(),
+            query,
+            session=session,
+            datasets=names,
+            scope=scope,
+            top_k=top_k,
+            search_type=search_type,
+            threshold=threshold,
+            sessions=sessions(rt, caller),
+        )
     return shown.recall(caller, response)
 
 
 def feedback_score(feedback: str | float) -> float:
     """The score of feedback given as `up` (+1), `down` (-1) or a number; `improve` checks
-    its range. Raises ValueError for anything else."""
+    its range. Raises InvalidInput for anything else."""
     if isinstance(feedback, str):
         named = {"up": 1.0, "down": -1.0}.get(feedback.strip().lower())
         if named is not None:
@@ -166,7 +174,7 @@ def feedback_score(feedback: str | float) -> float:
         try:
             return float(feedback)
         except ValueError:
-            raise ValueError(f"feedback must be up, down or a number, got {feedback!r}") from None
+            raise InvalidInput(f"feedback must be up, down or a number, got {feedback!r}") from None
     return float(feedback)
 
 
@@ -179,8 +187,8 @@ def improve(
     caller: Caller = LOCAL,
 ) -> ImproveResult:
     """Reweigh the graph edges an answer's results (all, or the 0-based `results`) were read
-    from. Raises LookupError (SessionNotFoundError) for an unknown answer (another tenant's
-    too), ValueError else."""
+    from. Raises NotFound (SessionNotFoundError) for an unknown answer (another tenant's
+    too), InvalidInput else."""
     return improve_answer(rt.graph, sessions(rt, caller), session, qa_id, feedback, results)
 
 
@@ -211,27 +219,29 @@ def forget(
     """Forget one session, one document of a dataset, a dataset, or everything.
 
     Exactly one target: `session`, `dataset` (with `document` for one document), or
-    `everything` (which needs `confirm`). Raises ValueError for a bad combination, LookupError
+    `everything` (which needs `confirm`). Raises InvalidInput for a bad combination, NotFound
     for something that does not exist, and JobRunningError (nothing forgotten) while a
     cognify job runs on a dataset it would remove from.
     """
     targets = sum((session is not None, dataset is not None, everything))
     if targets != 1:
-        raise ValueError(
+        raise InvalidInput(
             "forget needs exactly one target: a session, a dataset (optionally with a "
             "document), or everything"
         )
     if document is not None and dataset is None:
-        raise ValueError("a document is forgotten from a dataset: give the dataset too")
+        raise InvalidInput("a document is forgotten from a dataset: give the dataset too")
     done = Forgotten()
     if everything:
         if not confirm:
-            raise ValueError("forgetting everything deletes every dataset and session; confirm it")
+            raise InvalidInput(
+                "forgetting everything deletes every dataset and session; confirm it"
+            )
         return _forget_everything(rt, done)
     if session is not None:
         store = sessions(rt, caller)
         if not store.exists(session):
-            raise LookupError(f"no session {session!r} (never used, forgotten or expired)")
+            raise SessionNotFoundError(f"no session {session!r} (never used, forgotten or expired)")
         done.session_keys, done.sessions = store.forget(session), [session]
         return done
     assert dataset is not None

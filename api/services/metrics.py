@@ -2,7 +2,8 @@
 
 Job states, documents, batches, tokens and cost come from the job records and their usage
 counters; step and search durations and LLM retries from the shared counters every process
-adds to (workers/metrics.py); queue depths from the broker. Nothing is held in one process's
+adds to (workers/metrics.py), schedules' runs from theirs (workers/schedules.py); queue depths
+from the broker. Nothing is held in one process's
 memory, so any API process answers for the whole deployment, across machines.
 """
 
@@ -34,6 +35,7 @@ from workers.metrics import (
     llm_counters,
 )
 from workers.retention import retired
+from workers.schedules import totals as schedule_totals
 from workers.usage import jobs_usage
 
 TOKENS = ("prompt_tokens", "completion_tokens", "cached_tokens")
@@ -61,10 +63,29 @@ class StateCollector(Collector):
             ("failures", "LLM calls that failed for good"),
         ):
             yield CounterMetricFamily(f"cogmill_llm_{name}", doc, value=retries[name])
-        yield _histogram("cogmill_step_duration_seconds", "Step task durations", "step",
-                         histograms(state, "step", STEP_BUCKETS), STEP_BUCKETS)  # fmt: skip
-        yield _histogram("cogmill_search_duration_seconds", "Search durations", "type",
-                         histograms(state, "search", SEARCH_BUCKETS), SEARCH_BUCKETS)  # fmt: skip
+        yield _histogram(
+            "cogmill_step_duration_seconds",
+            "Step task durations",
+            "step",
+            histograms(state, "step", STEP_BUCKETS),
+            STEP_BUCKETS,
+        )
+        yield _histogram(
+            "cogmill_search_duration_seconds",
+            "Search durations",
+            "type",
+            histograms(state, "search", SEARCH_BUCKETS),
+            SEARCH_BUCKETS,
+        )
+        runs = CounterMetricFamily(
+            "cogmill_schedule_runs",
+            "Runs of schedules: fired by the beat, started, skipped (the previous run still "
+            "going), missed (the beat was down)",
+            labels=["outcome"],
+        )
+        for outcome, count in schedule_totals(state).items():
+            runs.add_metric([outcome], count)
+        yield runs
         depth = GaugeMetricFamily(
             "cogmill_queue_depth", "Messages waiting in a Celery queue", labels=["queue"]
         )
@@ -107,8 +128,9 @@ def _usage_metrics(
         "cogmill_model_cache_hits", "Calls answered by the response cache", labels=["kind"]
     )
     tokens = CounterMetricFamily("cogmill_model_tokens", "Tokens", labels=["kind", "type"])
-    cost = CounterMetricFamily("cogmill_model_cost_usd", "Cost at the settings' prices",
-                               labels=["kind"])  # fmt: skip
+    cost = CounterMetricFamily(
+        "cogmill_model_cost_usd", "Cost at the settings' prices", labels=["kind"]
+    )
     ratio = GaugeMetricFamily(
         "cogmill_model_cache_hit_ratio", "Cache hits / (calls + cache hits)", labels=["kind"]
     )

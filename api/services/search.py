@@ -44,7 +44,7 @@ def search(
 ) -> Searched:
     """Search the datasets with one type (None: the query router's) and top-k (None: from the
     query), seeing facts as of a world time and as known at a system time (None: current).
-    Raises ValueError (CatalogError for a bad dataset name) for a bad request,
+    Raises InvalidInput (CatalogError for a bad dataset name) for a bad request,
     AccessDeniedError for a query type the caller's role may not run."""
     check_type_allowed(caller, search_type if search_type is not None else route(query).search_type)
     ctx, names = rt.retrieval(), [checked(name, caller) for name in datasets]

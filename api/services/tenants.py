@@ -18,6 +18,7 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, replace
 
 from core.access import Role
+from core.errors import InvalidInput, TooLarge
 from core.ports import StateStore
 
 TENANT_PREFIX = "tenants:tenant:"
@@ -33,12 +34,16 @@ KEY_FORMAT = re.compile(r"cm_([0-9a-f]{12})_([A-Za-z0-9_\-]{43})")
 HASH_ITERATIONS = 20_000
 
 
-class TenantError(ValueError):
+class TenantError(InvalidInput):
     """A bad tenant name, an unknown tenant or key id, or a duplicate tenant."""
 
+    code = "invalid_tenant"
 
-class QuotaExceededError(ValueError):
-    """Storing this would take the tenant over its storage quota (HTTP 413)."""
+
+class QuotaExceededError(TooLarge):
+    """Storing this would take the tenant over its storage quota."""
+
+    code = "quota_exceeded"
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,11 @@ serve`'s warm-up.
 A Neo4j server plans each statement on its first run and its JVM compiles the hot paths only
 after some hundreds of runs. On the 1x MuSiQue store, through the API, the first hundred
 GRAPH_PPR questions after a start took p50 / p95 67-74 / 360-371 ms, and 51-54 / 84 after a
-warm-up of 200 questions (README, Search latency). `Warmer` runs `queries` searches' context
-retrievals (GRAPH_PPR and CHUNKS on names stored in the datasets; no LLM, no session) when the
-API starts, and again whenever the server's start time changes: a Neo4j restarted under a
-running API is warmed too. Each waits for a pause in users' searches. The embedded stores have
-no server to warm (`server_started` is Neo4j's alone).
+warm-up of 200 questions (docs/benchmarks.md, Search latency). `Warmer` runs `queries`
+searches' context retrievals (GRAPH_PPR and CHUNKS on names stored in the datasets; no LLM,
+no session) when the API starts, and again whenever the server's start time changes: a Neo4j
+restarted under a running API is warmed too. Each waits for a pause in users' searches. The
+embedded stores have no server to warm (`server_started` is Neo4j's alone).
 """
 
 from __future__ import annotations
@@ -138,8 +138,10 @@ class Warmer:
                     self.rounds += 1
                     log.info(
                         "warm_up_done queries=%d datasets=%d seconds=%.1f",
-                        self.last.queries, self.last.datasets, self.last.seconds,
-                    )  # fmt: skip
+                        self.last.queries,
+                        self.last.datasets,
+                        self.last.seconds,
+                    )
             except StoreError as err:  # the server went away: tried again at the next check
                 log.warning("warm_up_failed: %s (tried again in %.0f s)", err, self.check_s)
             except Exception:  # noqa: BLE001 - a bug: logged; not tried again on this server

@@ -1,5 +1,5 @@
 """Webhooks: a tenant's subscriptions (add, list, remove), a job's own webhook (`cognify
---webhook`), and a job's delivery log. The delivery itself is workers/webhooks.py's."""
+--webhook`), and a job's delivery log. The delivery itself is workers/webhooks/'s."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from api.services.jobs import checked_id, tracker
 from api.services.tenants import TenantError, Tenants, check_tenant_name
 from core.access import LOCAL, Caller
 from runtime import Runtime
-from workers.webhooks import Subscription, Subscriptions, delivery_log
+from workers.webhooks.deliveries import delivery_log
+from workers.webhooks.subscriptions import Subscription, Subscriptions
 
 
 @dataclass(frozen=True)
@@ -35,11 +36,12 @@ def _tenant(rt: Runtime, tenant: str | None) -> str | None:
     return tenant
 
 
-def add(rt: Runtime, url: str, events: list[str] | None = None, *, tenant: str | None = None
-        ) -> Subscription:  # fmt: skip
+def add(
+    rt: Runtime, url: str, events: list[str] | None = None, *, tenant: str | None = None
+) -> Subscription:
     """Subscribe `tenant` (None: the local default tenant) to its jobs' finished statuses
     (`events`; default all). Returns the subscription with its secret, shown this once.
-    Raises WebhookError (a ValueError) for a URL that may not be used, TenantError."""
+    Raises WebhookError (an InvalidInput) for a URL that may not be used, TenantError."""
     return Subscriptions(rt.state).add(_tenant(rt, tenant), url, events, settings=rt.settings)
 
 
@@ -56,8 +58,9 @@ def remove(rt: Runtime, sub_id: str, *, tenant: str | None = None) -> Subscripti
 def for_job(rt: Runtime, url: str, caller: Caller = LOCAL) -> Subscription:
     """A webhook for one job of the caller, every finished status: pass its id to
     `cognify(..., webhook=...)` and show its secret once. Raises WebhookError."""
-    return Subscriptions(rt.state).add(caller.tenant, url, None, settings=rt.settings,
-                                       job_only=True)  # fmt: skip
+    return Subscriptions(rt.state).add(
+        caller.tenant, url, None, settings=rt.settings, job_only=True
+    )
 
 
 def deliveries(rt: Runtime, job_id: str) -> list[Attempt]:

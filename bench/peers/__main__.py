@@ -79,8 +79,15 @@ def write_input(args: argparse.Namespace, path: Path) -> None:
 def start_standin(
     system: str, args: argparse.Namespace, log: Path
 ) -> tuple[subprocess.Popen[str], str, int]:
-    command = [sys.executable, "-m", "bench.peers.standin", "--format", system,
-               "--embedding-dim", str(args.embedding_dim)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "bench.peers.standin",
+        "--format",
+        system,
+        "--embedding-dim",
+        str(args.embedding_dim),
+    ]
     proc = subprocess.Popen(
         command,
         cwd=ROOT,
@@ -131,17 +138,38 @@ def _run(
     folder = work / system
     folder.mkdir()
     out, log = work / f"{system}.json", work / f"{system}.log"
-    script = ["-m", "bench.peers.run_cogmill"] if system == "cogmill" else [
-        str(HERE / f"run_{system}.py")
-    ]  # fmt: skip
+    script = (
+        ["-m", "bench.peers.run_cogmill"]
+        if system == "cogmill"
+        else [str(HERE / f"run_{system}.py")]
+    )
     env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(TIKTOKEN_FILE.parent)}
-    command = [str(python), *script, "--input", str(work / "input.json"), "--work", str(folder),
-               "--standin", url, "--standin-pid", str(pid), "--out", str(out)]  # fmt: skip
+    command = [
+        str(python),
+        *script,
+        "--input",
+        str(work / "input.json"),
+        "--work",
+        str(folder),
+        "--standin",
+        url,
+        "--standin-pid",
+        str(pid),
+        "--out",
+        str(out),
+    ]
     print(f"running {system} ... (log: {log})", file=sys.stderr, flush=True)
     try:
         with log.open("w") as stderr:
-            done = subprocess.run(command, cwd=ROOT, env=env, stdout=stderr, stderr=stderr,
-                                  timeout=timeout, check=False)  # fmt: skip
+            done = subprocess.run(
+                command,
+                cwd=ROOT,
+                env=env,
+                stdout=stderr,
+                stderr=stderr,
+                timeout=timeout,
+                check=False,
+            )
     except subprocess.TimeoutExpired:
         return {"system": system, "error": f"timed out after {timeout:.0f} s; see {log}"}
     if done.returncode != 0 or not out.exists():

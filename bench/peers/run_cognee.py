@@ -4,7 +4,7 @@ Default stores (SQLite, LanceDB, the Ladybug graph; their subprocesses included 
 figure), default pipeline (`cognee.add` then `cognee.cognify`), default structured-output
 framework; the LLM (gpt-4o-mini) and the embeddings (text-embedding-3-small at the bench's
 dimension) are sent to the stand-in through cognee's own OpenAI/litellm clients. Telemetry
-off. Search: `cognee.search(only_context=True)` for GRAPH_COMPLETION (the type the issue timed)
+off. Search: `cognee.search(only_context=True)` for GRAPH_COMPLETION (the type compared)
 and CHUNKS.
 
     python run_cognee.py --input IN.json --work DIR --standin URL --standin-pid PID --out OUT.json

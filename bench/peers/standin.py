@@ -76,7 +76,7 @@ def lightrag_reply(body: dict[str, Any]) -> str | None:
                     r["name"].replace("_", " "),
                     _flat(r["description"]),
                 ]
-            )  # fmt: skip
+            )
             for r in graph["relationships"]
         ]
         return "\n".join([*rows, _DONE])
@@ -168,15 +168,24 @@ def cognee_reply(body: dict[str, Any], text: str) -> str | None:
         edge = _resolve(_resolve(props["edges"], defs).get("items", {}), defs)
         if "source_node_id" in edge.get("properties", {}):
             reply["nodes"] = [
-                {"id": e["name"], "name": e["name"], "type": e["type"],
-                 "description": e["description"], "label": e["name"]}
+                {
+                    "id": e["name"],
+                    "name": e["name"],
+                    "type": e["type"],
+                    "description": e["description"],
+                    "label": e["name"],
+                }
                 for e in graph["entities"]
-            ]  # fmt: skip
+            ]
             reply["edges"] = [
-                {"source_node_id": r["source"], "target_node_id": r["target"],
-                 "relationship_name": r["name"], "description": r["description"]}
+                {
+                    "source_node_id": r["source"],
+                    "target_node_id": r["target"],
+                    "relationship_name": r["name"],
+                    "description": r["description"],
+                }
                 for r in graph["relationships"]
-            ]  # fmt: skip
+            ]
     return json.dumps(reply)
 
 

@@ -114,10 +114,16 @@ def cognify(
     """Start a job turning the dataset's new or changed documents (`all`: every one) into graph
     and vectors; `wait(job.job_id)` follows it."""
     request = r.CognifyRequest(
-        all=all, pipeline=pipeline, graph_model=graph_model, ontology=ontology,
-        ontology_format=ontology_format, webhook=webhook, budget_usd=budget_usd,
-        budget_tokens=budget_tokens, llm_mode=llm_mode,
-    )  # fmt: skip
+        all=all,
+        pipeline=pipeline,
+        graph_model=graph_model,
+        ontology=ontology,
+        ontology_format=ontology_format,
+        webhook=webhook,
+        budget_usd=budget_usd,
+        budget_tokens=budget_tokens,
+        llm_mode=llm_mode,
+    )
     return Parts(model(m.JobAccepted), {"name": dataset}, json=body(request))
 
 

@@ -32,10 +32,14 @@ def search(
     answer). Results carry their sources (document, chunk) and evidence. Facts are seen as
     they hold now, or `as_of` a time ("2019") and as cogmill knew them `known_at` a time."""
     request = r.SearchRequest(
-        query=query, datasets=names(datasets), top_k=top_k,
+        query=query,
+        datasets=names(datasets),
+        top_k=top_k,
         search_type=kind(search_type) if search_type is not None else None,
-        response_model=response_model, as_of=as_of, known_at=known_at,
-    )  # fmt: skip
+        response_model=response_model,
+        as_of=as_of,
+        known_at=known_at,
+    )
     return Parts(model(m.SearchResponse), json=body(request))
 
 
@@ -82,9 +86,14 @@ def recall(
 ) -> Parts[m.RecallResponse]:
     """Recall from a session's memory and/or the graph of datasets."""
     request = r.RecallRequest(
-        query=query, session=session, datasets=names(datasets), scope=scope, top_k=top_k,
-        search_type=kind(search_type), threshold=threshold,
-    )  # fmt: skip
+        query=query,
+        session=session,
+        datasets=names(datasets),
+        scope=scope,
+        top_k=top_k,
+        search_type=kind(search_type),
+        threshold=threshold,
+    )
     return Parts(model(m.RecallResponse), json=body(request))
 
 
@@ -108,9 +117,12 @@ def forget(
 ) -> Parts[m.ForgetResult]:
     """Forget one target: a session, a dataset (or one document of it), or everything."""
     request = r.ForgetRequest(
-        session=session, dataset=dataset, document=document, everything=everything,
+        session=session,
+        dataset=dataset,
+        document=document,
+        everything=everything,
         confirm=confirm,
-    )  # fmt: skip
+    )
     return Parts(model(m.ForgetResult), json=body(request))
 
 

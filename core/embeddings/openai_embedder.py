@@ -15,7 +15,8 @@ import openai
 
 from core.llm import outage
 from core.llm import usage as accounting
-from core.llm.client import NO_API_KEY, LLMError, backoff_delay, classify, short
+from core.llm.client import NO_API_KEY, LLMError
+from core.llm.retries import backoff_delay, classify, short
 from core.ports import batched
 
 log = logging.getLogger("cogmill.embeddings")

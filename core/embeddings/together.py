@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.embeddings.local import LocalEmbedder, Padded
+from core.embeddings.bert import Padded
+from core.embeddings.local import LocalEmbedder
 
 
 @dataclass(eq=False)

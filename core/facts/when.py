@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from core.errors import InvalidInput
 from core.temporal import TimeSpan, civil_from_days, days_from_civil, iso_day
 from core.time_expressions import parse_time
 
@@ -20,9 +21,9 @@ EXAMPLE = "2019-03-15, March 2019 or 2019"
 def _checked(text: str, what: str) -> str:
     text = text.strip()
     if not text:
-        raise ValueError(f"{what} is empty; give a date such as {EXAMPLE}")
+        raise InvalidInput(f"{what} is empty; give a date such as {EXAMPLE}")
     if len(text) > MAX_CHARS:
-        raise ValueError(
+        raise InvalidInput(
             f"{what} is {len(text)} characters, above the limit of {MAX_CHARS}; "
             f"give a date such as {EXAMPLE}"
         )
@@ -30,10 +31,10 @@ def _checked(text: str, what: str) -> str:
 
 
 def parse_date(text: str, what: str = "the date") -> TimeSpan:
-    """The span of days a date names. ValueError saying what is wrong with it."""
+    """The span of days a date names. InvalidInput saying what is wrong with it."""
     span = parse_time(_checked(text, what))
     if span is None or (span.start is None and span.end is None):
-        raise ValueError(f"{what} {text.strip()!r} is not a date cogmill can read; use {EXAMPLE}")
+        raise InvalidInput(f"{what} {text.strip()!r} is not a date cogmill can read; use {EXAMPLE}")
     return span
 
 
@@ -65,10 +66,10 @@ def parse_moment(text: str, what: str = "known_at") -> float:
         return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
     span = parse_date(text, what)
     if span.end is None:
-        raise ValueError(f"{what} {text!r} has no end; give a day such as 2026-12-07")
+        raise InvalidInput(f"{what} {text!r} has no end; give a day such as 2026-12-07")
     year, month, day = civil_from_days(span.end)
     try:
         end = datetime(year, month, day, tzinfo=UTC)
     except ValueError as err:
-        raise ValueError(f"{what} {text!r} is out of range: {err}") from None
+        raise InvalidInput(f"{what} {text!r} is out of range: {err}") from None
     return (end - timedelta(microseconds=1)).timestamp()

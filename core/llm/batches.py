@@ -1,5 +1,5 @@
 """The client side of the OpenAI Files + Batches API: chat requests submitted as one JSONL
-file, the batch's state, its answers read back (workers/llm_batches.py drives it).
+file, the batch's state, its answers read back (workers/llm_batches/ drives it).
 
 A request's `custom_id` is its LLM cache key, so an answer lands in the cache where the
 step's next run looks for it. Answers are checked here as far as this side can (a 200 line,
@@ -16,8 +16,11 @@ from typing import Any, Final
 
 import openai
 
-from core.llm.client import NO_API_KEY, response_format, short
+from core.errors import UpstreamFailed
+from core.llm.client import NO_API_KEY
 from core.llm.deferral import Deferred
+from core.llm.retries import short
+from core.llm.schemas import response_format
 
 ENDPOINT: Final = "/v1/chat/completions"
 COMPLETION_WINDOW: Final = "24h"
@@ -26,9 +29,12 @@ FINISHED = frozenset({"completed", "failed", "expired", "cancelled"})
 _LIST_PAGE = 100
 
 
-class BatchAPIError(RuntimeError):
+class BatchAPIError(UpstreamFailed):
     """The Files or Batches endpoint refused a request or could not be reached; `refused`:
     it answered a 4xx, so the request created nothing."""
+
+    code = "batch_api_failed"
+    public_message = "the LLM's Batch API failed; retry later"
 
     def __init__(self, message: str, *, refused: bool = False) -> None:
         super().__init__(message)

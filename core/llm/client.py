@@ -7,16 +7,11 @@ every attempt and one budget (`max_attempts`) covers transport errors and invali
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import functools
 import json
 import logging
-import random
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -27,6 +22,9 @@ from pydantic import BaseModel, ValidationError
 from core.llm import aio, deferral, outage
 from core.llm import usage as accounting
 from core.llm.cache import LLMCache, cache_key
+from core.llm.errors import LLMError
+from core.llm.retries import Failure, backoff_delay, classify, short
+from core.llm.schemas import mentions_schema, repair_messages, response_format, schema_of
 from core.llm.usage import LLMStats
 from core.ports import RateLimiter, StoreError
 
@@ -34,14 +32,6 @@ log = logging.getLogger("cogmill.llm")
 Model = TypeVar("Model", bound=BaseModel)
 # Local servers (vLLM, Ollama, llama.cpp) need no key, but the SDK refuses an empty one.
 NO_API_KEY = "not-needed"
-# A server asking for a longer pause gets retried after this anyway (and may say no again).
-MAX_RETRY_AFTER = 120.0
-# 408 timeout, 409 lock conflict, 429 rate limit; all 5xx are retried too.
-RETRYABLE_STATUS = frozenset({408, 409, 429})
-
-
-class LLMError(RuntimeError):
-    """An LLM endpoint failed for good: after all attempts, or with a non-retryable error."""
 
 
 class LLMClient:
@@ -281,119 +271,3 @@ class LLMClient:
             await asyncio.to_thread(self.cache.put, key, raw)
         except StoreError as err:
             log.warning("llm_cache_unavailable op=put error=%s", err)
-
-
-@functools.lru_cache(maxsize=64)
-def schema_of(schema: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema as sent, computed once per class (it takes milliseconds).
-    Read-only. Without pydantic's `title`s (each a field's or class's name again) or the
-    top-level class's docstring (written for this code's readers): every call sends the
-    schema, and they were a fifth of an extraction prompt's tokens."""
-    sent = _untitled(schema.model_json_schema())
-    sent.pop("description", None)
-    return sent
-
-
-def _untitled(node: Any, *, names: bool = False) -> Any:
-    """A JSON schema without `title` keys; `names`: `node` maps property names to schemas
-    (a property may itself be called "title")."""
-    if isinstance(node, list):
-        return [_untitled(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    return {
-        key: _untitled(value, names=key in ("properties", "$defs") and not names)
-        for key, value in node.items()
-        if names or key != "title"
-    }
-
-
-def response_format(
-    schema: type[BaseModel], schema_json: dict[str, Any], json_schema: bool
-) -> dict[str, Any]:
-    """The `response_format` for a schema; `json_object` for servers without `json_schema`."""
-    if not json_schema:
-        return {"type": "json_object"}
-    # strict=False: strict mode demands every field required and no defaults, which general
-    # pydantic models do not satisfy; replies are validated here either way.
-    spec = {"name": schema.__name__, "schema": schema_json, "strict": False}
-    return {"type": "json_schema", "json_schema": spec}
-
-
-def mentions_schema(err: openai.APIStatusError) -> bool:
-    """Whether a 400/422 complains about the response format rather than the request."""
-    text = f"{err.message} {err.body}".lower()
-    return "response_format" in text or "schema" in text
-
-
-def repair_messages(
-    messages: list[dict[str, Any]], reply: str, err: ValidationError
-) -> list[dict[str, Any]]:
-    """The original conversation plus the bad reply and what was wrong with it."""
-    fix = (
-        f"Your reply was not valid: {short(err)}\n"
-        "Answer again with only the corrected JSON object, no other text."
-    )
-    return [*messages, {"role": "assistant", "content": reply}, {"role": "user", "content": fix}]
-
-
-@dataclass(frozen=True)
-class Failure:
-    """What went wrong with one request, and whether another attempt may help."""
-
-    retryable: bool
-    kind: str
-    status: int | None = None
-    retry_after: float | None = None
-    detail: str = ""
-
-
-def classify(err: openai.OpenAIError) -> Failure:
-    """Sort an SDK error into retryable (429, 5xx, timeouts, connections) or final."""
-    if isinstance(err, openai.APITimeoutError):
-        return Failure(True, "timeout", detail="no response in time")
-    if isinstance(err, openai.APIConnectionError):
-        return Failure(True, "connection error", detail=short(err))
-    if isinstance(err, openai.APIStatusError):
-        status = err.status_code
-        # OpenAI answers an exhausted quota with 429 too, but no amount of waiting fixes it.
-        quota = getattr(err, "code", None) == "insufficient_quota"
-        retryable = (status in RETRYABLE_STATUS or status >= 500) and not quota
-        wait = retry_after_seconds(err.response.headers)
-        return Failure(retryable, "http error", status, wait, short(err.message))
-    return Failure(False, type(err).__name__, detail=short(err))
-
-
-def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """The pause a server asks for (`retry-after-ms`, or `retry-after` seconds or date)."""
-    value = headers.get("retry-after")
-    for raw, scale in ((headers.get("retry-after-ms"), 0.001), (value, 1.0)):
-        if raw is not None:
-            try:
-                return max(0.0, float(raw) * scale)
-            except ValueError:
-                pass  # not a number: maybe an HTTP date
-    if value is None:
-        return None
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None  # unparseable: fall back to exponential backoff
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def backoff_delay(attempt: int, retry_after: float | None, base: float, cap: float) -> float:
-    """Seconds before attempt `attempt + 1`: full jitter, at least what the server asked."""
-    jitter = random.uniform(0, min(cap, base * 2 ** (attempt - 1)))
-    if retry_after is None:
-        return jitter
-    # The jitter on top keeps clients told the same Retry-After from returning in one herd.
-    return min(retry_after, MAX_RETRY_AFTER) + random.uniform(0, base)
-
-
-def short(err: object, limit: int = 500) -> str:
-    """An error message cut to `limit` characters for exceptions and logs."""
-    text = " ".join(str(err).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

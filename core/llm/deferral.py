@@ -1,5 +1,5 @@
 """Batch mode's first pass over a step: the LLM requests the cache cannot answer are noted
-instead of sent, to go to the Batch API as one file (workers/llm_batches.py).
+instead of sent, to go to the Batch API as one file (workers/llm_batches/).
 
 While `collecting()` is open in a context (a thread, and the asyncio tasks it starts copy
 it), the LLM client asks `defer` before it sends a request the cache did not answer: the

@@ -17,6 +17,8 @@ PROMPT_PATH = Path(__file__).with_name("prompts") / "extract_graph.txt"
 class ExtractionFailed(LLMError):
     """Some texts of a batch got no graph; the others' graphs are kept in `results`."""
 
+    code = "extraction_failed"
+
     def __init__(self, failures: dict[int, LLMError], results: list[KnowledgeGraph | None]):
         first = failures[min(failures)]
         super().__init__(

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from core.embeddings.tokenizer import count_tokens as word_pieces
+from core.errors import CogmillError
 from core.settings import Settings
 
 # Completion tokens assumed per call before any usage has been reported.
@@ -84,10 +85,12 @@ class Usage:
         return asdict(self)
 
 
-class BudgetExceeded(RuntimeError):
+class BudgetExceeded(CogmillError, RuntimeError):
     """The job's budget cannot cover the next LLM call, which is not made. Not an LLMError on
     purpose: no step may take it for one call's failure; the step stops and its batch waits
     for `jobs resume`."""
+
+    code, status = "budget_exceeded", 402
 
 
 class Spending(Protocol):
@@ -256,8 +259,9 @@ def record(kind: str, usage: Mapping[str, Any] | None, *, prompt: str, completio
     else:
         counted = count_tokens([prompt, completion])
         used = (counted[0], counted[1], 0)
-    meter.add(kind, calls=1, prompt_tokens=used[0], completion_tokens=used[1],
-              cached_tokens=used[2])  # fmt: skip
+    meter.add(
+        kind, calls=1, prompt_tokens=used[0], completion_tokens=used[1], cached_tokens=used[2]
+    )
     if kind == "llm" and meter.guard is not None:
         meter.settle(_hold.get(), *used)
         _hold.set(None)

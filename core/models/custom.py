@@ -211,8 +211,14 @@ def load_graph_model(ref: str) -> dict[str, Any]:
             schema = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise InvalidGraphModel(f"graph model file {ref} does not exist") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise InvalidGraphModel(f"graph model file {ref} is not readable JSON: {err}") from err
+        except json.JSONDecodeError as err:
+            raise InvalidGraphModel(
+                f"graph model file {ref} is not valid JSON (line {err.lineno}, column "
+                f"{err.colno}); check it with a JSON validator"
+            ) from err
+        except (OSError, UnicodeDecodeError) as err:
+            why = getattr(err, "strerror", None) or "not UTF-8 text"
+            raise InvalidGraphModel(f"cannot read graph model file {ref}: {why}") from err
     elif ":" in ref:
         schema = _pydantic_schema(ref)
     else:

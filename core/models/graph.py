@@ -1,7 +1,7 @@
 """Storage-level graph records and the identity rules that give them deterministic ids.
 
 Every stored thing is a `Node` or an `Edge`. Ids are uuid5 values derived from content, so
-writing the same thing twice is an upsert of the same record (DESIGN.md, "Identity").
+writing the same thing twice is an upsert of the same record (docs/architecture.md, "Data model").
 Provenance is kept as `Support`: the (document, chunk) pairs an item came from. Deleting a
 document removes its support; an item with no support left is removed.
 """

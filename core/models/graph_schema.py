@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from core.errors import InvalidInput
 from core.models.vocabulary import (
     CHUNK,
     DATASET,
@@ -26,20 +27,59 @@ from core.models.vocabulary import (
     TIMESTAMP,
 )
 
-RESERVED_TYPES = frozenset({
-    DATASET, DOCUMENT, CHUNK, ENTITY, ENTITY_TYPE, EDGE_TYPE, TEXT_SUMMARY,
-    EVENT, TIMESTAMP, INTERVAL, TABLE, TABLE_ROW, NODE_SET_LABEL, "Node",
-})  # fmt: skip
+RESERVED_TYPES = frozenset(
+    {
+        DATASET,
+        DOCUMENT,
+        CHUNK,
+        ENTITY,
+        ENTITY_TYPE,
+        EDGE_TYPE,
+        TEXT_SUMMARY,
+        EVENT,
+        TIMESTAMP,
+        INTERVAL,
+        TABLE,
+        TABLE_ROW,
+        NODE_SET_LABEL,
+        "Node",
+    }
+)
 RESERVED_FIELDS = frozenset({"id", "type", "dataset", "properties", "ontology_uri", "support"})
 SCALARS: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
 # The offline extractor's types -> class names (lowercase) that take them.
 OFFLINE_ALIASES: dict[str, frozenset[str]] = {
-    "Person": frozenset({"person", "people", "human", "individual", "scientist", "researcher",
-                         "author", "character", "employee", "artist"}),
-    "Organization": frozenset({"organization", "organisation", "company", "business", "org",
-                               "corporation", "institution", "university", "agency", "firm"}),
-    "Location": frozenset({"location", "place", "city", "country", "region", "area", "site",
-                           "gpe", "geo"}),
+    "Person": frozenset(
+        {
+            "person",
+            "people",
+            "human",
+            "individual",
+            "scientist",
+            "researcher",
+            "author",
+            "character",
+            "employee",
+            "artist",
+        }
+    ),
+    "Organization": frozenset(
+        {
+            "organization",
+            "organisation",
+            "company",
+            "business",
+            "org",
+            "corporation",
+            "institution",
+            "university",
+            "agency",
+            "firm",
+        }
+    ),
+    "Location": frozenset(
+        {"location", "place", "city", "country", "region", "area", "site", "gpe", "geo"}
+    ),
     "Date": frozenset({"date", "time", "year", "period"}),
     "Work": frozenset({"work", "book", "film", "movie", "artwork", "publication", "creativework"}),
     "Group": frozenset({"group", "nationality", "religion", "norp"}),
@@ -49,7 +89,7 @@ OFFLINE_ALIASES: dict[str, frozenset[str]] = {
     "Language": frozenset({"language"}),
     "Law": frozenset({"law", "legislation", "treaty", "regulation"}),
     "Thing": frozenset({"thing", "concept", "topic", "other", "misc"}),
-}  # fmt: skip
+}
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 EXPECTED = (
     "expected a JSON Schema object whose `$defs` are node classes (objects with a string `name` "
@@ -57,8 +97,10 @@ EXPECTED = (
 )
 
 
-class InvalidGraphModel(ValueError):
+class InvalidGraphModel(InvalidInput):
     """A custom graph model that cogmill cannot use; the message says what to change."""
+
+    code = "invalid_graph_model"
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,11 @@ class JobStatus(StrEnum):
     def finished(self) -> bool:
         """Whether no work of the job runs (a paused job may be resumed)."""
         return self in (
-            JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.PAUSED_BUDGET
-        )  # fmt: skip
+            JobStatus.SUCCEEDED,
+            JobStatus.FAILED,
+            JobStatus.CANCELLED,
+            JobStatus.PAUSED_BUDGET,
+        )
 
 
 # An error's message is cut after this many characters: a parser's or a model's exception can

@@ -28,7 +28,7 @@ class VectorHit(BaseModel):
 
 
 def collection_name(node_type: str, field: str) -> str:
-    """Vector collections are named `<Type>_<field>` (DESIGN.md)."""
+    """Vector collections are named `<Type>_<field>` (docs/architecture.md)."""
     return f"{node_type}_{field}"
 
 

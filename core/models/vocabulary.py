@@ -7,7 +7,7 @@ are stored data: changing one makes existing graphs and vector collections unrea
 
 from __future__ import annotations
 
-# Node labels (DESIGN.md, data model).
+# Node labels (docs/architecture.md, "Data model").
 DATASET = "Dataset"
 DOCUMENT = "Document"
 CHUNK = "DocumentChunk"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from core.errors import NotConfigured, Unavailable
 from core.ports import (
     BlobStore,
     CypherRunner,
@@ -22,8 +23,11 @@ if TYPE_CHECKING:
     from core.llm.client import LLMClient
 
 
-class NotAvailableError(RuntimeError):
+class NotAvailableError(Unavailable):
     """A setting asks for a backend this build cannot provide."""
+
+    code = "backend_not_available"
+    public_message = "a backend the server is configured to use is not available"
 
 
 NO_CYPHER = (
@@ -50,9 +54,9 @@ def graph_store(settings: Settings) -> GraphStore:
 
 
 def cypher_runner(settings: Settings) -> CypherRunner:
-    """Read-only Cypher on the Neo4j graph. ValueError on the embedded graph, which has none."""
+    """Read-only Cypher on the Neo4j graph. NotConfigured on the embedded graph, which has none."""
     if not settings.neo4j_uri:
-        raise ValueError(NO_CYPHER)
+        raise NotConfigured(NO_CYPHER)
     from core.stores.neo4j.cypher import Neo4jCypherRunner
 
     return Neo4jCypherRunner(
@@ -161,7 +165,7 @@ def extractor(settings: Settings, client: LLMClient | None, pause: Pause = no_pa
     """The LLM extractor on `client` (see `llm_client`), the offline one without a client
     (which calls `pause` before each spaCy component of a batch)."""
     if client is None:
-        from core.llm.offline import OfflineExtractor
+        from core.llm.offline.extractor import OfflineExtractor
 
         return OfflineExtractor(model=settings.spacy_model, pause=pause)
     from core.llm.extractor import LLMExtractor

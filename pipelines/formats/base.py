@@ -1,4 +1,5 @@
-"""What every partitioner shares: the Source it reads, its limits, and DocumentProblem."""
+"""What every partitioner shares: the Source it reads, its limits, and the errors a document
+that cannot be read raises (DocumentProblem; TableProblem for pipelines/structured/tables.py)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from core.errors import InvalidInput
 from pipelines.models import Element
 
 BLOCK_BYTES = 1 << 20  # text is read and decoded in blocks of this size, never all at once
 ROWS_PER_ELEMENT = 20  # table rows per element; the chunker splits further by row
 
 
-class DocumentProblem(ValueError):
+class DocumentProblem(InvalidInput):
     """A document cannot be classified; the message says what is wrong and what to do."""
+
+    code = "unreadable_document"
+
+
+class TableProblem(InvalidInput):
+    """A document cannot be read as tables; the message says what is wrong and what to do."""
+
+    code = "unreadable_table"
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,39 @@ from pipelines.formats.text import read_text
 from pipelines.models import Element
 
 LANGUAGES = {
-    "py": "python", "pyi": "python", "js": "javascript", "mjs": "javascript",
-    "cjs": "javascript", "jsx": "javascript", "ts": "typescript", "tsx": "typescript",
-    "java": "java", "kt": "kotlin", "kts": "kotlin", "scala": "scala", "go": "go", "rs": "rust",
-    "c": "c", "h": "c", "cc": "cpp", "cpp": "cpp", "cxx": "cpp", "hpp": "cpp", "hh": "cpp",
-    "cs": "csharp", "swift": "swift", "rb": "ruby", "php": "php", "sh": "shell",
-    "bash": "shell", "zsh": "shell", "sql": "sql", "r": "r", "lua": "lua", "pl": "perl",
-}  # fmt: skip
+    "py": "python",
+    "pyi": "python",
+    "js": "javascript",
+    "mjs": "javascript",
+    "cjs": "javascript",
+    "jsx": "javascript",
+    "ts": "typescript",
+    "tsx": "typescript",
+    "java": "java",
+    "kt": "kotlin",
+    "kts": "kotlin",
+    "scala": "scala",
+    "go": "go",
+    "rs": "rust",
+    "c": "c",
+    "h": "c",
+    "cc": "cpp",
+    "cpp": "cpp",
+    "cxx": "cpp",
+    "hpp": "cpp",
+    "hh": "cpp",
+    "cs": "csharp",
+    "swift": "swift",
+    "rb": "ruby",
+    "php": "php",
+    "sh": "shell",
+    "bash": "shell",
+    "zsh": "shell",
+    "sql": "sql",
+    "r": "r",
+    "lua": "lua",
+    "pl": "perl",
+}
 _CLOSERS = ("}", ")", "]", "end", "fi", "done", "esac")
 _SMALL_STATEMENTS = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.Expr)
 

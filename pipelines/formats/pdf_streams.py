@@ -1,4 +1,4 @@
-"""A PDF's streams measured, bounded, before pdfminer decodes them (issue 14, fault 6).
+"""A PDF's streams measured, bounded, before pdfminer decodes them (decompression bombs).
 
 pdfminer inflates a stream whole (`zlib.decompress`), so a 204 kB PDF once took 200 MB of
 memory. Before extraction, every stream is run through its filters here with bounded

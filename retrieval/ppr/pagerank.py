@@ -74,11 +74,13 @@ class WeightedGraph:
     def _flush(self) -> None:
         """Move the edges `link` added into a block of their own."""
         if self.sources:
-            self.blocks.append((
-                np.asarray(self.sources, dtype=np.int64),
-                np.asarray(self.targets, dtype=np.int64),
-                np.asarray(self.weights, dtype=np.float64),
-            ))  # fmt: skip
+            self.blocks.append(
+                (
+                    np.asarray(self.sources, dtype=np.int64),
+                    np.asarray(self.targets, dtype=np.int64),
+                    np.asarray(self.weights, dtype=np.float64),
+                )
+            )
             self.sources, self.targets, self.weights = [], [], []
 
     def __len__(self) -> int:

@@ -1,4 +1,4 @@
-"""GRAPH_PPR's steps along entity–entity relationships (issue 15).
+"""GRAPH_PPR's steps along entity–entity relationships whose names the question uses.
 
 A relation whose name shares a content word with the question ("officer_of" for "who is the
 chief operating officer of ...") is a step the question asks for: the walk takes it at

@@ -99,10 +99,11 @@ class CypherRunnerContract:
         [stored] = graph.get_nodes([marie.id])
         assert stored.name == "Marie Curie"
 
-    def test_a_refused_query_says_what_the_database_said(self, cypher_runner: CypherRunner) -> None:
-        with pytest.raises(CypherError, match="(?i)invalid input|syntax") as caught:
+    def test_a_refused_query_says_what_is_wrong(self, cypher_runner: CypherRunner) -> None:
+        with pytest.raises(CypherError, match="not valid Cypher") as caught:
             cypher_runner.run_read("MATCH (n RETURN n", {}, 10)
         assert isinstance(caught.value, ValueError)  # the caller's mistake, not the store's
+        assert "Invalid input" in (caught.value.detail or "")  # the database's words, kept
         with pytest.raises(CypherError, match="(?i)procedure"):
             cypher_runner.run_read("CALL no.such.procedure()", {}, 10)
 

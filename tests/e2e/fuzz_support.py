@@ -1,8 +1,9 @@
 """The world the API fuzz run (test_api_fuzz.py) works in: the real app on an embedded runtime in
 a temporary home, served by uvicorn on a free local port, with a tenant, an admin and a reader
-key, a cognified dataset and its finished job, a session with a note and an answer, and a spare
-dataset the destructive routes may delete. The test LLM server (tests/llm_server.py) is the LLM
-and the embedder, so jobs and completions run in seconds without model loads."""
+key, a cognified dataset and its finished job, a session with a note and an answer, a spare
+dataset the destructive routes may delete, a schedule, and a folder the tenant may sync. The
+test LLM server (tests/llm_server.py) is the LLM and the embedder, so jobs and completions run
+in seconds without model loads."""
 
 from __future__ import annotations
 
@@ -93,7 +94,10 @@ def _finished_job(client: httpx.Client, dataset: str) -> str:
 @contextmanager
 def fuzz_world(home: Path, llm: LLMTestServer) -> Iterator[FuzzWorld]:
     """The served app with its keys and seeded datasets (see the module docstring)."""
-    runtime = Runtime(Settings(home=home, **llm_settings(llm)))
+    roots = home / "roots"
+    (roots / TENANT / "handbook").mkdir(parents=True)
+    (roots / TENANT / "handbook" / "note.txt").write_text("Grace Hopper wrote a compiler.")
+    runtime = Runtime(Settings(home=home, sync_roots=[roots], **llm_settings(llm)))
     tenants = Tenants(runtime.state)
     tenants.create_tenant(TENANT)
     admin, _ = tenants.create_key(TENANT, Role.ADMIN)
@@ -110,6 +114,11 @@ def fuzz_world(home: Path, llm: LLMTestServer) -> Iterator[FuzzWorld]:
                         "datasets": [SEEDED]}  # fmt: skip
             recalled = client.post("/api/v1/recall", json=question)
             assert recalled.status_code == 200 and recalled.json()["qa_id"], recalled.text
+            nightly = {"dataset": SEEDED, "cognify": True, "cron": "0 3 * * *"}
+            scheduled = client.post("/api/v1/schedules", json=nightly)
+            assert scheduled.status_code == 201, scheduled.text
         known = {"name": SEEDED, "job_id": job_id, "document_name": DOCUMENTS[0]["name"],
-                 "session": SESSION, "qa_id": recalled.json()["qa_id"]}  # fmt: skip
+                 "session": SESSION, "qa_id": recalled.json()["qa_id"],
+                 "schedule_id": scheduled.json()["id"],
+                 "sync_source": str(roots / TENANT / "handbook")}  # fmt: skip
         yield FuzzWorld(base_url, admin, reader, job_id, runtime, known)

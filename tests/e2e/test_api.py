@@ -205,7 +205,7 @@ def test_unknown_job_and_dataset_are_404(client: TestClient) -> None:
 
 def test_unknown_pipeline_is_422(client: TestClient, uploaded: Any) -> None:
     response = client.post("/api/v1/datasets/sample/cognify", json={"pipeline": "nope"})
-    assert_error(response, 422, "invalid_value", "unknown pipeline", "default")
+    assert_error(response, 422, "unknown_pipeline", "unknown pipeline", "default")
 
 
 def test_health_and_ready(client: TestClient, runtime: Runtime, tmp_path: Any) -> None:
@@ -224,7 +224,7 @@ def test_health_and_ready(client: TestClient, runtime: Runtime, tmp_path: Any) -
     assert response.status_code == 503
     stores = response.json()["stores"]
     # Nothing listens on port 1: the graph store cannot answer (whichever adapter is built).
-    # The answer names neither the host nor the error (issue 14, fault 11): the log has them.
+    # The answer names neither the host nor the error (a probe would learn them): the log has.
     assert stores["graph"].startswith("unavailable") and "127.0.0.1" not in response.text, stores
     assert stores["vectors"] == stores["state"] == stores["embedder"] == "ok"
 

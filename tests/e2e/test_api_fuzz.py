@@ -1,4 +1,4 @@
-"""Issue 14's proof: schemathesis fuzzes every operation of the OpenAPI document against the real
+"""The API's proof: schemathesis fuzzes every operation of the OpenAPI document against the real
 app (uvicorn, embedded runtime; tests/e2e/fuzz_support.py) with an admin key, then a sample
 with a reader key. No response may be a 5xx, every status must be documented, and every body
 must be valid against the schema its status declares (errors: the one error schema).
@@ -60,6 +60,7 @@ NO_SUCCESS = {
     "DELETE /api/v1/webhooks/{webhook_id}": "so no webhook exists to delete",
 }
 DESTRUCTIVE = [
+    "DELETE /api/v1/schedules/{schedule_id}",
     "DELETE /api/v1/sessions/{session}",
     "DELETE /api/v1/datasets/{name}/data/{document_name}",
     "POST /api/v1/forget",
@@ -190,6 +191,7 @@ def known_good(world: FuzzWorld) -> dict[str, list[dict[str, Any]]]:
     """Requests that reach the work behind an operation (random data mostly stops at
     validation): per operation, the parts of a case."""
     seeded, job, qa = {"name": SEEDED}, {"job_id": world.job_id}, world.known["qa_id"]
+    folder = world.known["sync_source"]
     question = "Who wrote the first algorithm?"
     answer_model = {"type": "object", "properties": {"answer": {"type": "string"}}}
     return {
@@ -229,6 +231,12 @@ def known_good(world: FuzzWorld) -> dict[str, list[dict[str, Any]]]:
             {"body": {"session": SESSION, "qa_id": qa, "feedback": -0.5, "results": [0]}},
         ],
         "POST /api/v1/forget": [{"body": {"dataset": SPARE, "document": "turing.md"}}],
+        "POST /api/v1/datasets/{name}/sync": [
+            {"path_parameters": {"name": "fuzzsync"}, "body": {"source": folder}},
+        ],
+        "POST /api/v1/schedules": [
+            {"body": {"dataset": SEEDED, "cognify": True, "all": True, "every": "6h"}},
+        ],
     }
 
 

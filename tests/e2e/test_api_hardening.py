@@ -1,4 +1,4 @@
-"""Issue 14, faults 4, 11 and 12: bounded inputs, no leaks in error bodies, Host and Origin
+"""The API's outside edges: bounded inputs, no leaks in error bodies, Host and Origin
 checks. The real app over embedded stores; unreachable stores are closed local ports."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Batch API mode across `cogmill worker` processes (issue 16): while the test server's
+"""Batch API mode across `cogmill worker` processes: while the test server's
 batches are pending no worker runs a task; every worker is SIGKILLed then, a fresh one
 started, and the job still ends with the graph, vectors and postings of a sync run, each
 step-batch submitted once and nothing sent synchronously (Neo4j graph + vectors, Redis)."""

@@ -1,4 +1,4 @@
-"""Budgets across `cogmill worker` processes (issue 16): the job's budget is shared by every
+"""Budgets across `cogmill worker` processes: the job's budget is shared by every
 worker through Redis counters, so two workers together stop at it; the paused job resumes on
 the workers and ends with exactly the graph, vectors, postings and LLM calls of a run that
 never paused (Neo4j graph + vectors, Redis state)."""

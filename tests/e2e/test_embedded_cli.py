@@ -151,8 +151,8 @@ def test_console_script_exit_codes(home: Path) -> None:
     cases = [
         (
             {"COGMILL_SERVE_WARM_UP": "10001", "COGMILL_WORKER_THREADS": "many"},
-            ["COGMILL_WORKER_THREADS='many': Input should be a valid integer",
-             "COGMILL_SERVE_WARM_UP='10001': Input should be less than or equal to 10000"],
+            ["COGMILL_WORKER_THREADS must be a whole number, got 'many'",
+             "COGMILL_SERVE_WARM_UP must be at most 10000, got '10001'"],
         ),
         (
             {"COGMILL_LLM_OUTAGE_PAUSES_SECONDS": "[15, 60"},

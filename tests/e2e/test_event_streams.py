@@ -1,6 +1,6 @@
-"""Job event streams under load (issue 14, fault 3): with 45 streams open on a running job,
-`/health` took 27 s, each stream holding a request thread. Streams are async now and capped
-per API key and in total, and the probes never wait for request threads.
+"""Job event streams under load: when each stream held a request thread, 45 streams open on a
+running job made `/health` take 27 s. Streams are async and capped per API key and in total,
+and the probes never wait for request threads.
 
 `cogmill serve` (uvicorn, embedded runtime) in a process of its own on a free port, so the
 clients here take no CPU from it, with the test LLM server answering slowly so the job runs
@@ -31,7 +31,7 @@ from tests.llm_server import LLMTestServer
 pytestmark = pytest.mark.e2e
 
 STREAMS = 100
-HEALTH_BOUND_S = 1.0  # issue 14: /health under 1 s with 100 streams open
+HEALTH_BOUND_S = 1.0  # /health under 1 s with 100 streams open (docs/security.md)
 HEALTH_SAMPLES = 8
 OPEN_DEADLINE_S = 180.0
 FINISH_DEADLINE_S = 600.0

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.load import ROUTES, LoadConfig, print_report, run_load
+from bench.load import print_report, run_load
+from bench.loadtest.stack import LoadConfig
+from bench.loadtest.traffic import ROUTES
 from tests.services import neo4j_uri, redis_url
 
 pytestmark = [pytest.mark.e2e, pytest.mark.services]

@@ -46,7 +46,7 @@ pytestmark = pytest.mark.e2e
 COGMILL = str(Path(sys.executable).with_name("cogmill"))
 TOOLS = {
     "add_text", "add_files", "cognify", "job_status", "search", "recall", "remember", "improve",
-    "forget", "list_datasets", "list_documents", "delete_document",
+    "forget", "list_datasets", "list_documents", "delete_document", "sync",
 }  # fmt: skip
 QUESTION = "Which river flows through the city where Alan Turing was born?"
 GOLD = {"alan_turing.txt", "london.md"}

@@ -90,13 +90,15 @@ def test_recall_improve_and_forget_over_http(client: TestClient, remembered: Any
     )
     assert improved.status_code == 200 and improved.json()["edges"] >= 1, improved.text
     missing = {"session": "a1", "qa_id": "0" * 20 + "abcdef", "feedback": "up"}
-    assert_error(client.post("/api/v1/improve", json=missing), 404, "not_found", "no answer")
+    assert_error(
+        client.post("/api/v1/improve", json=missing), 404, "session_not_found", "no answer"
+    )
     sideways = {"session": "a1", "qa_id": both["qa_id"], "feedback": "sideways"}
     assert_error(client.post("/api/v1/improve", json=sideways), 422, "validation_error")
 
     forgot = client.post("/api/v1/forget", json={"session": "a1"})
     assert forgot.status_code == 200 and forgot.json()["sessions"] == ["a1"], forgot.text
-    assert_error(client.post("/api/v1/forget", json={"session": "a1"}), 404, "not_found")
+    assert_error(client.post("/api/v1/forget", json={"session": "a1"}), 404, "session_not_found")
 
 
 def test_memory_requests_are_validated(client: TestClient) -> None:
@@ -105,7 +107,10 @@ def test_memory_requests_are_validated(client: TestClient) -> None:
     )
     bad_session = {"text": "x", "session": "has spaces"}
     assert_error(
-        client.post("/api/v1/remember", json=bad_session), 422, "invalid_value", "session id"
+        client.post("/api/v1/remember", json=bad_session),
+        422,
+        "invalid_session_request",
+        "session id",
     )
     assert_error(client.post("/api/v1/recall", json={"query": "x"}), 422, "invalid_value")
     assert_error(
@@ -117,7 +122,9 @@ def test_memory_requests_are_validated(client: TestClient) -> None:
     everything = {"everything": True}
     assert_error(client.post("/api/v1/forget", json=everything), 422, "invalid_value", "confirm")
     nope = {"dataset": "never", "document": "x.txt"}
-    assert_error(client.post("/api/v1/forget", json=nope), 404, "not_found", "does not exist")
+    assert_error(
+        client.post("/api/v1/forget", json=nope), 404, "dataset_not_found", "does not exist"
+    )
 
 
 def test_forget_everything_over_http(client: TestClient, remembered: Any) -> None:

@@ -1,4 +1,4 @@
-"""A malformed ontology in a cognify request (issue 14, fault 2): what a linear check finds
+"""A malformed ontology in a cognify request: what a linear check finds
 (malformed XML) is a 422 at once; what only an RDF parse finds (broken Turtle) is accepted,
 parsed in the worker, and fails the job's documents with a generic message. The request
 never parses RDF, so it answers fast whatever the ontology's parse would cost."""

@@ -1,5 +1,5 @@
 """Webhooks in embedded mode: real app and worker threads, a real HTTP receiver on loopback
-(allowed by `webhook_allow_private`), signatures checked with the README's own snippet."""
+(allowed by `webhook_allow_private`), signatures checked with the snippet of docs/security.md."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from core.settings import Settings
 from runtime import Runtime
 from tests.backends import http_finished
 from tests.webhook_receiver import WebhookReceiver, readme_verify
-from workers.webhooks import Subscriptions, deliver
+from workers.webhooks.deliveries import deliver
+from workers.webhooks.subscriptions import Subscriptions
 
 pytestmark = pytest.mark.e2e
 

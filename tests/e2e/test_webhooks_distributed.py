@@ -20,7 +20,7 @@ from tests.distributed import distributed_runtime, running_workers, worker_env, 
 from tests.llm_server import LLMTestServer
 from tests.services import neo4j_uri, redis_url
 from tests.webhook_receiver import WebhookReceiver, readme_verify
-from workers.webhooks import delivery_log
+from workers.webhooks.deliveries import delivery_log
 
 pytestmark = [pytest.mark.e2e, pytest.mark.services]
 

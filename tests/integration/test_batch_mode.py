@@ -1,4 +1,4 @@
-"""Batch API mode (issue 16): a job's LLM steps go through the test server's Files + Batches
+"""Batch API mode: a job's LLM steps go through the test server's Files + Batches
 API, the chains wait parked (no worker thread busy), and the job ends with the graph of a sync
 run of the same corpus. Failed lines and expired batches go the normal synchronous way.
 Embedded (SQLite state, the embedded worker's poller) and Neo4j + Redis on worker threads."""
@@ -21,8 +21,8 @@ from api.services import jobs
 from api.services.cognify import cognify as start_cognify
 from api.services.export import graph_pages
 from core.llm.cache import LLMCache, cache_key
-from core.llm.client import schema_of
 from core.llm.deferral import Deferred
+from core.llm.schemas import schema_of
 from core.models.extraction import KnowledgeGraph
 from core.models.jobs import Job, JobStatus
 from core.settings import Settings
@@ -41,14 +41,14 @@ from tests.backends import (  # noqa: F401 - fixtures used by name
 )
 from tests.llm_server import LLMTestServer
 from workers.jobs import JobTracker
-from workers.llm_batches import (
+from workers.llm_batches.polling import poll
+from workers.llm_batches.records import (
     CLAIM_METADATA,
     PENDING,
     Submission,
     batch_api,
     batch_usage,
     load,
-    poll,
     save,
 )
 

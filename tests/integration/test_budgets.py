@@ -1,4 +1,4 @@
-"""Budgets (issue 16): a job whose LLM calls would go over its budget pauses with what it did
+"""Budgets: a job whose LLM calls would go over its budget pauses with what it did
 stored and nothing errored; a resume finishes it with the graph and the LLM calls of a run
 that never paused. Embedded (SQLite state) and Neo4j + Redis, on worker threads."""
 

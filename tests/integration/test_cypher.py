@@ -4,6 +4,7 @@ the CypherRunner contract on Neo4j."""
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -164,8 +165,34 @@ def test_the_factory_says_the_embedded_graph_has_no_cypher(tmp_path: Path) -> No
     assert "COGMILL_NEO4J_URI" in str(caught.value)
 
 
-def test_syntax_errors_say_what_the_server_said(runtime: Runtime, dataset: str) -> None:
-    with pytest.raises(CypherError, match="Neo4j refused the query"):
+# Queries Neo4j refuses, and what of its own text each answer carried before being put in
+# cogmill's words: a Java exception, the parser's expectations, an internal failure (a 503).
+REFUSED = {
+    "CALL db.index.vector.queryNodes('nope', 5, [1.0])": "java.lang.IllegalArgumentException",
+    "MATCH (n RETURN n": "Invalid input",
+    "RETURN substring('abc', -1)": "Cannot handle negative start index",
+    "RETURN 1/0": "/ by zero",
+}
+LIBRARY_WORDS = ("java", "Caused by", "Exception", "Invalid input", "Neo.", "Neo4j refused")
+
+
+@pytest.mark.parametrize("query", REFUSED)
+def test_a_refused_query_is_told_in_cogmills_words(
+    runtime: Runtime, dataset: str, query: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "cogmill.cypher")
+    with pytest.raises(CypherError) as caught:
+        search(runtime.retrieval(), query, [dataset], SearchType.CYPHER)
+    said = str(caught.value)
+    assert not [word for word in LIBRARY_WORDS if word in said], said
+    assert "check" in said  # what to do
+    # Neo4j's own words stay server-side: in the log and in `detail` (for NATURAL_LANGUAGE).
+    assert REFUSED[query] in (caught.value.detail or "")
+    assert REFUSED[query] in caplog.text
+
+
+def test_a_syntax_error_says_where(runtime: Runtime, dataset: str) -> None:
+    with pytest.raises(CypherError, match=r"not valid Cypher.*near line 1, column 10"):
         search(runtime.retrieval(), "MATCH (n RETURN n", [dataset], SearchType.CYPHER)
 
 

@@ -1,7 +1,7 @@
 """CYPHER's two read-only walls against the real Neo4j: the filter (retrieval/cypher_guard.py)
-and the READ access mode of the runner (issue 14, fault 5).
+and the READ access mode of the runner.
 
-Each bypass the issue found is refused by the filter; run past the filter straight into the
+Each bypass a security probe found is refused by the filter; run past the filter straight into the
 runner, Neo4j refuses the writes and the unknown procedures too. SHOW USERS and SHOW SETTINGS
 are read commands that READ mode allows (on this server they answer), so for them the filter
 is the only wall — the test says so by running them.
@@ -22,7 +22,7 @@ from tests import services
 pytestmark = [pytest.mark.integration, pytest.mark.services]
 
 PROBE = "GuardProbe"
-# The issue's bypasses (and neighbours), each with what the filter's refusal names.
+# The bypasses a probe found (and neighbours), each with what the filter's refusal names.
 WRITES_AND_PROCEDURES = {
     "backticked procedure": ("CALL `dbms.setConfigValue`('db.logs.query.enabled', 'OFF')", "dbms"),
     "backticked parts": ("CALL `apoc`.`load`.`json`('file:///etc/passwd')", "apoc.load.json"),

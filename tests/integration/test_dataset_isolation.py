@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from core.catalog import AddReport
-from pipelines.tables import check_source
+from pipelines.structured.tables import check_source
 from retrieval.memory import RecallResponse, recall
 from retrieval.models import SearchResponse, SearchType
 from retrieval.registry import RETRIEVERS

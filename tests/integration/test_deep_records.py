@@ -1,5 +1,5 @@
 """A deeply nested JSON records file gets its own error; the good files beside it are processed
-(issue 14, fault 7: it failed the whole batch, and the CSV beside it got a RecursionError).
+(it once failed the whole batch, and the CSV beside it got a RecursionError).
 
 Both pipelines that read records are run through real jobs: `structured` (rows) and
 `default` (records as text elements).

@@ -88,7 +88,7 @@ def test_routed_search_completes_seven_of_eight_multi_hop_questions(runtime: Run
         if found(question, auto) < len(question["gold"]):
             misses.append((question["question"], top_documents(auto)))
     complete = len(multi_hop) - len(misses)
-    # The bar: every gold document in the top 5 for at least 7 of 8 multi-hop questions.
+    # The bar: every gold document in the top 5 for at least 7 of 8 multi-hop questions.
     assert complete * 8 >= len(multi_hop) * 7, misses
 
 

@@ -18,8 +18,9 @@ import pytest
 
 from core.embeddings.openai_embedder import OpenAIEmbedder
 from core.llm.cache import LLMCache
-from core.llm.client import LLMClient, LLMError, backoff_delay, retry_after_seconds
+from core.llm.client import LLMClient, LLMError
 from core.llm.extractor import ExtractionFailed, LLMExtractor
+from core.llm.retries import backoff_delay, retry_after_seconds
 from core.models.extraction import KnowledgeGraph
 from core.stores.sqlite.state import SQLiteStateStore
 from tests.llm_server import LLMTestServer, graph_for_text

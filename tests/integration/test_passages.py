@@ -1,4 +1,4 @@
-"""k results means k passages (issue 15): GRAPH_COMPLETION-style results group the triplets
+"""k results means k passages: GRAPH_COMPLETION-style results group the triplets
 under the chunk they were read from, and what `recall` and `cogmill demo` use by default.
 
 The bundled sample corpus, cognified with the offline extractor on the embedded stores through

@@ -1,4 +1,4 @@
-"""The API process embeds queries on one BLAS thread (issue 17): its requests run on many
+"""The API process embeds queries on one BLAS thread: its requests run on many
 threads at once, and a query's small matrices split over spinning BLAS threads cost ~20x
 the CPU on a loaded 2-core machine."""
 

@@ -1,6 +1,6 @@
 """`cogmill serve` on the embedded broker runs its jobs in worker threads of its own process; they
 take a lower priority than the request threads (`serve_ingest_nice`), so searches get the cores
-first while a cognify runs (bench/search_latency.py, README "Search latency end to end")."""
+first while a cognify runs (bench/search_latency.py; docs/benchmarks.md)."""
 
 from __future__ import annotations
 

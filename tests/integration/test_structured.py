@@ -16,9 +16,10 @@ from api.cli import app
 from core.catalog import AddReport
 from core.models.jobs import Job, JobStatus
 from core.models.vocabulary import ROW_COLLECTION
-from pipelines.key_declarations import declare_keys, parse_key_flags
-from pipelines.structured import row_id, table_id
-from pipelines.tables import check_source, snapshot_sql
+from pipelines.structured.key_declarations import declare_keys, parse_key_flags
+from pipelines.structured.link_rows import row_id, table_id
+from pipelines.structured.snapshot import snapshot_sql
+from pipelines.structured.tables import check_source
 from retrieval.models import SearchType
 from retrieval.search import search
 from runtime import Runtime

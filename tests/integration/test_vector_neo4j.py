@@ -105,7 +105,7 @@ class TestNeo4jVectorStore(VectorStoreContract):
     def test_upserts_racing_deletes_of_the_same_points_never_fail(
         self, open_store: Callable[..., Neo4jVectorStore]
     ) -> None:
-        # An entity merge deletes a vector while another batch upserts it (issue 12): the
+        # An entity merge deletes a vector while another batch upserts it (the fault harness): the
         # upsert matched the point before the delete, then set its vector on a deleted node.
         writer, deleter = open_store(), open_store()
         points = [point(v) for v in random_vectors(5, DIM)]

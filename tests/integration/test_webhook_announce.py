@@ -1,4 +1,4 @@
-"""Announcing a finished job (workers/webhooks.py): every finished status, once each, to the
+"""Announcing a finished job (workers/webhooks/): every finished status, once each, to the
 subscriptions asking for it; and the URL guard on address literals (no DNS needed)."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from core.settings import Settings
 from runtime import Runtime, use_runtime
 from tests.webhook_receiver import WebhookReceiver, readme_verify
 from workers.jobs import JobTracker
-from workers.webhook_post import WebhookError, check_url, signature
-from workers.webhooks import Subscriptions, delivery_log, finished_statuses
+from workers.webhooks.deliveries import delivery_log
+from workers.webhooks.post import WebhookError, check_url, signature
+from workers.webhooks.subscriptions import Subscriptions, finished_statuses
 
 pytestmark = pytest.mark.integration
 

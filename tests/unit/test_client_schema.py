@@ -16,8 +16,8 @@ import pytest
 from pydantic import BaseModel
 
 from api.http.app import create_app
-from cogmill_client import AsyncClient, Client, models, requests
-from cogmill_client.calls import ENDPOINTS, datasets, queries
+from cogmill_client import AsyncClient, Client, models, requests, schedules
+from cogmill_client.calls import ENDPOINTS, datasets, queries, sync
 from cogmill_client.events import SseParser
 
 pytestmark = pytest.mark.unit
@@ -59,7 +59,8 @@ def test_every_operation_has_a_client_method_and_back(spec: dict[str, Any]) -> N
 
 
 def builders() -> dict[str, Any]:
-    return {name: getattr(datasets, name, None) or getattr(queries, name) for name in ENDPOINTS}
+    modules = (datasets, queries, sync)
+    return {name: next(getattr(m, name) for m in modules if hasattr(m, name)) for name in ENDPOINTS}
 
 
 def test_every_query_parameter_can_be_sent(spec: dict[str, Any]) -> None:
@@ -117,6 +118,7 @@ def enums(node: Any, components: dict[str, Any]) -> set[tuple[str, ...]]:
 
 def check_model(name: str, schema: dict[str, Any], components: dict[str, Any], module: Any) -> None:
     model = getattr(module, name, None) or getattr(models, name, None)
+    model = model or getattr(schedules, name, None)
     assert model is not None, f"the client has no model {name}"
     if "enum" in schema:
         assert sorted(e.value for e in model) == sorted(schema["enum"]), name

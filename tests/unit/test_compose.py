@@ -1,10 +1,10 @@
 """docker-compose.yml as written: the invariants that can be checked without a Docker engine.
 
-Each check reads the compose file, deploy/Dockerfile, .env.example and the README's
-"Distributed setup" and returns the problems it finds. The repository's files must have none,
-and every check must report the fault it exists for (`test_each_check_catches_its_fault`).
-`COGMILL_TEST_COMPOSE_DIR=<dir>` runs the checks on another copy of those files (e.g. an old
-commit's), so a reviewer can see what they catch there.
+Each check reads the compose file, deploy/Dockerfile, .env.example and the docs' (README.md,
+docs/) "Distributed setup" and "Runbook" sections and returns the problems it finds. The
+repository's files must have none, and every check must report the fault it exists for
+(`test_each_check_catches_its_fault`). `COGMILL_TEST_COMPOSE_DIR=<dir>` runs the checks on
+another copy of those files (e.g. an old commit's), so a reviewer can see what they catch there.
 """
 
 from __future__ import annotations
@@ -87,12 +87,19 @@ def read_env_file(text: str) -> dict[str, str]:
     return pairs
 
 
+def documentation(root: Path) -> str:
+    """README.md and every page of docs/, each closed by an empty heading so that no section
+    runs into the next page: the checks find a section wherever the docs keep it."""
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    return "".join(page.read_text(encoding="utf-8") + "\n## \n" for page in pages)
+
+
 def load_stack(root: Path = ROOT) -> Stack:
     return Stack(
         compose=yaml.safe_load((root / "docker-compose.yml").read_text(encoding="utf-8")),
         env_example=read_env_file((root / ".env.example").read_text(encoding="utf-8")),
         dockerfile=(root / DOCKERFILE).read_text(encoding="utf-8"),
-        readme=(root / "README.md").read_text(encoding="utf-8"),
+        readme=documentation(root),
     )
 
 
@@ -514,7 +521,7 @@ def check_redis_auth(stack: Stack) -> list[str]:
 
 
 def check_redis_durability(stack: Stack) -> list[str]:
-    """Redis keeps an AOF, and the README says which fsync policy compose runs."""
+    """Redis keeps an AOF, and the docs say which fsync policy compose runs."""
     args = command(stack.services.get("redis") or {})
     option = dict(zip(args, args[1:], strict=False))
     problems = []
@@ -522,7 +529,7 @@ def check_redis_durability(stack: Stack) -> list[str]:
         problems.append("redis: --appendonly yes is missing (a restart would lose the queues)")
     fsync = option.get("--appendfsync", "everysec")  # Redis' default
     if f"appendfsync {fsync}" not in readme_section(stack.readme, "Distributed setup"):
-        problems.append(f"README's Distributed setup does not say Redis runs appendfsync {fsync}")
+        problems.append(f"the docs' Distributed setup does not say Redis runs appendfsync {fsync}")
     return problems
 
 
@@ -563,12 +570,13 @@ def check_flower(stack: Stack) -> list[str]:
 
 
 def readme_section(readme: str, title: str) -> str:
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", readme, re.M | re.S)
-    return match.group(1) if match else ""
+    """Every section of the docs with this title, one after the other."""
+    found = re.finditer(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", readme, re.M | re.S)
+    return "".join(match.group(1) for match in found)
 
 
 def check_readme_workers(stack: Stack) -> list[str]:
-    """The README's worker command lines are the compose workers' (queues and concurrency)."""
+    """The docs' worker command lines are the compose workers' (queues and concurrency)."""
     compose_workers = {}
     for service in stack.services.values():
         ctx, _ = check_command_line(command(service))
@@ -579,12 +587,12 @@ def check_readme_workers(stack: Stack) -> list[str]:
     for line in re.findall(r"^(cogmill worker .*?)(?:\s+#.*)?$", section, re.M):
         ctx, error = check_command_line(shlex.split(line))
         if ctx is None:
-            problems.append(f"README: {line!r} does not parse: {error}")
+            problems.append(f"docs: {line!r} does not parse: {error}")
             continue
         queues, concurrency = ctx.params["queues"], ctx.params["concurrency"]
         if compose_workers.get(queues, concurrency) != concurrency:
             problems.append(
-                f"README runs the {queues} worker with --concurrency {concurrency}, "
+                f"the docs run the {queues} worker with --concurrency {concurrency}, "
                 f"docker-compose.yml with {compose_workers[queues]}"
             )
     return problems
@@ -608,7 +616,7 @@ def check_runbook_commands(stack: Stack) -> list[str]:
     """Every command the Runbook gives exists: CLI commands and options, compose services."""
     commands = runbook_commands(stack.readme)
     if not commands:
-        return ["README has no Runbook section with commands"]
+        return ["the docs have no Runbook section with commands"]
     problems = []
     for line in commands:
         args = shlex.split(line)

@@ -193,7 +193,7 @@ def test_graph_model_references_that_cannot_load_say_why(tmp_path: Path) -> None
         load_graph_model(str(tmp_path / "missing.json"))
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
-    with pytest.raises(InvalidGraphModel, match="not readable JSON"):
+    with pytest.raises(InvalidGraphModel, match=r"not valid JSON \(line 1, column 2\)"):
         load_graph_model(str(broken))
     with pytest.raises(InvalidGraphModel, match="cannot import"):
         load_graph_model("no_such_module_xyz:Model")

@@ -1,4 +1,4 @@
-"""Decompression bombs in PDFs and Office archives get a per-document error (issue 14, fault 6).
+"""Decompression bombs in PDFs and Office archives get a per-document error.
 
 The bombs are generated small on disk; each test would be accepted (and the bomb inflated in
 full) without the caps: a PDF stream unpacking far beyond its file size, a docx whose members

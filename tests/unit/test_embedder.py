@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
+from core.embeddings.bert import encode, pad
 from core.embeddings.local import (
     INSTALL_HINT,
     LocalEmbedder,
     ModelNotInstalledError,
-    _encode,
     _length_batches,
-    _pad,
 )
 from core.ports import Embedder
 
@@ -113,8 +112,8 @@ def test_a_query_and_its_names_share_matmuls_with_the_same_vectors(
     expected = np.empty((3, embedder.dim), dtype=np.float32)
     with threadpool_limits(1):
         for rows in groups:
-            ids, mask = _pad([embedder._tokenizer.encode(texts[i]).ids for i in rows])
-            expected[rows] = _encode(embedder._bert, ids, mask)
+            ids, mask = pad([embedder._tokenizer.encode(texts[i]).ids for i in rows])
+            expected[rows] = encode(embedder._bert, ids, mask)
         np.testing.assert_array_equal(embedder.embed(texts), expected)
 
 
@@ -195,8 +194,8 @@ def test_big_calls_batch_short_texts_tighter_with_vectors_within_1e_6() -> None:
         """The vectors, and the padding tokens of the names' groups."""
         vectors, padding = np.empty((len(texts), embedder.dim), dtype=np.float32), 0
         for rows in _length_batches(lengths, budget, slack=slack):
-            ids, mask = _pad([encoded[i] for i in rows])
-            vectors[rows] = _encode(embedder._bert, ids, mask)
+            ids, mask = pad([encoded[i] for i in rows])
+            vectors[rows] = encode(embedder._bert, ids, mask)
             padding += int(ids.size - mask.sum()) if max(rows) < 240 else 0
         return vectors, padding
 

@@ -1,4 +1,4 @@
-"""The code's shape as DESIGN.md states it: layers without back edges, no cycles, small files.
+"""The code's shape (docs/architecture.md, "Layers"): no back edges, no cycles, small files.
 
 Imports are read with `ast`, anywhere in a file (a function-local import that dodges a cycle is
 still a cycle), so these checks see what Python would load, not what a grep of the top sees.
@@ -74,7 +74,8 @@ def test_no_layer_imports_from_a_layer_above_it() -> None:
         if rank[target.split(".")[0]] < rank[module.split(".")[0]]
         or (module.split(".")[0], target.split(".")[0]) in SEPARATE
     ]
-    assert not back_edges, "imports against DESIGN.md's layering:\n" + "\n".join(back_edges)
+    against = "imports against the layers (docs/architecture.md):\n"
+    assert not back_edges, against + "\n".join(back_edges)
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:

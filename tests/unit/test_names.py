@@ -1,5 +1,5 @@
 """Names from outside: no trailing newline slips past a pattern, and document names are
-labels, never paths (issue 14, fault 9)."""
+labels, never paths."""
 
 from __future__ import annotations
 

@@ -7,8 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-import core.llm.offline as offline
-from core.llm.offline import OfflineExtractor, OfflineModelUnavailable
+import core.llm.offline.extractor as offline
+from core.llm.offline.extractor import OfflineExtractor, OfflineModelUnavailable
+from core.llm.offline.mentions import lines_of
 from core.models.extraction import KnowledgeGraph
 from core.models.graph import normalise_name
 from core.ports import Extractor
@@ -252,9 +253,9 @@ def test_a_title_line_and_the_sentence_repeating_it_are_two_mentions(
 def test_a_span_is_cut_at_each_line_break(extractor: OfflineExtractor) -> None:
     nlp, _ = extractor._load()
     doc = nlp("Lima\nAna Lima\n\nQuillon Labs")  # tokens: Lima \n Ana Lima \n\n Quillon Labs
-    assert [part.text for part in offline.lines_of(doc[:])] == ["Lima", "Ana Lima", "Quillon Labs"]
-    assert [part.text for part in offline.lines_of(doc[1:5])] == ["Ana Lima"]
-    assert [part.text for part in offline.lines_of(doc[5:7])] == ["Quillon Labs"]
+    assert [part.text for part in lines_of(doc[:])] == ["Lima", "Ana Lima", "Quillon Labs"]
+    assert [part.text for part in lines_of(doc[1:5])] == ["Ana Lima"]
+    assert [part.text for part in lines_of(doc[5:7])] == ["Quillon Labs"]
 
 
 @pytest.mark.parametrize(

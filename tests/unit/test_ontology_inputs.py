@@ -1,6 +1,6 @@
 """Ontology text from outside cannot make cogmill fetch, probe files or expand entities.
 
-Issue 14, fault 2: rdflib followed JSON-LD `@context` URLs (http: and file:) and expanded
+Unguarded, rdflib followed JSON-LD `@context` URLs (http: and file:) and expanded
 RDF/XML entities (712 bytes, 60 s). Such text is refused before rdflib sees it, with a
 message that names no URL, path or library reason.
 """

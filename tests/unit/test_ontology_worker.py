@@ -1,4 +1,4 @@
-"""Ontology text from outside is not parsed where it is received (issue 14, fault 2): storing it
+"""Ontology text from outside is not parsed where it is received: storing it
 runs only checks linear in its size, and the worker parses it in a child process stopped
 after `ontology_parse_seconds`."""
 

@@ -11,8 +11,10 @@ import pytest
 from core.models.graph import Edge, Node, Support, alias_id, entity_id, stable_id
 from core.models.vocabulary import ALIAS, ALIAS_OF, MENTIONS
 from core.stores.sqlite.graph import SQLiteGraphStore
+from retrieval.ppr.neighbourhood import Neighbourhood
 from retrieval.ppr.pagerank import WeightedGraph, personalised_pagerank
-from retrieval.ppr.retriever import Neighbourhood, PPRParams, PPRRetriever
+from retrieval.ppr.params import PPRParams
+from retrieval.ppr.retriever import PPRRetriever
 from retrieval.query_names import query_ngrams
 
 pytestmark = pytest.mark.unit

@@ -1,5 +1,5 @@
 """GRAPH_PPR sends a passage's mass on to the bridges it names, not back into the entities the
-query names (`named_backflow`, retrieval/ppr/retriever.py), on a hand-made graph."""
+query names (`named_backflow`, retrieval/ppr/neighbourhood.py), on a hand-made graph."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 from core.models.graph import Edge, Node, Support, entity_id, stable_id
 from core.models.vocabulary import MENTIONS
 from core.stores.sqlite.graph import SQLiteGraphStore
+from retrieval.ppr.neighbourhood import Neighbourhood
 from retrieval.ppr.pagerank import personalised_pagerank
-from retrieval.ppr.retriever import Neighbourhood, PPRParams
+from retrieval.ppr.params import PPRParams
 
 pytestmark = pytest.mark.unit
 DS = "backflow"

@@ -11,8 +11,9 @@ import pytest
 from core.models.graph import Edge, Node, Support, entity_id, stable_id
 from core.models.vocabulary import MENTIONS
 from core.stores.sqlite.graph import SQLiteGraphStore
+from retrieval.ppr.neighbourhood import Neighbourhood
 from retrieval.ppr.pagerank import personalised_pagerank
-from retrieval.ppr.retriever import Neighbourhood, PPRParams
+from retrieval.ppr.params import PPRParams
 from retrieval.query_names import content_words
 
 pytestmark = pytest.mark.unit

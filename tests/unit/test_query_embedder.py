@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from core.embeddings.local import LocalEmbedder, Padded
+from core.embeddings.bert import Padded
+from core.embeddings.local import LocalEmbedder
 from core.embeddings.together import QueryEmbedder
 
 QUESTIONS = [

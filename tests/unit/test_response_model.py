@@ -1,4 +1,4 @@
-"""A JSON Schema response_model from outside is built within bounds or refused clearly (issue 14).
+"""A JSON Schema response_model from outside is built within bounds or refused clearly.
 
 Every refusal is a ValueError, which the API answers with 422; nothing may escape as another
 exception type (a 500) or run unbounded.
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from core.settings import Settings
-from retrieval.response_model import load_schema, structured_model
+from retrieval.response_model import InvalidResponseModel, load_schema, structured_model
 
 pytestmark = pytest.mark.unit
 
@@ -104,7 +104,8 @@ def test_malformed_schemas_are_refused_with_a_clear_value_error(case: str) -> No
     schema, reason = MALFORMED[case]
     with pytest.raises(ValueError, match=reason) as caught:
         structured_model(schema)
-    assert type(caught.value) is ValueError  # not a TypeError or pydantic error (a 500)
+    # Ours, not a TypeError or a pydantic error (a 500): the API answers it with a 422.
+    assert type(caught.value) is InvalidResponseModel
 
 
 def test_schema_text_nested_past_the_parser_is_refused() -> None:

@@ -112,7 +112,7 @@ def test_table_is_large_and_covers_every_routable_type() -> None:
 
 
 def test_the_default_is_the_best_general_retriever_and_says_so() -> None:
-    assert DEFAULT_TYPE is S.GRAPH_PPR  # README, "Retrieval quality": best R@5 on both benches
+    assert DEFAULT_TYPE is S.GRAPH_PPR  # docs/benchmarks.md: best R@5 on both benches
     default = route("Who founded Initech?")
     assert default.search_type is S.GRAPH_PPR
     assert default.reason == "no strong specific cue: the default, GRAPH_PPR"

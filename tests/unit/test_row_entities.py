@@ -1,4 +1,4 @@
-"""A table row's name cells become the entities it MENTIONS (pipelines/row_entities.py)."""
+"""A table row's name cells become the entities it MENTIONS (structured/row_entities.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 from core.models.graph import Support, entity_id, entity_type_id
 from core.models.vocabulary import ENTITY_COLLECTION, IS_A, MENTIONS
 from pipelines.built_graph import BuiltGraph
-from pipelines.foreign_keys import ColumnProfile
-from pipelines.row_entities import add_row_entities, name_columns, name_value
+from pipelines.structured.foreign_keys import ColumnProfile
+from pipelines.structured.row_entities import add_row_entities, name_columns, name_value
 
 pytestmark = pytest.mark.unit
 

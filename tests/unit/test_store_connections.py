@@ -1,4 +1,4 @@
-"""The per-backend plumbing (core/stores/neo4j/connection.py, redis_connection.py): servers are
+"""The per-backend plumbing (core/stores/neo4j/connection.py, redis/connection.py): servers are
 named in messages without their credentials, and client errors become StoreError."""
 
 from __future__ import annotations

@@ -43,17 +43,36 @@ def start_cognify(
     body = body or CognifyRequest()
     if estimate or body.estimate:
         response.status_code = 200
-        return run_estimate(runtime, name, everything=body.all, graph_model=body.graph_model,
-                            pipeline=body.pipeline, caller=caller)  # fmt: skip
+        return run_estimate(
+            runtime,
+            name,
+            everything=body.all,
+            graph_model=body.graph_model,
+            pipeline=body.pipeline,
+            caller=caller,
+        )
     ontology = None
     if body.ontology is not None:
         ontology = OntologyFile(body.ontology.encode(), f"ontology.{body.ontology_format}")
     hook = job_webhook(runtime, body.webhook, caller) if body.webhook else None
-    job = cognify(runtime, name, pipeline=body.pipeline, everything=body.all,
-                  graph_model=body.graph_model, ontology=ontology, caller=caller,
-                  webhook=hook.id if hook else None, budget_usd=body.budget_usd,
-                  budget_tokens=body.budget_tokens, llm_mode=body.llm_mode)  # fmt: skip
+    job = cognify(
+        runtime,
+        name,
+        pipeline=body.pipeline,
+        everything=body.all,
+        graph_model=body.graph_model,
+        ontology=ontology,
+        caller=caller,
+        webhook=hook.id if hook else None,
+        budget_usd=body.budget_usd,
+        budget_tokens=body.budget_tokens,
+        llm_mode=body.llm_mode,
+    )
     response.headers["Location"] = request.app.url_path_for("get_job", job_id=job.id)
-    return JobAccepted(job_id=job.id, status=job.status, message=job.message,
-                       webhook_id=hook.id if hook else None,
-                       webhook_secret=hook.secret if hook else None)  # fmt: skip
+    return JobAccepted(
+        job_id=job.id,
+        status=job.status,
+        message=job.message,
+        webhook_id=hook.id if hook else None,
+        webhook_secret=hook.secret if hook else None,
+    )

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from api.http.deps import DatasetName, Reader, RuntimeDep
-from api.http.schemas import ApiError, error_responses
+from api.http.schemas import error_responses
 from api.services import graph as service
 from core.models.graph import Edge, Node, Support
 
@@ -89,13 +89,9 @@ def get_neighbourhood(
     """A node and its direct neighbours (depth 1, at most `limit` nodes), with the edges among
     them; expand by asking again for a neighbour. Name the node by `node` (an id from a search
     result's sources or an earlier answer) or `entity` (an entity's name)."""
-    try:
-        found = service.neighbourhood(
-            runtime, name, node=node, entity=entity, limit=limit, caller=caller
-        )
-    except service.NodeNotFoundError as err:
-        hint = "search the dataset (POST /api/v1/search) for node ids"
-        raise ApiError(404, "node_not_found", f"{err}; {hint}") from err
+    found = service.neighbourhood(
+        runtime, name, node=node, entity=entity, limit=limit, caller=caller
+    )
     return NeighbourhoodPublic(
         dataset=found.dataset,
         node=found.seed,

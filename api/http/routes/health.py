@@ -60,8 +60,8 @@ def _check_stores(runtime: Runtime) -> dict[str, str]:
         try:
             check(runtime)
             stores[name] = "ok"
-        # StoreError and NotAvailableError are RuntimeErrors, a missing model is an OSError,
-        # and settings that do not fit together (embedding dim) are ValueErrors.
+        # A store down, a backend or model missing, settings that do not fit together (the
+        # embedding dim) are Unavailable (RuntimeErrors); a driver's own may be any of these.
         except (RuntimeError, OSError, ValueError) as err:
             # The error names hosts and paths: the log has it, the answer only what failed.
             log.warning("ready_check_failed store=%s", name, exc_info=err)

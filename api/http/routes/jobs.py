@@ -16,19 +16,15 @@ from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from api.http.deps import Reader, RuntimeDep, Writer, owned_job_id
-from api.http.schemas import ApiError, JobResume, error_responses
+from api.http.schemas import JobResume, error_responses
 from api.services import jobs, shown
-from api.services.jobs import JobEvent, JobReport, StreamSlots, TooManyStreamsError
+from api.services.jobs import JobEvent, JobReport, StreamSlots
 from core.access import Caller
 from core.models.jobs import Job
-from runtime import Runtime
-from workers.budgets import JobNotResumableError
-from workers.jobs import JobNotFoundError
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
 
 POLL_SECONDS = 0.5
-STREAM_RETRY_AFTER = 5  # seconds: a 429's Retry-After when every stream slot is taken
 EVENTS_RESPONSES = {
     200: {
         "description": "text/event-stream: `id: N`, `event: <kind>`, `data: <json>` per event; "
@@ -39,15 +35,6 @@ EVENTS_RESPONSES = {
 }
 JobId = Annotated[str, Depends(owned_job_id)]
 T = TypeVar("T")
-
-
-def _found(use_case: Callable[[Runtime, str], T], runtime: Runtime, job_id: str) -> T:
-    """The use case's answer; an unknown (or malformed) job id is a 404 naming this face's list."""
-    try:
-        return use_case(runtime, job_id)
-    except JobNotFoundError as err:
-        message = f"no job {job_id!r}; GET /api/v1/jobs lists the known jobs"
-        raise ApiError(404, "job_not_found", message) from err
 
 
 @router.get("", response_model=list[Job], responses=error_responses(422, 503))
@@ -73,7 +60,7 @@ def _shown(job: J, caller: Caller) -> J:
 @router.get("/{job_id}", response_model=JobReport, responses=error_responses(404, 422, 503))
 def get_job(job_id: JobId, runtime: RuntimeDep, caller: Reader) -> JobReport:
     """A job's status, live counts, per-document errors and LLM/embeddings tokens and cost."""
-    return _shown(_found(jobs.show, runtime, job_id), caller)
+    return _shown(jobs.show(runtime, job_id), caller)
 
 
 @router.post(
@@ -84,7 +71,7 @@ def get_job(job_id: JobId, runtime: RuntimeDep, caller: Reader) -> JobReport:
 )
 def cancel_job(job_id: JobId, runtime: RuntimeDep, caller: Writer) -> Job:
     """Stop a job: queued batches are skipped, running steps stop at their next boundary."""
-    return _shown(_found(jobs.cancel, runtime, job_id), caller)
+    return _shown(jobs.cancel(runtime, job_id), caller)
 
 
 @router.post(
@@ -100,11 +87,7 @@ def resume_job(
     a new budget counting what it spent already (none: no cap); 409 for any other job."""
     body = body or JobResume()
     resume = partial(jobs.resume, usd=body.budget_usd, tokens=body.budget_tokens, caller=caller)
-    try:
-        return _shown(_found(resume, runtime, job_id), caller)
-    except JobNotResumableError as err:
-        hint = f"GET /api/v1/jobs/{job_id} shows its status"
-        raise ApiError(409, "job_not_resumable", f"{err} ({hint})") from err
+    return _shown(resume(runtime, job_id), caller)
 
 
 async def sse_lines(
@@ -199,16 +182,11 @@ async def job_events(
     start = after if last_event_id is None else last_event_id
     slots, settings = _stream_slots(request), runtime.settings
     # 404 now, before the stream starts; the store is read off the event loop.
-    read = partial(_found, partial(jobs.follower, after=start), runtime, job_id)
+    read = partial(jobs.follower, runtime, job_id, after=start)
     follower = await anyio.to_thread.run_sync(read, limiter=slots.limiter)
-    try:
-        release = slots.take(
-            _key_of(request, caller), settings.api_max_streams_per_key, settings.api_max_streams
-        )
-    except TooManyStreamsError as err:
-        error = ApiError(429, "too_many_streams", str(err))
-        error.headers = {"Retry-After": str(STREAM_RETRY_AFTER)}
-        raise error from err
+    release = slots.take(
+        _key_of(request, caller), settings.api_max_streams_per_key, settings.api_max_streams
+    )
     events = jobs.follow_job_async(follower, poll=POLL_SECONDS, limiter=slots.limiter)
     body = sse_lines(
         events,

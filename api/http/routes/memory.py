@@ -8,15 +8,13 @@ no key may do it (403).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 from fastapi import APIRouter, Response
 from fastapi import Path as PathParam
 
 from api.http.deps import Reader, RuntimeDep, Writer, check_bounds
 from api.http.schemas import (
-    ApiError,
     ForgetRequest,
     ForgetResult,
     ImproveRequest,
@@ -31,25 +29,20 @@ from core.access import AccessDeniedError
 from retrieval.memory import ImproveResult, RecallResponse
 
 router = APIRouter(prefix="/api/v1", tags=["memory"])
-T = TypeVar("T")
-
-
-def not_found(action: Callable[[], T]) -> T:
-    """Run an action; a LookupError (unknown session, answer, dataset...) becomes a 404."""
-    try:
-        return action()
-    except LookupError as err:
-        raise ApiError(404, "not_found", str(err)) from err
 
 
 @router.post(
     "/remember",
     response_model=RememberResult,
     response_model_exclude_none=True,
-    responses={202: {"model": RememberResult,
-                     "description": "Added to a dataset; a cognify job was started"},
-               **error_responses(400, 422, 503)},
-)  # fmt: skip
+    responses={
+        202: {
+            "model": RememberResult,
+            "description": "Added to a dataset; a cognify job was started",
+        },
+        **error_responses(400, 422, 503),
+    },
+)
 def remember(
     body: RememberRequest, runtime: RuntimeDep, response: Response, caller: Writer
 ) -> RememberResult:
@@ -101,9 +94,7 @@ def recall_memory(body: RecallRequest, runtime: RuntimeDep, caller: Reader) -> R
 def improve_answer(body: ImproveRequest, runtime: RuntimeDep, caller: Writer) -> ImproveResult:
     """Feedback on an answer: reweigh the graph edges its results were read from."""
     score = memory.feedback_score(body.feedback)
-    return not_found(
-        lambda: memory.improve(runtime, body.session, body.qa_id, score, body.results, caller)
-    )
+    return memory.improve(runtime, body.session, body.qa_id, score, body.results, caller)
 
 
 @router.post(
@@ -120,16 +111,14 @@ def forget(body: ForgetRequest, runtime: RuntimeDep, caller: Writer) -> ForgetRe
             "forget everything spans every tenant, so no API key may do it; forget your "
             "datasets one by one"
         )
-    done = not_found(
-        lambda: memory.forget(
-            runtime,
-            session=body.session,
-            dataset=body.dataset,
-            document=body.document,
-            everything=body.everything,
-            confirm=body.confirm,
-            caller=caller,
-        )
+    done = memory.forget(
+        runtime,
+        session=body.session,
+        dataset=body.dataset,
+        document=body.document,
+        everything=body.everything,
+        confirm=body.confirm,
+        caller=caller,
     )
     return ForgetResult(
         session_keys=done.session_keys,
@@ -163,7 +152,7 @@ def session_history(
     session: SessionId, runtime: RuntimeDep, caller: Reader
 ) -> memory.SessionHistory:
     """A session's notes and questions (with their answers and qa ids), oldest first."""
-    return not_found(lambda: memory.session_history(runtime, session, caller))
+    return memory.session_history(runtime, session, caller)
 
 
 @router.delete(
@@ -173,6 +162,11 @@ def session_history(
 )
 def delete_session(session: SessionId, runtime: RuntimeDep, caller: Writer) -> ForgetResult:
     """Forget a session: every note, question and trace it holds."""
-    done = not_found(lambda: memory.forget(runtime, session=session, caller=caller))
-    return ForgetResult(session_keys=done.session_keys, sessions=done.sessions, datasets=[],
-                        documents=[], graph_items=0)  # fmt: skip
+    done = memory.forget(runtime, session=session, caller=caller)
+    return ForgetResult(
+        session_keys=done.session_keys,
+        sessions=done.sessions,
+        datasets=[],
+        documents=[],
+        graph_items=0,
+    )

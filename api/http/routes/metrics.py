@@ -10,9 +10,9 @@ from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from api.http.deps import RuntimeDep, get_caller
-from api.http.schemas import ApiError, error_responses
+from api.http.schemas import error_responses
 from api.services.metrics import scrape
-from core.access import Role
+from core.access import AccessDeniedError, Role
 from workers.celery_app import app as celery_app
 
 router = APIRouter(tags=["health"])
@@ -28,7 +28,7 @@ def metrics_access(request: Request, runtime: RuntimeDep) -> None:
     caller = get_caller(request, runtime)
     if not caller.role.allows(Role.ADMIN):
         message = "metrics take an admin key or the COGMILL_METRICS_TOKEN bearer"
-        raise ApiError(403, "forbidden", message)
+        raise AccessDeniedError(message)
 
 
 @router.get(
@@ -41,6 +41,6 @@ def metrics_access(request: Request, runtime: RuntimeDep) -> None:
 )
 async def metrics(runtime: RuntimeDep, _: Annotated[None, Depends(metrics_access)]) -> Response:
     """Jobs by state, documents, batches, step and search durations, LLM calls, tokens, cost,
-    retries and 429s, cache hits, queue depths (see the README's Runbook)."""
+    retries and 429s, cache hits, queue depths (see docs/operations.md)."""
     body = await run_in_threadpool(scrape, runtime, celery_app)
     return Response(body, media_type=CONTENT_TYPE_LATEST)

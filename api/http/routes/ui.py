@@ -8,7 +8,7 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, RedirectResponse
 
-from api.http.schemas import ApiError
+from core.errors import NotFound
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -51,5 +51,5 @@ def ui_file(name: str) -> FileResponse:
 
 def _file(name: str) -> FileResponse:
     if name not in FILES:
-        raise ApiError(404, "not_found", f"no file {name!r} under /ui; open /ui/")
+        raise NotFound(f"no file {name!r} under /ui; open /ui/")
     return FileResponse(STATIC / name, media_type=FILES[name], headers=HEADERS)

@@ -8,11 +8,10 @@ from fastapi import APIRouter, Depends, Path
 from pydantic import BaseModel, Field
 
 from api.http.deps import Reader, RuntimeDep, Writer, owned_job_id
-from api.http.schemas import ApiError, error_responses
+from api.http.schemas import error_responses
 from api.services import webhooks
 from api.services.webhooks import Attempt
-from workers.jobs import JobNotFoundError
-from workers.webhooks import Subscription
+from workers.webhooks.subscriptions import Subscription
 
 router = APIRouter(prefix="/api/v1", tags=["webhooks"])
 JobId = Annotated[str, Depends(owned_job_id)]
@@ -41,9 +40,11 @@ def _public(sub: Subscription) -> WebhookPublic:
 
 
 @router.post(
-    "/webhooks", status_code=201, response_model=WebhookCreated,
+    "/webhooks",
+    status_code=201,
+    response_model=WebhookCreated,
     responses=error_responses(422, 503),
-)  # fmt: skip
+)
 def add_webhook(body: WebhookCreate, runtime: RuntimeDep, caller: Writer) -> WebhookCreated:
     """Subscribe to the caller's jobs ending (a 422 for a URL that is not public http(s))."""
     sub = webhooks.add(runtime, body.url, body.events, tenant=caller.tenant)
@@ -65,21 +66,14 @@ def remove_webhook(
     webhook_id: Annotated[str, Path(max_length=64)], runtime: RuntimeDep, caller: Writer
 ) -> WebhookPublic:
     """Stop sending to a subscription (deliveries already scheduled find it gone)."""
-    try:
-        return _public(webhooks.remove(runtime, webhook_id, tenant=caller.tenant))
-    except LookupError as err:
-        message = f"no webhook {webhook_id!r}; GET /api/v1/webhooks lists them"
-        raise ApiError(404, "webhook_not_found", message) from err
+    return _public(webhooks.remove(runtime, webhook_id, tenant=caller.tenant))
 
 
 @router.get(
-    "/jobs/{job_id}/webhooks", response_model=list[Attempt],
+    "/jobs/{job_id}/webhooks",
+    response_model=list[Attempt],
     responses=error_responses(404, 422, 503),
-)  # fmt: skip
+)
 def job_webhooks(job_id: JobId, runtime: RuntimeDep, caller: Reader) -> list[Attempt]:
     """Every delivery attempt of the job's webhooks, oldest first."""
-    try:
-        return webhooks.deliveries(runtime, job_id)
-    except JobNotFoundError as err:
-        message = f"no job {job_id!r}; GET /api/v1/jobs lists the known jobs"
-        raise ApiError(404, "job_not_found", message) from err
+    return webhooks.deliveries(runtime, job_id)

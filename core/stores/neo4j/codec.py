@@ -1,4 +1,4 @@
-"""The stored form of graph nodes and edges on Neo4j (see graph_neo4j): property encoding,
+"""The stored form of graph nodes and edges on Neo4j (see graph.py): property encoding,
 support pairs and links, write rows, and domain models back from `q.NODE` / `q.EDGE` maps."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ _JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def to_json(value: Any) -> str:
-    """Compact JSON; values JSON cannot hold (dates, ...) become their str(), as in graph_sqlite."""
+    """Compact JSON; values JSON cannot hold (dates, ...) become their str(), as in sqlite/graph."""
     return _JSON.encode(value)
 
 
@@ -156,37 +156,53 @@ def claims_of(stored: Iterable[str] | None) -> list[FactClaim]:
 def _node(p: dict[str, Any]) -> Node:
     """A Node from a `q.NODE` map."""
     return Node(
-        id=p["id"], type=p["type"], dataset=p["dataset"], name=p.get("name", ""),
-        properties=decode(p), support=support(p),
-    )  # fmt: skip
+        id=p["id"],
+        type=p["type"],
+        dataset=p["dataset"],
+        name=p.get("name", ""),
+        properties=decode(p),
+        support=support(p),
+    )
 
 
 def _edge(record: dict[str, Any]) -> Edge:
     """An Edge from an `q.EDGE` map."""
     p = record["p"]
     return Edge(
-        source=record["s"], target=record["t"], name=p["name"], dataset=p["dataset"],
-        properties=decode(p), support=support(p),
-    )  # fmt: skip
+        source=record["s"],
+        target=record["t"],
+        name=p["name"],
+        dataset=p["dataset"],
+        properties=decode(p),
+        support=support(p),
+    )
 
 
 def node_row(node: Node) -> dict[str, Any]:
     """A write row for `q.UPSERT_NODES`."""
     labels = [node.type] if _LABEL.fullmatch(node.type) and node.type != "Node" else []
     return {
-        "id": node.id, "type": node.type, "dataset": node.dataset, "name": node.name,
-        "labels": labels, "props": encode(node.properties),
-    }  # fmt: skip
+        "id": node.id,
+        "type": node.type,
+        "dataset": node.dataset,
+        "name": node.name,
+        "labels": labels,
+        "props": encode(node.properties),
+    }
 
 
 def edge_row(edge: Edge) -> dict[str, Any]:
     """A write row for `q.UPSERT_EDGES`."""
     return {
-        "id": edge.id, "source": edge.source, "target": edge.target, "name": edge.name,
-        "dataset": edge.dataset, "props": encode(edge.properties),
+        "id": edge.id,
+        "source": edge.source,
+        "target": edge.target,
+        "name": edge.name,
+        "dataset": edge.dataset,
+        "props": encode(edge.properties),
         "support": list(dict.fromkeys(pair(s) for s in edge.support)),
         "docs": list(dict.fromkeys(s.document_id for s in edge.support)),
-    }  # fmt: skip
+    }
 
 
 def value(tx: ManagedTransaction, query: str, **params: Any) -> Any:

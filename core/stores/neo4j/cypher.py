@@ -7,16 +7,57 @@ its results come back as plain JSON-ready values, never driver records.
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any
 
 from neo4j import READ_ACCESS, ManagedTransaction, unit_of_work
-from neo4j.exceptions import ClientError
+from neo4j.exceptions import BrokenRecordError, ClientError, DatabaseError, Neo4jError
 from neo4j.graph import Node as DriverNode
 from neo4j.graph import Path as DriverPath
 from neo4j.graph import Relationship as DriverRelationship
 
 from core.ports import CypherError
 from core.stores.neo4j.connection import Neo4jConnection
+
+log = logging.getLogger("cogmill.cypher")
+# What the query did wrong, by the last part of Neo4j's status code; Neo4j's own message (Java
+# exception names, parser expectations) goes to the log and to `CypherError.detail`.
+REFUSALS = {
+    "SyntaxError": "the query is not valid Cypher, or a value in it cannot be parsed (a date, "
+    "a point, a type that does not fit); check it",
+    "ArgumentError": "a function or procedure in the query got an argument it does not take; "
+    "check the arguments",
+    "ArithmeticError": "arithmetic in the query failed (a division by zero, or a number out "
+    "of range); check its numbers",
+    "TypeError": "a value in the query has the wrong type for where it is used; check it",
+    "ProcedureCallFailed": "a procedure the query calls failed (e.g. an index name that does "
+    "not exist, or an argument out of range); check its arguments",
+    "ProcedureNotFound": "the query calls a procedure this Neo4j does not have; check its name",
+    "AccessMode": "the query would write, and CYPHER runs read-only; check it only reads",
+    "Forbidden": "the query does something CYPHER may not do; check it only reads",
+    "TransactionTimedOutClientConfiguration": "the query ran over its time limit; check it can "
+    "be cheaper (a narrower MATCH, a LIMIT)",
+    "TransactionTimedOut": "the query ran over its time limit; check it can be cheaper (a "
+    "narrower MATCH, a LIMIT)",
+    "ExecutionFailed": "the query failed while running (e.g. a negative index or length given "
+    "to a string function); check its function arguments",
+}
+DEFAULT_REFUSAL = "the database refused the query; check it against the Cypher manual"
+_POSITION = re.compile(r"\(line (\d+), column (\d+)")
+
+
+def _refusal(err: Exception) -> CypherError:
+    """The query's fault in cogmill's words, with where Neo4j found it when it says."""
+    code = getattr(err, "code", None) or ""
+    text = getattr(err, "message", None) or str(err)
+    reason = REFUSALS.get(code.rpartition(".")[2], DEFAULT_REFUSAL)
+    if isinstance(err, BrokenRecordError):
+        reason = "a value the query returns cannot be read (e.g. a date out of range); check it"
+    found = _POSITION.search(text)
+    where = f" (near line {found[1]}, column {found[2]})" if found else ""
+    log.info("cypher_refused code=%s detail=%r", code, text[:2000])
+    return CypherError(f"{reason}{where}", detail=f"{text} ({code})" if code else text)
 
 
 def _plain(value: Any) -> Any:
@@ -66,7 +107,8 @@ class Neo4jCypherRunner:
     def run_read(self, query: str, params: dict[str, Any], limit: int) -> list[dict[str, Any]]:
         """At most `limit` rows of `query` run in a READ transaction.
 
-        Raises CypherError when the database refuses the query, StoreError when it fails.
+        Raises CypherError when the database refuses the query (or fails on its values),
+        StoreError when it fails.
         """
 
         @unit_of_work(timeout=self.timeout)
@@ -85,9 +127,18 @@ class Neo4jCypherRunner:
             try:
                 with driver.session(database=self.database, default_access_mode=READ_ACCESS) as s:
                     return s.execute_read(work)
-            except ClientError as err:
-                raise CypherError(f"Neo4j refused the query: {err.message} ({err.code})") from err
+            except (ClientError, BrokenRecordError) as err:
+                raise _refusal(err) from err
+            except DatabaseError as err:
+                if not _query_failed(err):
+                    raise
+                raise _refusal(err) from err
 
     def close(self) -> None:
         """Close the driver; later queries raise StoreError."""
         self._conn.close()
+
+
+def _query_failed(err: Neo4jError) -> bool:
+    """A DatabaseError that the query's values caused, not the database."""
+    return (err.code or "").endswith(".Statement.ExecutionFailed")

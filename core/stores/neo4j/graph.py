@@ -17,15 +17,14 @@ on a node that 10,000 chunks support as on one that two do (a list property is r
 whole on every write: 33 ms per 32 entries on a node holding 8,000), and deleting a document
 starts from its own `_Support` nodes instead of scanning the dataset. Support of an edge:
 `_support` holds one JSON `["document","chunk"]` string per pair and `_docs` the distinct
-document ids, both unioned on write. Semantics otherwise follow graph_sqlite.
+document ids, both unioned on write. Semantics otherwise follow sqlite/graph.py.
 A node with a time (`start_epoch` / `end_epoch`) also gets `_tb` and `_tp`, its time bin and
 position for `find_in_time` (core/stores/timeline.py).
 A node merged away by `merge_nodes` leaves `(:_Redirect {id, dataset, to})`, which edge writes
 follow (core/stores/graph_merge.py). Writers lock nodes in id order, then read them again:
 under read committed, a node deleted while a writer waited for its lock is matched but gone.
-The Cypher text lives in graph_neo4j_queries.py, the stored form of nodes and edges in
-graph_neo4j_codec.py, the transaction functions in graph_neo4j_writes.py and
-graph_neo4j_reads.py; the driver and its errors in neo4j_connection.py.
+The Cypher text lives in queries.py, the stored form of nodes and edges in codec.py, the
+transaction functions in writes.py and reads.py; the driver and its errors in connection.py.
 """
 
 from __future__ import annotations
@@ -247,22 +246,15 @@ class Neo4jGraphStore:
         `names`."""
         if limit < 0 or offset < 0:
             raise ValueError(f"limit and offset must be >= 0, got {limit} and {offset}")
-        named = "" if name is None else "AND n.name = $name"
-        if names is not None:
-            named += " AND n.name IN $names"
-        # Ordered like the (dataset, type, id) index, so pages come from it without a sort; by
-        # name, from the (dataset, name) index (the planner would scan every node of the type).
-        hint, order = (
-            ("USING INDEX n:Node(dataset, name)", "n.id")
-            if named
-            else ("", "n.dataset, n.type, n.id")
-        )
-        query = f"""MATCH (n:Node {{dataset: $dataset, type: $type}}) {hint}
-            WHERE n.id IS NOT NULL {named}
-            WITH n ORDER BY {order} SKIP $offset LIMIT $limit
-            RETURN collect({q.NODE})"""
-        params = {"dataset": dataset, "type": type, "name": name, "names": list(names or ()),
-                  "offset": offset, "limit": limit}  # fmt: skip
+        query = q.find_nodes(by_name=name is not None, by_names=names is not None)
+        params = {
+            "dataset": dataset,
+            "type": type,
+            "name": name,
+            "names": list(names or ()),
+            "offset": offset,
+            "limit": limit,
+        }
         return codec.nodes(self._value(query, **params))
 
     def find_in_time(
@@ -357,11 +349,20 @@ class Neo4jGraphStore:
         of what they reach, in one statement (a GRAPH_PPR hop: one round trip, not three)."""
         asked, entity_ids = list(dict.fromkeys(chunks)), list(dict.fromkeys(entities))
         r = relations or RelationRead([], [], None, [], 0)
-        params = {"ids": asked, "entities": entity_ids, "names": list(names), "limit": limit,
-                  "skip": list(skip), "type": type, "relation_ids": list(dict.fromkeys(r.ids)),
-                  "exclude": list(r.exclude), "relation_limit": r.limit, "far": list(r.far),
-                  "containing": None if r.containing is None else list(r.containing),
-                  "most": most}  # fmt: skip
+        params = {
+            "ids": asked,
+            "entities": entity_ids,
+            "names": list(names),
+            "limit": limit,
+            "skip": list(skip),
+            "type": type,
+            "relation_ids": list(dict.fromkeys(r.ids)),
+            "exclude": list(r.exclude),
+            "relation_limit": r.limit,
+            "far": list(r.far),
+            "containing": None if r.containing is None else list(r.containing),
+            "most": most,
+        }
         raw, rows, raw_relations = self._value(q.FRONTIER, **params)
         ends = [(s, t) for s, t in raw if s is not None and t is not None]
         found_relations = [

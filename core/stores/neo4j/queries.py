@@ -46,6 +46,7 @@ TIME_BIN = f"""WITH n, {NUMBER.format(timeline.START)} AS lo, {NUMBER.format(tim
 SET n._tp = coalesce(lo, hi), n._tb = CASE WHEN lo IS NULL AND hi IS NULL THEN null
     WHEN lo IS NULL THEN {timeline.OPEN_START} WHEN hi IS NULL THEN {timeline.OPEN_END}
     ELSE {timeline.FIRST_BIN} + size([b IN {list(timeline.BOUNDS)} WHERE b <= hi - lo]) END"""
+
 MISSING = "UNWIND $ids AS id WITH id WHERE NOT EXISTS { (:Node {id: id}) } RETURN collect(id)"
 # Write-locks a batch's endpoints in id order before any edge is merged: MERGE would lock
 # each edge's two ends as it goes, in an order that deadlocks against other writers.
@@ -145,7 +146,7 @@ CALL (reached) {{ UNWIND reached AS id WITH DISTINCT id WHERE NOT id IN $skip
     MATCH (n:Node {{id: id}}) WHERE n.type = $type {_NODE_CHUNKS} AS nodes }}
 RETURN [ends, nodes, relations]"""
 
-# merge_nodes (graph_neo4j._merge).
+# merge_nodes (writes.merge).
 MEMBER_SUPPORT = """UNWIND $ids AS id MATCH (:Node {id: id})<-[:SUPPORTS]-(p:_Support)
 RETURN collect([id, p.key, p.pair])"""
 MOVE_SUPPORT = """MATCH (t:Node {id: $into}) UNWIND $keys AS key MATCH (p:_Support {key: key})
@@ -158,3 +159,20 @@ REDIRECT = (
 REDIRECTS = "UNWIND $ids AS id MATCH (r:_Redirect {id: id}) RETURN collect([id, r.to])"
 DATASET_REDIRECTS = """MATCH (r:_Redirect {dataset: $dataset}) WITH r LIMIT $batch
 DELETE r RETURN count(*)"""
+
+
+def find_nodes(*, by_name: bool, by_names: bool) -> str:
+    """A page of one type's nodes in a dataset by id order, of `$name` (`by_name`) and of any
+    of `$names` (`by_names`)."""
+    named = "AND n.name = $name" if by_name else ""
+    if by_names:
+        named += " AND n.name IN $names"
+    # Ordered like the (dataset, type, id) index, so pages come from it without a sort; by
+    # name, from the (dataset, name) index (the planner would scan every node of the type).
+    hint, order = (
+        ("USING INDEX n:Node(dataset, name)", "n.id") if named else ("", "n.dataset, n.type, n.id")
+    )
+    return f"""MATCH (n:Node {{dataset: $dataset, type: $type}}) {hint}
+            WHERE n.id IS NOT NULL {named}
+            WITH n ORDER BY {order} SKIP $offset LIMIT $limit
+            RETURN collect({NODE})"""

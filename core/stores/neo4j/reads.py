@@ -1,4 +1,4 @@
-"""Read transaction functions of the Neo4j graph store (see graph_neo4j), which the driver
+"""Read transaction functions of the Neo4j graph store (see graph.py), which the driver
 re-runs whole on a transient error; one-statement reads run auto-committed instead."""
 
 from __future__ import annotations

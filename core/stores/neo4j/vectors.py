@@ -296,8 +296,15 @@ class Neo4jVectorStore:
         probed = list(dict.fromkeys(q[0] for q in queries if q[0] not in self._ready))
         live = [i for i, query in enumerate(queries) if query[0] in self._ready]
         vectors = [[float(x) for x in queries[i][1]] for i in live]
-        rows = [{"index": self._index(queries[i][0]), "k": queries[i][3], "vector": v,
-                 "limit": queries[i][2]} for i, v in zip(live, vectors, strict=True)]  # fmt: skip
+        rows = [
+            {
+                "index": self._index(queries[i][0]),
+                "k": queries[i][3],
+                "vector": v,
+                "limit": queries[i][2],
+            }
+            for i, v in zip(live, vectors, strict=True)
+        ]
         probes = " ".join(_PROBE.format(label=self._label(c), at=at) for at, c in enumerate(probed))
         sizes = ", ".join(f"size{at}" for at in range(len(probed)))
         statement = _QUERY_BATCH.format(probes=probes, sizes=sizes)

@@ -1,4 +1,4 @@
-"""Write transaction functions of the Neo4j graph store (see graph_neo4j): upserts, merges
+"""Write transaction functions of the Neo4j graph store (see graph.py): upserts, merges
 and deletes. The driver re-runs each one whole on a transient error."""
 
 from __future__ import annotations

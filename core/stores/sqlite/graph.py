@@ -16,8 +16,8 @@ Semantics the port leaves to the adapter:
   reads the members' support and edges under the same lock that moves them, and an edge
   write that names a merged-away node finds its redirect (core/stores/graph_merge.py).
 
-The SQL lives in graph_sqlite_queries.py; the row-level work done inside a transaction
-(decoding rows, support, edge writes, removals) in graph_sqlite_tx.py.
+The SQL lives in queries.py; the row-level work done inside a transaction (decoding rows,
+support, edge writes, removals) in tx.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The SQL of the embedded graph store (see graph_sqlite): schema and statements."""
+"""The SQL of the embedded graph store (see graph.py): schema and statements."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS redirects_by_dataset ON redirects (dataset)",
 )
 # The time of each timed node, binned for `find_in_time` (core/stores/timeline.py): a side
-# table kept by upsert_nodes and graph_sqlite_tx.remove, as properties are JSON text that no
+# table kept by upsert_nodes and tx.remove, as properties are JSON text that no
 # index can order.
 TIME_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS node_times (

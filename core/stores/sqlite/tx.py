@@ -1,4 +1,4 @@
-"""Row-level work of the embedded graph store (see graph_sqlite), each function run inside a
+"""Row-level work of the embedded graph store (see graph.py), each function run inside a
 transaction on its connection: JSON columns, id sets, rows back to nodes and edges with their
 support, edge writes and removals."""
 

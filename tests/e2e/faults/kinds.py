@@ -1,4 +1,4 @@
-"""The fault kinds of issue 12, each a Scenario: worker kills, server kills, LLM faults and
+"""The fault kinds, each a Scenario: worker kills, server kills, LLM faults and
 hangs, a full disk for the blob store, a kill during a re-cognify and during a delete."""
 
 from __future__ import annotations

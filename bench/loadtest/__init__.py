@@ -1,0 +1,1 @@
+"""The parts of bench/load.py: the stack it runs against, the traffic, the figures."""
