@@ -78,6 +78,7 @@ class AsyncClient:
     resume_job = async_method(datasets.resume_job)
     job_webhooks = async_method(datasets.job_webhooks)
     search = async_method(queries.search)
+    facts = async_method(queries.facts)
     route = async_method(queries.route)
     me = async_method(queries.me)
     remember = async_method(queries.remember)

@@ -73,6 +73,7 @@ class Client:
     resume_job = sync_method(datasets.resume_job)
     job_webhooks = sync_method(datasets.job_webhooks)
     search = sync_method(queries.search)
+    facts = sync_method(queries.facts)
     route = sync_method(queries.route)
     me = sync_method(queries.me)
     remember = sync_method(queries.remember)

@@ -1,7 +1,7 @@
 """What the cogmill HTTP API answers, as typed models (the OpenAPI document's response schemas).
 
-tests/unit/test_client_schema.py holds every model here to the server's live OpenAPI document
-(field names, required ones, enum values): a changed route fails it until the client follows.
+tests/unit/test_client_schema.py checks every model here (and cogmill_client/fact_models.py)
+against the server's live OpenAPI document: a changed route fails it until the client follows.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from cogmill_client.fact_models import Fact, FactSource, FactTimeline  # noqa: F401
 
 
 class ApiModel(BaseModel):
@@ -242,6 +244,7 @@ class Route(ApiModel):
     runner_up: SearchType
     runner_up_score: float
     reason: str = ""
+    as_of: str | None = None  # a question about a fact at a time: searched as of it
 
 
 class SearchResponse(ApiModel):

@@ -21,6 +21,7 @@ class DocumentText(ApiModel):
 class DocumentsAdd(ApiModel):
     documents: list[DocumentText]
     node_set: str | None = None
+    document_date: str | None = None
 
 
 class CognifyRequest(ApiModel):
@@ -47,6 +48,8 @@ class SearchRequest(ApiModel):
     search_type: SearchType | None = None
     top_k: int | None = None
     response_model: dict[str, Any] | None = None
+    as_of: str | None = None
+    known_at: str | None = None
 
 
 class RouteRequest(ApiModel):

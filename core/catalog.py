@@ -149,9 +149,13 @@ class Catalog:
         check: FileCheck,
         node_set: str | None = None,
         pipeline: str | None = None,
+        *,
+        document_date: str | None = None,
     ) -> None:
         """Add one file (see `add_files`)."""
-        self.add_files(dataset, [(name, path)], report, check, node_set, pipeline)
+        self.add_files(
+            dataset, [(name, path)], report, check, node_set, pipeline, document_date=document_date
+        )
 
     def add_files(
         self,
@@ -163,6 +167,7 @@ class Catalog:
         pipeline: str | None = None,
         *,
         batch: int = ADD_BATCH,
+        document_date: str | None = None,
     ) -> None:
         """Add files, each `(name, path)`: reject it, skip it as unchanged, or store it
         (replacing older versions of that name), with the outcome of adding them one by one.
@@ -175,7 +180,8 @@ class Catalog:
         `structured` for record files (see `record_pipeline`), else each cognify's default.
 
         `node_set` names a group the document's chunks belong to (e.g. "coding_rules"), which
-        retrievers can search on its own.
+        retrievers can search on its own. `document_date` (an ISO day) is the day the
+        documents speak of: their facts without a date of their own held then.
         """
         if node_set is not None:
             check_node_set(node_set)
@@ -188,13 +194,13 @@ class Catalog:
                     looked.append(file)
                 if len(looked) == batch:
                     ready, looked = looked, []
-                    self._add_batch(dataset, ready, report, node_set, pipeline)
+                    self._add_batch(dataset, ready, report, (node_set, document_date), pipeline)
         except Exception:  # an unreadable file: those before it are stored, as one by one
             if looked:
-                self._add_batch(dataset, looked, report, node_set, pipeline)
+                self._add_batch(dataset, looked, report, (node_set, document_date), pipeline)
             raise
         if looked:
-            self._add_batch(dataset, looked, report, node_set, pipeline)
+            self._add_batch(dataset, looked, report, (node_set, document_date), pipeline)
 
     def _look(
         self,
@@ -232,17 +238,18 @@ class Catalog:
         dataset: str,
         files: list[LookedAt],
         report: AddReport,
-        node_set: str | None,
+        labels: tuple[str | None, str | None],
         explicit: str | None,
     ) -> None:
-        """Decide and write a batch; what a file can only do after the writes so far (re-add
-        a document the batch removed) starts the next round, read again."""
+        """Decide and write a batch (`labels`: its node set and document date); what a file
+        can only do after the writes so far (re-add a document the batch removed) starts the
+        next round, read again."""
         while files:
             names = sorted({file.name for file in files})
             stored = self.graph.find_nodes(dataset, DOCUMENT, names=names, limit=10 * len(names))
             plan = BatchPlan.of(dataset, stored)
             try:
-                files = self._decide(plan, files, report, node_set, explicit)
+                files = self._decide(plan, files, report, labels, explicit)
             finally:  # what was decided (blobs put) is written, also when a later file fails
                 self.graph.upsert_nodes(list(plan.writes.values()))
                 for doc in plan.removed.values():
@@ -253,7 +260,7 @@ class Catalog:
         plan: BatchPlan,
         files: list[LookedAt],
         report: AddReport,
-        node_set: str | None,
+        labels: tuple[str | None, str | None],
         explicit: str | None,
     ) -> list[LookedAt]:
         """Decide files in order, putting the blobs of those stored; the files left when one
@@ -263,12 +270,12 @@ class Catalog:
                 return files[i:]
             same, existing = plan.same(file)
             if same is not None:
-                plan.keep(same, node_set)
+                plan.keep(same, *labels)
                 report.unchanged.append(file.name)
             else:
                 key = f"{plan.dataset}/{file.doc_id}"
                 with file.path.open("rb") as stream:
-                    plan.store(file, (key, self.blobs.put(key, stream)), node_set)
+                    plan.store(file, (key, self.blobs.put(key, stream)), *labels)
                 for old in existing:
                     plan.remove(old)
                 (report.replaced if existing else report.added).append(file.name)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.models.documents import PIPELINE, STATUS, DocumentStatus
+from core.models.documents import DOCUMENT_DATE, PIPELINE, STATUS, DocumentStatus
 from core.models.graph import Node
 from core.models.vocabulary import DOCUMENT, NODE_SET
 
@@ -67,12 +67,24 @@ class BatchPlan:
         existing = self.named(file.name)[:10]  # as many as a lookup by name gives
         return next((n for n in existing if n.id == file.doc_id), None), existing
 
-    def keep(self, doc: Node, node_set: str | None) -> None:
-        """The file is unchanged: a new node set re-marks it for cognify (re-labels chunks)."""
+    def keep(self, doc: Node, node_set: str | None, document_date: str | None = None) -> None:
+        """The file is unchanged: a new node set or document date re-marks it for cognify
+        (re-labels chunks, re-dates facts)."""
+        changes = {}
         if node_set is not None and doc.properties.get(NODE_SET, "") != node_set:
-            self._merge(doc.id, {NODE_SET: node_set, STATUS: DocumentStatus.ADDED.value})
+            changes[NODE_SET] = node_set
+        if document_date is not None and doc.properties.get(DOCUMENT_DATE, "") != document_date:
+            changes[DOCUMENT_DATE] = document_date
+        if changes:
+            self._merge(doc.id, {**changes, STATUS: DocumentStatus.ADDED.value})
 
-    def store(self, file: LookedAt, blob: tuple[str, int], node_set: str | None) -> None:
+    def store(
+        self,
+        file: LookedAt,
+        blob: tuple[str, int],
+        node_set: str | None,
+        document_date: str | None = None,
+    ) -> None:
         """The file's record (new, or a renamed content taking the name); its blob is put."""
         key, size = blob
         props: dict[str, Any] = {
@@ -82,6 +94,7 @@ class BatchPlan:
             "extension": Path(file.name).suffix.lower().lstrip("."),
             STATUS: DocumentStatus.ADDED.value,
             **({NODE_SET: node_set} if node_set else {}),
+            **({DOCUMENT_DATE: document_date} if document_date else {}),
         }
         self._merge(file.doc_id, props, name=file.name)
 

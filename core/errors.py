@@ -46,7 +46,8 @@ so code that catches the built-in keeps catching it.
     │   ├── DatasetNotFoundError, DocumentNotFoundError, NodeNotFoundError   api/services/
     │   ├── JobNotFoundError, ArtifactMissingError, WebhookNotFoundError      workers/
     │   ├── ScheduleNotFoundError                workers/schedules.py
-    │   └── SessionNotFoundError                 retrieval/sessions.py
+    │   ├── SessionNotFoundError                 retrieval/sessions.py
+    │   └── EntityNotFoundError                  retrieval/fact_timeline.py
     ├── Conflict                 conflict               409  1  the state does not allow it now
     │   ├── JobRunningError                      api/services/datasets.py
     │   ├── JobNotResumableError                 workers/budgets.py

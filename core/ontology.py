@@ -86,9 +86,17 @@ class Term:
 class Ontology:
     """Classes and individuals of one ontology, indexed by normalised label."""
 
-    def __init__(self, classes: dict[str, Term], individuals: dict[str, Term]) -> None:
+    def __init__(
+        self,
+        classes: dict[str, Term],
+        individuals: dict[str, Term],
+        functional: dict[str, str] | None = None,
+    ) -> None:
         self.classes = classes
         self.individuals = individuals
+        # Property label -> the end that holds one value: "source" for an
+        # owl:FunctionalProperty, "target" for an owl:InverseFunctionalProperty.
+        self.functional = functional or {}
         self._class_index = _index(classes)
         self._individual_index = _index(individuals)
 
@@ -207,7 +215,8 @@ def parse_bounded(
             answer.get("detail"),
         )
         raise InvalidOntology(answer["error"])
-    return Ontology(_terms(answer["classes"]), _terms(answer["individuals"]))
+    functional = answer.get("functional") or {}
+    return Ontology(_terms(answer["classes"]), _terms(answer["individuals"]), functional)
 
 
 def _terms(raw: dict[str, list[list[str]]]) -> dict[str, Term]:
@@ -224,9 +233,10 @@ def _parse_child(argv: list[str]) -> None:
         json.dump({"error": str(err), "detail": repr(err.__cause__)}, sys.stdout)
         return
     kinds = {"classes": onto.classes, "individuals": onto.individuals}
-    answer = {
+    answer: dict[str, Any] = {
         kind: {u: [t.labels, t.parents] for u, t in terms.items()} for kind, terms in kinds.items()
     }
+    answer["functional"] = onto.functional
     json.dump(answer, sys.stdout)
 
 
@@ -299,7 +309,15 @@ def parse_ontology(
     }
     if not classes and not individuals:
         raise InvalidOntology(f"{source} declares no classes or individuals")
-    return Ontology(classes, individuals)
+    functional: dict[str, str] = {}
+    for kind, side in (
+        (OWL.FunctionalProperty, "source"),
+        (OWL.InverseFunctionalProperty, "target"),
+    ):
+        for prop in sorted(str(p) for p in graph.subjects(RDF.type, kind) if isinstance(p, uri)):
+            for label in labels(prop):
+                functional.setdefault(label, side)
+    return Ontology(classes, individuals, functional)
 
 
 def _index(terms: dict[str, Term]) -> dict[str, str]:

@@ -80,8 +80,10 @@ class GraphReader(Protocol):
         names: Sequence[str] | None = None,
         exclude: Sequence[str] = (),
         limit: int = 1000,
+        claims: bool = False,
     ) -> list[Edge]:
-        """Edges touching `node_ids` (only `names` if given, never `exclude`), at most `limit`."""
+        """Edges touching `node_ids` (only `names` if given, never `exclude`), at most `limit`;
+        their `claims` are read only when asked. Raises StoreError."""
         ...
 
     def relation_ends(
@@ -159,7 +161,10 @@ class GraphWriter(Protocol):
 
     def upsert_edges(self, edges: Sequence[Edge]) -> None:
         """Insert or merge edges by (source, name, target); an end merged away by `merge_nodes`
-        stands for the node it went into. Raises ValueError on an end that is not stored."""
+        stands for the node it went into. Claims are kept per (edge, document, chunk), the
+        first kept staying; in the same transaction the validity of every fact whose subject
+        the write touched is derived again (core/stores/fact_intervals.py), as it is by the
+        deletes and merges. Raises ValueError on an end that is not stored."""
         ...
 
     def delete_document(self, dataset: str, document_id: str) -> Removed:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import ClassVar
 
+from core.facts.functional import FunctionalRelations
 from core.models.documents import DERIVED
 from core.models.graph import Edge, Node
 from core.models.lexical import LexicalDoc
@@ -15,6 +16,7 @@ from core.purge import purge_document
 from core.sequences import batched
 from pipelines.base import INGEST, StepContext, StepQueue, StepServices
 from pipelines.built_graph import BuiltGraph
+from pipelines.date_facts import DateFacts
 from pipelines.graph_builder import build_graph
 from pipelines.models import ExtractedBatch, WriteReport
 from pipelines.resolve_entities import add_alias_nodes
@@ -44,6 +46,7 @@ class AddDataPoints:
             lexical=services.lexical,
             relation_names=s.embed_relation_names,
             document_summaries=s.embed_document_summaries,
+            facts=DateFacts.build(services, context),
         )
 
     def __init__(
@@ -57,9 +60,12 @@ class AddDataPoints:
         lexical: LexicalIndex | None = None,
         relation_names: bool = True,
         document_summaries: bool = True,
+        facts: DateFacts | None = None,
     ) -> None:
         """`relation_names` / `document_summaries`: build and embed the relationship names'
-        EdgeType nodes / embed the document summaries (core/settings/ says when to)."""
+        EdgeType nodes / embed the document summaries (core/settings/ says when to). `facts`
+        dates the batch's relationships and marks the functional ones (default: the default
+        functional relations)."""
         if embed_batch_size < 1 or write_batch_size < 1:
             raise ValueError(
                 f"batch sizes must be >= 1, got embed={embed_batch_size} write={write_batch_size}"
@@ -68,6 +74,7 @@ class AddDataPoints:
         self.embed_batch_size, self.write_batch_size = embed_batch_size, write_batch_size
         self.lexical = lexical
         self.relation_names, self.document_summaries = relation_names, document_summaries
+        self.facts = facts or DateFacts(FunctionalRelations())
 
     def run(self, batch: ExtractedBatch) -> WriteReport:
         failed = {error.document_id for error in batch.errors}
@@ -90,10 +97,11 @@ class AddDataPoints:
                 continue  # nothing was ever written from it: no purge (a query per document)
             purge_document(self.graph, self.vectors, self.lexical, batch.dataset, doc.id)
         keep = [i for i, chunk in enumerate(batch.chunks) if chunk.document_id not in failed]
+        graphs = self.facts.run(batch)  # each relationship dated, the functional ones grouped
         built = build_graph(
             batch.dataset,
             [batch.chunks[i] for i in keep],
-            [batch.graphs[i] for i in keep],
+            [graphs[i] for i in keep],
             node_sets={doc.id: doc.node_set for doc in documents if doc.node_set},
             events=[batch.events[i] for i in keep] if batch.events else None,
             relation_names=self.relation_names,

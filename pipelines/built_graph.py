@@ -42,6 +42,8 @@ class BuiltGraph:
             self.edges[key] = edge
             return
         _union(existing.support, edge.support)
+        known = {(c.document_id, c.chunk_id) for c in existing.claims}
+        existing.claims.extend(c for c in edge.claims if (c.document_id, c.chunk_id) not in known)
 
     def embed(self, collection: str, item: EmbedItem) -> None:
         self.to_embed.setdefault(collection, []).append(item)

@@ -9,6 +9,7 @@ from pipelines.chunk import ChunkDocuments
 from pipelines.classify import Classify
 from pipelines.extract_events import ExtractEvents
 from pipelines.extract_graph import ExtractGraph
+from pipelines.fact_judge import JudgeFacts
 from pipelines.reconcile_entities import ReconcileEntities
 from pipelines.resolve_entities import ResolveEntities
 from pipelines.structured.link_rows import LinkRows
@@ -18,9 +19,10 @@ from pipelines.summarize_documents import SummarizeDocuments
 # Bump a version whenever a step's behaviour, prompt or model changes: documents processed by
 # an older version are then picked up again by a plain `cognify`.
 # Version 2: document summaries and entity resolution (aliases, near-duplicate merges).
+# Version 3: facts over time (claims and functional groups on relationships, judge_facts).
 DEFAULT = Pipeline(
     "default",
-    "2",
+    "3",
     [
         Classify,
         ChunkDocuments,
@@ -29,6 +31,7 @@ DEFAULT = Pipeline(
         ResolveEntities,
         AddDataPoints,
         ReconcileEntities,
+        JudgeFacts,
     ],
 )
 # A superset of `default` (AddDataPoints replaces all a document's derived data, entities too),

@@ -10,9 +10,11 @@ Everything built here is deduplicated within the batch and carries its provenanc
 
 from __future__ import annotations
 
-from core.models.extraction import KnowledgeGraph, OntologyAlignment
+from core.models.extraction import ExtractedRelationship, KnowledgeGraph, OntologyAlignment
+from core.models.facts import FACT_GROUP, FACT_SIDE
 from core.models.graph import (
     Edge,
+    FactClaim,
     Node,
     Support,
     edge_type_id,
@@ -176,7 +178,16 @@ def _add_chunk(
                 name=name,
                 dataset=dataset,
                 support=support,
-                properties={"description": rel.description},
+                properties={"description": rel.description, **_fact_properties(rel)},
+                claims=[
+                    FactClaim(
+                        document_id=chunk.document_id,
+                        chunk_id=chunk.id,
+                        start=rel.start,
+                        end=rel.end,
+                        from_document=rel.dated_by_document,
+                    )
+                ],
             )
         )
         if not relation_names:
@@ -218,6 +229,11 @@ def _add_ontology_classes(
                 built.add_edge(
                     Edge(source=cid, target=pid, name=SUBCLASS_OF, dataset=dataset, support=support)
                 )
+
+
+def _fact_properties(rel: ExtractedRelationship) -> dict[str, str]:
+    """A functional relationship's group and subject side (pipelines/date_facts.py)."""
+    return {FACT_GROUP: rel.group, FACT_SIDE: rel.side} if rel.group else {}
 
 
 def _text(value: object) -> str:

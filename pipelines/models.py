@@ -28,6 +28,9 @@ class DocumentRef(BaseModel):
     segment: int = 0
     segments: int = 1
     segment_bytes: int = 0
+    # The day the document speaks of (ISO; "": unknown): `add --document-date`, or a date the
+    # format states (an e-mail's Date header). Facts without a date of their own held then.
+    document_date: str = ""
 
 
 class DocumentBatch(BaseModel):

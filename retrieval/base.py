@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from core.errors import InvalidInput
 from core.ports import CypherRunner, Embedder, GraphReader, StateStore, VectorStore
 from core.settings import Settings
+from retrieval.fact_view import FactView
 from retrieval.models import SearchResult, SearchType
 
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ class RetrievalContext:
     # (retrieval/cypher_confine.py). Confined unless the service layer says otherwise.
     cypher_raw: bool = False
     extras: dict[str, Any] = field(default_factory=dict)
+    # The time the graph searches see facts at (retrieval/fact_view.py): now by default.
+    facts: FactView = field(default_factory=FactView)
 
 
 class Retriever(Protocol):

@@ -29,6 +29,7 @@ from core.models.vocabulary import (
 from core.ports import Embedder, GraphReader, VectorStore
 from retrieval.answer import CompletionMixin
 from retrieval.chunks import chunk_source
+from retrieval.fact_view import FactView
 from retrieval.models import SearchResult
 
 if TYPE_CHECKING:
@@ -36,7 +37,9 @@ if TYPE_CHECKING:
 
 GRAPH_INSTRUCTIONS = (
     "Each context item is a fact `subject —relation→ object` followed by the passage it was "
-    "read from; chain facts across items when the question needs several steps."
+    "read from; chain facts across items when the question needs several steps. A fact's "
+    "validity, when known, is in brackets after its relation ([since 2023-03-01], "
+    "[2019-01-01 – 2023-03-01, superseded]): prefer the facts that hold at the time asked."
 )
 FEEDBACK_WEIGHT = "feedback_weight"
 
@@ -85,10 +88,13 @@ class GraphCompletionRetriever(CompletionMixin):
         embedder: Embedder,
         params: GraphSearchParams | None = None,
         ctx: RetrievalContext | None = None,
+        view: FactView | None = None,
     ) -> None:
         self.graph, self.vectors, self.embedder = graph, vectors, embedder
         self.params = params or GraphSearchParams()
         self.ctx = ctx  # needed only to answer (`get_completion`)
+        # The time facts are seen at: the view given, else the search's, else now.
+        self.view = view or (ctx.facts if ctx is not None else FactView())
 
     def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
         """The top_k passages of the best triplets, each once, listing its triplets."""
@@ -157,7 +163,14 @@ class GraphCompletionRetriever(CompletionMixin):
         edges.update(
             {e.id: e for e in self._relations(unexpanded[: p.frontier], p.second_hop_limit)}
         )
-        return [_Scored(e, score(e, node_sim)) for e in edges.values()]
+        # Facts that do not hold in the view (superseded, ended) are demoted, not dropped;
+        # facts not yet recorded at `known_at` are left out.
+        weights = {eid: self.view.weight(e.properties) for eid, e in edges.items()}
+        return [
+            _Scored(e, _weighted(score(e, node_sim), weights[eid]))
+            for eid, e in edges.items()
+            if weights[eid] > 0
+        ]
 
     def _passages(self, candidates: list[_Scored], top_k: int) -> list[list[_Scored]]:
         """The triplets grouped by the passage they show, best passage first, top_k passages."""
@@ -214,7 +227,8 @@ class GraphCompletionRetriever(CompletionMixin):
                 key = {"source": edge.source, "name": edge.name, "target": edge.target}
                 self.trace.append((len(results), {**key, "dataset": edge.dataset}))
                 source, target = nodes[edge.source], nodes[edge.target]
-                lines.append(f"{source.name} —{relation_label(edge.name)}→ {target.name}")
+                when = self.view.label(edge.properties)
+                lines.append(f"{source.name} —{relation_label(edge.name)}{when}→ {target.name}")
             first = kept[0].edge
             shown = [nodes[c] for c in _passage_key(first) if c in nodes]
             text = "\n".join([*lines, *(str(c.properties.get("text", "")) for c in shown)])
@@ -227,6 +241,11 @@ class GraphCompletionRetriever(CompletionMixin):
                 )
             )
         return results
+
+
+def _weighted(score: float, weight: float) -> float:
+    """A score counted at `weight` (0..1): lowered whatever its sign."""
+    return score * weight if score >= 0 else score / weight
 
 
 def _passage_key(edge: Edge) -> tuple[str, ...]:

@@ -68,7 +68,7 @@ class HybridRetriever(CompletionMixin):
         lexical = LexicalRetriever(ctx.graph, lexical_index(ctx))
         for dataset in datasets:
             lexical.backfill(dataset)
-        graph = GraphCompletionRetriever(ctx.graph, ctx.vectors, ctx.embedder)
+        graph = GraphCompletionRetriever(ctx.graph, ctx.vectors, ctx.embedder, view=ctx.facts)
         triplets = graph.triplets(query, datasets, depth)
         return {
             "dense": [h.id for h in dense],

@@ -55,6 +55,9 @@ class Route(BaseModel):
     runner_up_score: float
     # Why this type: the cue that won, or the default; types the datasets cannot serve.
     reason: str = ""
+    # A question about a fact at a time ("who was the CEO in 2019"): the time it asks about,
+    # which the search sees facts at (retrieval/fact_view.py).
+    as_of: str | None = None
 
 
 class SearchResponse(BaseModel):

@@ -27,7 +27,7 @@ LLM_FAILURES = (LLMError, ValueError)
 
 def graph_retriever(ctx: RetrievalContext) -> GraphCompletionRetriever:
     """The GRAPH_COMPLETION retriever every multi-step type gathers triplets with."""
-    return GraphCompletionRetriever(ctx.graph, ctx.vectors, ctx.embedder)
+    return GraphCompletionRetriever(ctx.graph, ctx.vectors, ctx.embedder, view=ctx.facts)
 
 
 def max_rounds(ctx: RetrievalContext) -> int:

@@ -10,6 +10,9 @@ a strong cue the answer is `DEFAULT_TYPE`, the best general retriever `cogmill e
 measures (GRAPH_PPR: docs/benchmarks.md, "Retrieval quality"). A cue preceded by a negation ("not
 related to", "don't summarise", "没有关系") does not count.
 
+A question about a fact at a time ("who was the CEO of X in 2019") keeps the default type
+and gets `Route.as_of`, the time its graph search sees facts at (retrieval/as_of.py).
+
 `route(query, limits)` also knows what the searched datasets can serve: `limits(type)` says
 why they cannot (no Neo4j for CYPHER, no coding-rules node set, no events), and the router
 then skips that type, or for TEMPORAL keeps it in its fallback mode; `Route.reason` says so.
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from core.errors import InvalidInput
+from retrieval.as_of import fact_time
 from retrieval.models import Route, SearchType
 
 S = SearchType
@@ -220,7 +224,10 @@ def route(query: str, limits: Limits | None = None) -> Route:
             break
         skipped.append(f"{kind.value} skipped: {missing}")
         index += 1
-    if kind is DEFAULT_TYPE:
+    as_of = fact_time(query) if kind is DEFAULT_TYPE else None
+    if as_of is not None:
+        reason = f"a question about a fact at a time: {kind.value} as of {as_of}"
+    elif kind is DEFAULT_TYPE:
         reason = f"no strong specific cue: the default, {kind.value}"
     else:
         reason = f"a strong {kind.value} cue (score {best:.1f})"
@@ -234,6 +241,7 @@ def route(query: str, limits: Limits | None = None) -> Route:
         runner_up=second_type,
         runner_up_score=round(second / total, 3),
         reason="; ".join([reason, *skipped]),
+        as_of=as_of,
     )
 
 

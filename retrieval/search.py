@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from core.catalog import check_dataset_name
 from core.errors import InvalidInput
+from core.facts.functional import groups_named
 from core.models.vocabulary import DOCUMENT, EVENT, NODE_SET, TEXT_SUMMARY
+from retrieval.as_of import without_time
 from retrieval.base import Need, RetrievalContext
 from retrieval.coding_rules import MAX_DOCUMENTS
+from retrieval.fact_view import FactView
 from retrieval.models import Route, SearchResponse, SearchType
 from retrieval.multistep import ANALYSIS_KEY
 from retrieval.registry import RETRIEVERS
@@ -31,6 +35,8 @@ def search(
     response_model: ResponseModel | None = None,
     session: str | None = None,
     sessions: SessionStore | None = None,
+    as_of: str | None = None,
+    known_at: str | None = None,
 ) -> SearchResponse:
     """Run one search type over the datasets and return its results with provenance.
 
@@ -43,9 +49,15 @@ def search(
     With `session` the question, answer and trace are recorded in that session (its qa id is
     left in `ctx.extras[QA_ID_KEY]`), kept in `sessions` (default: the local default tenant's
     session store).
+    `as_of` (a world time: "2019", "March 2019") and `known_at` (a system time: what cogmill
+    had recorded by then) set the time the graph searches see facts at (retrieval/fact_view.py;
+    default: current facts); a routed question about a fact at a time ("who was ... in
+    2019") sets `as_of` itself.
     """
     if not query.strip():
         raise InvalidInput("the query is empty; pass the question to search for")
+    if as_of is not None or known_at is not None:
+        ctx.facts = FactView.parse(as_of, known_at)
     if session is not None:
         check_session_id(session)
     analysis = analyse(query, ctx.settings.search_top_k, ctx.settings.search_max_rounds)
@@ -57,14 +69,18 @@ def search(
         routed = route(query, DatasetLimits(ctx, datasets).missing)
         search_type, why = routed_or_available(routed)
         notes.append(why)
+        if routed.as_of and as_of is None:
+            ctx.facts = FactView.parse(routed.as_of, known_at)
     if top_k < 1:
         raise InvalidInput(f"top-k must be at least 1, got {top_k}")
     for name in datasets:
         check_dataset_name(name)
     if response_model is not None:
         structured_model(response_model, ctx.settings)  # a bad schema fails before any work
+    asked = without_time(query, ctx.facts.asked["as_of"]) if "as_of" in ctx.facts.asked else query
+    ctx.facts = replace(ctx.facts, focus=groups_named(asked))  # the facts it asks about
     retriever = RETRIEVERS.create(search_type, ctx)  # an unavailable type fails here
-    results = retriever.get_context(query, datasets, top_k)
+    results = retriever.get_context(asked, datasets, top_k)
     answer, answer_json, note = None, None, None
     # Multi-step types extend `results` in place while completing (their later rounds'
     # evidence); their `note` says what they did (the type chosen, the tool calls made).
@@ -79,7 +95,7 @@ def search(
             note = NO_LLM_NOTE
         else:
             answer, answer_json = _complete(complete, query, results, response_model)
-    notes += [getattr(retriever, "note", None), note]
+    notes += [getattr(retriever, "note", None), note, _time_note(ctx.facts)]
     response = SearchResponse(
         query=query,
         search_type=search_type,
@@ -94,6 +110,12 @@ def search(
         elements = trace_elements(retriever, response)
         ctx.extras[QA_ID_KEY] = store.record(session, response, datasets, elements)
     return response
+
+
+def _time_note(view: FactView) -> str | None:
+    """What the response says about the time facts were seen at, when not now."""
+    asked = ", ".join(f"{k} {v}" for k, v in view.asked.items())
+    return f"facts as seen {asked}" if asked else None
 
 
 def routed_or_available(routed: Route) -> tuple[SearchType, str]:

@@ -112,7 +112,7 @@ class TemporalRetriever(CompletionMixin):
         """GRAPH_PPR's best `pool` (at least k) passages for the question, best first."""
         ctx = self.ctx
         params = PPRParams.from_settings(ctx.settings)
-        ppr = PPRRetriever(ctx.graph, ctx.vectors, ctx.embedder, params)
+        ppr = PPRRetriever(ctx.graph, ctx.vectors, ctx.embedder, params, ctx=ctx)
         return ppr.get_context(query, datasets, max(top_k, self.params.pool))
 
     def _score(self, candidate: _Candidate) -> float:

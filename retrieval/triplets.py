@@ -37,7 +37,7 @@ class TripletRetriever(CompletionMixin):
 
     def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
         ctx, p = self.ctx, self.params
-        graph = GraphCompletionRetriever(ctx.graph, ctx.vectors, ctx.embedder)
+        graph = GraphCompletionRetriever(ctx.graph, ctx.vectors, ctx.embedder, view=ctx.facts)
         candidates: dict[str, SearchResult] = {}
         for result in graph.triplets(query, datasets, max(top_k * 3, p.candidates)):
             line = result.text.split("\n", 1)[0]

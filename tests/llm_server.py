@@ -34,6 +34,7 @@ import numpy as np
 
 from core.embeddings.tokenizer import count_tokens
 from tests.llm_answers import retrieval_reply
+from tests.llm_facts import facts_reply
 from tests.llm_multistep import multistep_reply
 from tests.llm_server_batches import BatchBook
 
@@ -402,6 +403,8 @@ class _Handler(BaseHTTPRequestHandler):
             content = json.dumps(answer)
         if (step := multistep_reply(body, text)) is not None:  # multi-step search schemas
             content = json.dumps(step)
+        if (verdicts := facts_reply(body, text)) is not None:  # the fact judge's schema
+            content = json.dumps(verdicts)
         spec = (body.get("response_format") or {}).get("json_schema") or {}
         if spec.get("name") == "EventList":  # the temporal pipeline's schema
             content = json.dumps(events_for_text(text))

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from core.models.extraction import ExtractedEntity, ExtractedRelationship, KnowledgeGraph
+from core.models.facts import RECORDED_AT, RETIRED_AT
 from core.models.graph import chunk_id, document_id
 from core.models.vocabulary import INDEX_FIELDS
 from core.ports import Embedder
@@ -233,12 +234,18 @@ def snapshot(graph: Any, vectors: Any, dataset: str) -> dict[str, Any]:
         for n in graph.find_nodes(dataset, kind, limit=1_000_000)
     }
     edges = {
-        e.id: (e.source, e.name, e.target, e.properties, _pairs(e))
+        e.id: (e.source, e.name, e.target, world_time(e.properties), _pairs(e))
         for e in graph.edges_of(sorted(nodes), limit=10_000_000)
     }
     collections = sorted(f"{t}_{f}" for t, fields in INDEX_FIELDS.items() for f in fields)
     counted = {c: vectors.count(c, dataset=dataset) for c in collections}
     return {"nodes": nodes, "edges": edges, "vectors": {c: n for c, n in counted.items() if n}}
+
+
+def world_time(properties: dict[str, Any]) -> dict[str, Any]:
+    """An edge's properties without the system times of its facts (when the store recorded
+    them: another run records them at other times; core/models/facts.py)."""
+    return {k: v for k, v in properties.items() if k not in (RECORDED_AT, RETIRED_AT)}
 
 
 def _pairs(item: Any) -> list[tuple[str, str]]:

@@ -24,6 +24,7 @@ from core.errors import InvalidInput
 from core.models.documents import (
     DEFAULT_PIPELINE,
     DERIVED,
+    DOCUMENT_DATE,
     PIPELINE,
     STATUS,
     STRUCTURED_PIPELINE,
@@ -83,6 +84,7 @@ def _ref(doc: Node) -> DocumentRef:
         extension=props.get("extension", ""),
         size=props.get("size", 0),
         node_set=props.get(NODE_SET, ""),
+        document_date=str(props.get(DOCUMENT_DATE) or ""),
         derived=bool(props.get(DERIVED)) or props.get(STATUS) not in (None, DocumentStatus.ADDED),
     )
 

@@ -1,10 +1,10 @@
 """The `cogmill` command line, a module per command group.
 
-ingest: add, add-sql, cognify · datasets: delete, export · search: search, route · jobs:
-list, show, cancel, watch · ops: worker, serve, demo, eval · memory: remember, recall,
-improve, forget · access: tenants create|list, keys create|list|revoke · mcp: the MCP server
-over stdio · webhooks: add|list|remove (and `jobs webhooks ID`, a job's deliveries) · sync: sync,
-beat · schedules: add|list|pause|resume|remove.
+ingest: add, add-sql, cognify · datasets: delete, export · search: search, route · facts:
+facts · jobs: list, show, cancel, watch · ops: worker, serve, demo, eval · memory: remember,
+recall, improve, forget · access: tenants create|list, keys create|list|revoke · mcp: the MCP
+server over stdio · webhooks: add|list|remove (and `jobs webhooks ID`, a job's deliveries) ·
+sync: sync, beat · schedules: add|list|pause|resume|remove.
 Exit codes: 0 success, 1 failure, 2 usage error. Errors print one line, never a traceback.
 
 The command groups are imported when `app` is first asked for, not with this package: they
@@ -35,6 +35,7 @@ def _app() -> typer.Typer:
     from api.cli import (
         access,
         datasets,
+        facts,
         ingest,
         jobs,
         mcp,
@@ -70,6 +71,7 @@ def _app() -> typer.Typer:
     app.add_typer(ingest.app)
     app.add_typer(datasets.app)
     app.add_typer(search.app)
+    app.add_typer(facts.app)
     app.add_typer(jobs.app, name="jobs")
     app.add_typer(ops.app)
     app.add_typer(memory.app)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from api.cli.facts import DocumentDateOption
 from api.cli.jobs import BUDGET_TOKENS_HELP, BUDGET_USD_HELP
 from api.cli.render import guarded, out, print_added, runtime_session, wait_for
 from api.services.add import Added, AddOptions, add_paths
@@ -92,6 +93,7 @@ def add(
     keys: KeysOption = None,
     primary_key: PrimaryKeyOption = None,
     foreign_key: ForeignKeyOption = None,
+    document_date: DocumentDateOption = None,
 ) -> None:
     """Add documents to a dataset (unchanged files are skipped by content hash).
 
@@ -102,7 +104,9 @@ def add(
 
     def body() -> Added:
         declared = read_declarations(keys, primary_key, foreign_key)
-        options = AddOptions(node_set=node_set, pipeline=pipeline, keys=declared)
+        options = AddOptions(
+            node_set=node_set, pipeline=pipeline, keys=declared, document_date=document_date
+        )
         with runtime_session() as rt:
             return add_paths(rt, dataset, paths, options)
 

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from api.cli.facts import AsOfOption, KnownAtOption
 from api.cli.render import err, guarded, out, print_response, runtime_session
 from api.services import search as service
 from core.errors import InvalidInput
@@ -58,6 +59,8 @@ def search(
         str | None,
         typer.Option("--session", "-s", help="Record the question and answer in this session"),
     ] = None,
+    as_of: AsOfOption = None,
+    known_at: KnownAtOption = None,
 ) -> None:
     """Search datasets; results carry the chunks and documents they came from."""
 
@@ -73,7 +76,17 @@ def search(
                 raise InvalidInput(f"cannot read --response-model {response_model}: {why}") from err
             schema = load_schema(text, origin=f"--response-model {response_model}")
         with runtime_session() as rt:
-            return service.search(rt, query, dataset, search_type, top_k, schema, session)
+            return service.search(
+                rt,
+                query,
+                dataset,
+                search_type,
+                top_k,
+                schema,
+                session,
+                as_of=as_of,
+                known_at=known_at,
+            )
 
     searched = guarded(body)
     print_response(searched.response, as_json)

@@ -19,7 +19,18 @@ from starlette.exceptions import HTTPException
 from api.http.deps import reader
 from api.http.errors import error_response
 from api.http.guards import RequestGuard
-from api.http.routes import cognify, datasets, export, health, jobs, me, memory, route, search
+from api.http.routes import (
+    cognify,
+    datasets,
+    export,
+    facts,
+    health,
+    jobs,
+    me,
+    memory,
+    route,
+    search,
+)
 from api.http.routes import metrics as metrics_routes
 from api.http.routes import sync as sync_routes
 from api.http.routes import webhooks as webhook_routes
@@ -214,7 +225,7 @@ def create_app(
         "dependencies": [Depends(reader)],
         "responses": error_responses(401, 403, 429),
     }
-    for router in (datasets.router, cognify.router, jobs.router, search.router):
+    for router in (datasets.router, cognify.router, jobs.router, search.router, facts.router):
         app.include_router(router, **keyed)
     app.include_router(health.router)
     app.include_router(route.router, **keyed)

@@ -165,10 +165,11 @@ class Uploads:
 
     files: list[Upload]
     node_set: str | None = None
+    document_date: str | None = None
 
 
 # Form fields allowed beside the files (multipart) and their size bound in bytes.
-FORM_FIELDS = {"node_set": 256}
+FORM_FIELDS = {"node_set": 256, "document_date": 64}
 
 
 def too_large(what: str, limit: int) -> FileTooLarge:
@@ -282,7 +283,10 @@ async def _receive_files(request: Request, folder: Path, limit: int) -> Uploads:
         raise BadMultipart(message) from err
     finally:
         sink.close()
-    return Uploads(sink.uploads, sink.fields.get("node_set") or None)
+    fields = sink.fields
+    return Uploads(
+        sink.uploads, fields.get("node_set") or None, fields.get("document_date") or None
+    )
 
 
 async def _receive_documents(request: Request, folder: Path, limit: int) -> Uploads:
@@ -309,7 +313,7 @@ async def _receive_documents(request: Request, folder: Path, limit: int) -> Uplo
     for doc, path in zip(received.documents, parsed.texts, strict=True):
         assert path is not None  # a text that is a string was streamed to a file
         uploads.append(Upload(doc.name, path))
-    return Uploads(uploads, received.node_set)
+    return Uploads(uploads, received.node_set, received.document_date)
 
 
 async def receive_uploads(request: Request, runtime: RuntimeDep) -> AsyncIterator[Uploads]:

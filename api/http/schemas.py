@@ -67,6 +67,12 @@ class DocumentText(BaseModel):
     text: str = Field(description="The document content")
 
 
+DOCUMENT_DATE_HELP = (
+    "The day the documents speak of (2023-03-15, March 2023): their facts without a date of "
+    "their own held then"
+)
+
+
 class DocumentsAdd(BaseModel):
     """Documents sent as JSON text instead of file uploads."""
 
@@ -76,6 +82,11 @@ class DocumentsAdd(BaseModel):
         max_length=64,
         description="Group the documents in a node set (e.g. coding_rules, which CODING_RULES "
         "searches)",
+    )
+    document_date: str | None = Field(
+        default=None,
+        max_length=64,
+        description=DOCUMENT_DATE_HELP,
     )
 
 
@@ -215,6 +226,18 @@ class SearchRequest(BaseModel):
         default=None,
         description="A JSON Schema (an object with properties): completion types then answer "
         "with an object following it, in `answer_json` (`answer` holds its JSON text)",
+    )
+    as_of: str | None = Field(
+        default=None,
+        max_length=64,
+        description="See facts as they held at this world time (2019, March 2019, "
+        "2019-03-15); default: current facts",
+    )
+    known_at: str | None = Field(
+        default=None,
+        max_length=64,
+        description="See facts as cogmill had recorded them by this time (2026-12-07, "
+        "2026-12-07T10:00:00Z)",
     )
 
     @field_validator("search_type", mode="before")

@@ -41,6 +41,23 @@ Session = Annotated[
     str | None,
     Field(default=None, max_length=128, description="A conversation's session id, e.g. chat-42"),
 ]
+AsOf = Annotated[
+    str | None,
+    Field(
+        default=None,
+        max_length=64,
+        description="See facts as they held at this time (2019, March 2019, 2019-03-15); "
+        "default: current facts",
+    ),
+]
+KnownAt = Annotated[
+    str | None,
+    Field(
+        default=None,
+        max_length=64,
+        description="See facts as cogmill had recorded them by this time (2026-12-07)",
+    ),
+]
 SEARCH_GUIDE = """\
 Search datasets and get ranked passages with their sources (document name and chunk), plus an
 answer for the *_COMPLETION types when the server has an LLM. Leave search_type out: the
@@ -48,7 +65,9 @@ rule-based router picks a type from the question (GRAPH_PPR, graph search by per
 PageRank, for most questions, including multi-hop ones whose answer spans documents) and says
 which in `route`. Name a type only for a reason: CHUNKS_LEXICAL for exact words, names or
 codes; CHUNKS for plain similarity; TEMPORAL for dates and periods; GRAPH_COMPLETION for an
-answer from graph facts; GRAPH_SUMMARY_COMPLETION for an overview. CYPHER and
+answer from graph facts; GRAPH_SUMMARY_COMPLETION for an overview. Graph searches show
+current facts first (superseded ones later, as history, each with its validity); as_of
+asks about a past time, known_at about what was known then. CYPHER and
 NATURAL_LANGUAGE need the Neo4j graph and an admin key. Every type:
 """
 
@@ -58,11 +77,22 @@ def search(
     datasets: Datasets,
     search_type: TypeName | None = None,
     top_k: TopK = None,
+    as_of: AsOf = None,
+    known_at: KnownAt = None,
 ) -> SearchResponse:
     face = current()
     caller = reader(face.caller)
     check_bounds(face.runtime, query, datasets)
-    searched = service.search(face.runtime, query, datasets, search_type, top_k, caller=caller)
+    searched = service.search(
+        face.runtime,
+        query,
+        datasets,
+        search_type,
+        top_k,
+        caller=caller,
+        as_of=as_of,
+        known_at=known_at,
+    )
     return shown.search(caller, searched.response)
 
 

@@ -20,6 +20,7 @@ from core.access import LOCAL, Caller
 from core.catalog import AddReport, check_node_set, iter_files
 from core.document_names import document_name
 from core.errors import InvalidInput
+from core.facts.when import document_day
 from core.models.documents import STRUCTURED_PIPELINE
 from pipelines.definitions import get_pipeline
 from pipelines.structured.key_declarations import KeyDeclarations, declare_keys
@@ -55,13 +56,20 @@ class AddOptions:
     node_set: str | None = None
     pipeline: str | None = None
     keys: KeyDeclarations | None = None
+    # The day the documents speak of ("2023-03-15", "March 2023"): their facts without a
+    # date of their own held then (core/facts/).
+    document_date: str | None = None
 
-    def check(self) -> None:
-        """Raise CatalogError / InvalidInput for a bad node set or an unknown pipeline."""
+    def check(self) -> str | None:
+        """Raise CatalogError / InvalidInput for a bad node set, an unknown pipeline or a bad
+        document date; the document date as an ISO day."""
         if self.node_set is not None:
             check_node_set(self.node_set)
         if self.pipeline is not None:
             get_pipeline(self.pipeline)  # an unknown name is an error listing the known ones
+        if self.document_date is None:
+            return None
+        return document_day(self.document_date, "the document date")
 
 
 def add_files(
@@ -148,7 +156,7 @@ def _add(
     caller: Caller = LOCAL,
 ) -> Added:
     options = options or AddOptions()
-    options.check()
+    document_date = options.check()
     shown, dataset = dataset, checked(dataset, caller)
     incoming = 0
     if caller.tenant is not None and rt.settings.tenant_storage_bytes:
@@ -164,6 +172,7 @@ def _add(
             check_source,
             options.node_set,
             options.pipeline,
+            document_date=document_date,
         )
     if options.keys is not None and declare_keys(rt.graph, dataset, options.keys):
         added.relinked_tables = sorted(options.keys.tables)

@@ -40,9 +40,12 @@ def search(
     response_model: ResponseModel | None = None,
     session: str | None = None,
     caller: Caller = LOCAL,
+    as_of: str | None = None,
+    known_at: str | None = None,
 ) -> Searched:
     """Search the datasets with one type (None: the query router's) and top-k (None: from the
-    query). Raises InvalidInput (CatalogError for a bad dataset name) for a bad request,
+    query), seeing facts as of a world time and as known at a system time (None: current).
+    Raises InvalidInput (CatalogError for a bad dataset name) for a bad request,
     DatasetNotFoundError naming the datasets that do not exist, AccessDeniedError for a query
     type the caller's role may not run."""
     check_type_allowed(caller, search_type if search_type is not None else route(query).search_type)
@@ -50,7 +53,9 @@ def search(
     started = time.perf_counter()
     store = sessions(rt, caller) if session is not None else None
     with rt.priority.urgent():  # a job running in this process waits (core/priority.py)
-        response = run_search(ctx, query, names, search_type, top_k, response_model, session, store)
+        response = run_search(
+            ctx, query, names, search_type, top_k, response_model, session, store, as_of, known_at
+        )
     observe_search(rt, response.search_type.value, time.perf_counter() - started)
     qa_id = ctx.extras.get(QA_ID_KEY) if session is not None else None
     return Searched(shown.search(caller, response), qa_id)

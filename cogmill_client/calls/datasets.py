@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from cogmill_client import models as m
 from cogmill_client import requests as r
-from cogmill_client.calls.base import FileInput, Parts, body, model, operation
+from cogmill_client.calls.base import FileInput, Parts, body, model, operation, params_of
 
 # -- datasets and documents ---------------------------------------------------------------------
 
@@ -41,13 +41,18 @@ def _expand(items: FileInput | Iterable[FileInput]) -> list[FileInput]:
 
 @operation("POST", "/api/v1/datasets/{name}/data")
 def add_files(
-    dataset: str, files: FileInput | Iterable[FileInput], *, node_set: str | None = None
+    dataset: str,
+    files: FileInput | Iterable[FileInput],
+    *,
+    node_set: str | None = None,
+    document_date: str | None = None,
 ) -> Parts[m.AddResult]:
-    """Upload files (paths, folders, or (name, bytes) pairs) to a dataset (created if new)."""
+    """Upload files (paths, folders, or (name, bytes) pairs) to a dataset (created if new);
+    `document_date`: the day they speak of (their undated facts held then)."""
     parts = [_file(item) for item in _expand(files)]
     if not parts:
         raise ValueError(f"no files to add to {dataset!r}: give paths, folders or (name, bytes)")
-    data = {"node_set": node_set} if node_set else None
+    data = params_of(node_set=node_set, document_date=document_date) or None
     return Parts(model(m.AddResult), {"name": dataset}, files=parts, data=data)
 
 
@@ -57,13 +62,14 @@ def add_texts(
     texts: Mapping[str, str] | Iterable[r.DocumentText],
     *,
     node_set: str | None = None,
+    document_date: str | None = None,
 ) -> Parts[m.AddResult]:
     """Add documents given as text, {file name: text} (the extension gives the format)."""
     if isinstance(texts, Mapping):
         documents = [r.DocumentText(name=name, text=value) for name, value in texts.items()]
     else:
         documents = list(texts)
-    request = r.DocumentsAdd(documents=documents, node_set=node_set)
+    request = r.DocumentsAdd(documents=documents, node_set=node_set, document_date=document_date)
     return Parts(model(m.AddResult), {"name": dataset}, json=body(request))
 
 

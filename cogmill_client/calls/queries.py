@@ -25,17 +25,37 @@ def search(
     search_type: m.SearchType | str | None = None,
     top_k: int | None = None,
     response_model: dict[str, Any] | None = None,
+    as_of: str | None = None,
+    known_at: str | None = None,
 ) -> Parts[m.SearchResponse]:
     """Search datasets; with no `search_type` the query router chooses (see `route` in the
-    answer). Results carry their sources (document, chunk) and evidence."""
+    answer). Results carry their sources (document, chunk) and evidence. Facts are seen as
+    they hold now, or `as_of` a time ("2019") and as cogmill knew them `known_at` a time."""
     request = r.SearchRequest(
         query=query,
         datasets=names(datasets),
         top_k=top_k,
         search_type=kind(search_type) if search_type is not None else None,
         response_model=response_model,
+        as_of=as_of,
+        known_at=known_at,
     )
     return Parts(model(m.SearchResponse), json=body(request))
+
+
+@operation("GET", "/api/v1/datasets/{name}/facts")
+def facts(
+    dataset: str,
+    entity: str,
+    *,
+    relation: str | None = None,
+    as_of: str | None = None,
+    known_at: str | None = None,
+    limit: int = 100,
+) -> Parts[m.FactTimeline]:
+    """An entity's facts in time order: when each held, what superseded it, its sources."""
+    query = params_of(entity=entity, relation=relation, as_of=as_of, known_at=known_at, limit=limit)
+    return Parts(model(m.FactTimeline), {"name": dataset}, params=query)
 
 
 @operation("POST", "/api/v1/route")

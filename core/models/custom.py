@@ -17,6 +17,9 @@ converted at submit time, so workers need not import user code). What is accepte
   top, or edge classes in `$defs` (objects with `source` and `target` properties) whose `name`
   property is a `const` or `enum`.
 - `"x-aliases": [...]` on a class names extracted types it also takes (see `conform`).
+- `"functional": true` on an edge class (`"functional_side"`: "source", the default, "target"
+  or "both"), or `"x-functional": [...]` at the top: relationships a subject holds one value
+  of at a time; a later one ends the earlier (core/facts/functional.py).
 
 Nodes of a custom class are written with the class as their node type (`Person`, not
 `Entity`), their fields as properties, an IS_A edge to the EntityType of the same name, and
@@ -44,6 +47,7 @@ from core.models.graph_schema import (
     InvalidGraphModel,
     NodeClass,
     SchemaReader,
+    functional_relations,
     model_name,
     node_schemas,
     relationship_names,
@@ -86,6 +90,8 @@ class CustomGraphModel:
             raise InvalidGraphModel(f"the graph model declares no node class; {EXPECTED}")
         self.classes = {name: reader.node_class(name, sub) for name, sub in found.items()}
         self.relationships = relationship_names(schema, defs)
+        # Relationship name -> the end holding one value at a time (facts over time).
+        self.functional = functional_relations(schema, defs)
 
     @classmethod
     def from_pydantic(cls, model: type[BaseModel]) -> CustomGraphModel:

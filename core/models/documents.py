@@ -30,6 +30,7 @@ PROCESSED_PIPELINE = "processed_pipeline"  # the pipeline that last processed it
 PIPELINE_VERSION = "pipeline_version"  # ...and that pipeline's version
 DERIVED = "derived"  # something derived from it may be stored
 ERROR = "error"
+DOCUMENT_DATE = "document_date"  # the ISO day it speaks of (`add --document-date`)
 
 
 def processed_properties(pipeline: str, version: str) -> dict[str, Any]:

@@ -26,6 +26,14 @@ class ExtractedRelationship(BaseModel):
     target: str = Field(min_length=1)
     name: str = Field(min_length=1)
     description: str = ""
+    # Set by cogmill, never asked of the LLM (hidden from the schema; pipelines/date_facts.py):
+    # when the passage says the fact held (days since 1970-01-01), and its functional group
+    # and subject side (core/models/facts.py) when it holds one value at a time.
+    start: SkipJsonSchema[int | None] = None
+    end: SkipJsonSchema[int | None] = None
+    dated_by_document: SkipJsonSchema[bool] = False  # the time is the document's date
+    group: SkipJsonSchema[str] = ""
+    side: SkipJsonSchema[str] = ""
 
 
 class KnowledgeGraph(BaseModel):

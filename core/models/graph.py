@@ -91,6 +91,22 @@ class Support(BaseModel):
     chunk_id: str = ""
 
 
+class FactClaim(BaseModel):
+    """When one supporting passage says its fact held: world time in days since 1970-01-01
+    (core/temporal.py; None: the passage does not say), and the system time (epoch seconds)
+    the store first kept the claim, which the store sets. One per (document, chunk) of an
+    edge; the store derives the edge's validity from its claims (core/stores/fact_intervals.py).
+    """
+
+    document_id: str
+    chunk_id: str = ""
+    start: int | None = None  # the day it held from
+    end: int | None = None  # the first day it no longer held
+    # The time is the document's date, not one the text gives: the fact held by then.
+    from_document: bool = False
+    recorded_at: float | None = None
+
+
 class Node(BaseModel):
     """A node as stored: id, type, dataset, free-form properties and its provenance."""
 
@@ -111,6 +127,9 @@ class Edge(BaseModel):
     dataset: str
     properties: dict[str, Any] = Field(default_factory=dict)
     support: list[Support] = Field(default_factory=list)
+    # What each supporting passage says about when the fact held (a relationship between
+    # entities; other edges have none). Stores read them back only when asked.
+    claims: list[FactClaim] = Field(default_factory=list)
 
     @cached_property
     def id(self) -> str:

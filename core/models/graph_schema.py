@@ -260,6 +260,38 @@ def relationship_names(schema: dict[str, Any], defs: dict[str, Any]) -> list[str
     return list(dict.fromkeys("_".join(str(n).lower().split()) for n in names if str(n).strip()))
 
 
+def functional_relations(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, str]:
+    """Relationship names that hold one value at a time -> the end holding it: edge classes
+    marked `"functional": true` (with `"functional_side"`: "source", the default, "target"
+    or "both"), and `"x-functional"` at the top (a list of names, or names -> sides)."""
+    declared = schema.get("x-functional") or {}
+    if isinstance(declared, list):
+        declared = dict.fromkeys(declared, "source")
+    if not isinstance(declared, dict):
+        raise InvalidGraphModel(
+            "`x-functional` must list relationship names (or map them to sides)"
+        )
+    found = dict(declared)
+    for sub in defs.values():
+        if not (isinstance(sub, dict) and _is_edge(sub) and sub.get("functional")):
+            continue
+        if sub["functional"] is not True:
+            raise InvalidGraphModel("an edge class's `functional` must be true or false")
+        spec = sub["properties"].get("name", {}) if _has(sub, "name") else {}
+        names = spec.get("enum") or ([spec["const"]] if "const" in spec else [])
+        found.update(dict.fromkeys(names, sub.get("functional_side", "source")))
+    for name, side in found.items():
+        if not isinstance(name, str) or side not in FUNCTIONAL_SIDES:
+            raise InvalidGraphModel(
+                f"functional relationship {name!r} has side {side!r}; use one of "
+                f"{', '.join(FUNCTIONAL_SIDES)} (the end that holds one value at a time)"
+            )
+    return {"_".join(k.lower().split()): v for k, v in found.items()}
+
+
+FUNCTIONAL_SIDES = ("source", "target", "both")
+
+
 def model_name(title: str) -> str:
     """A name usable as a pydantic model and OpenAI schema name."""
     cleaned = re.sub(r"[^A-Za-z0-9_]", "", title.replace(" ", "_"))[:64]

@@ -54,6 +54,10 @@ class IngestionSettings(BaseModel):
     entity_reconcile: bool = True
     # Length of a document's extractive summary, in characters.
     document_summary_chars: int = Field(default=600, ge=50, le=20_000)
+    # Facts over time (core/facts/): off, facts are dated but none supersedes another.
+    facts_supersession: bool = True
+    # With an LLM, pairs of look-alike facts judged per batch (pipelines/fact_judge.py; 0: none).
+    facts_judge_max_pairs: int = Field(default=64, ge=0, le=10_000)
     # Relation-name and document-summary vectors: no search needed them (docs/benchmarks.md).
     embed_relation_names: bool = False
     embed_document_summaries: bool = False

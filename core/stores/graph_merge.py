@@ -22,7 +22,8 @@ def repoint(edges: Iterable[Edge], moves: Mapping[str, str]) -> list[Edge]:
     """The edges with each end in `moves` replaced by its new node, sorted by key.
 
     Edges that now join a node to itself are dropped (two merged entities were linked); edges
-    that now share a key become one, support unioned, properties merged in the given order.
+    that now share a key become one, support and claims unioned, properties merged in the
+    given order.
     """
     merged: dict[tuple[str, str, str], Edge] = {}
     for edge in edges:
@@ -39,10 +40,13 @@ def repoint(edges: Iterable[Edge], moves: Mapping[str, str]) -> list[Edge]:
                 dataset=edge.dataset,
                 properties=dict(edge.properties),
                 support=list(edge.support),
+                claims=list(edge.claims),
             )
         else:
             earlier.properties.update(edge.properties)
             earlier.support[:] = union_support([earlier.support, edge.support])
+            known = {(c.document_id, c.chunk_id) for c in earlier.claims}
+            earlier.claims += [c for c in edge.claims if (c.document_id, c.chunk_id) not in known]
     return [merged[key] for key in sorted(merged)]
 
 

@@ -37,6 +37,10 @@ class Neighbourhood:
         self._relation_ends: list[tuple[str, str, str]] = []  # of the hop's `sources`
         self._weights = (params.relation_weight, params.relation_words)
 
+    def mentioned(self) -> list[tuple[str, str]]:
+        """(chunk, entity) of every mention read: MENTIONS edges and entities' provenance."""
+        return [*self._mentions, *((c, e) for e, cs in self.entities.items() for c in cs)]
+
     def degree(self, entity: str) -> int:
         """How many chunks mention the entity (1 when unknown)."""
         return max(self.degrees.get(entity, 0), 1)

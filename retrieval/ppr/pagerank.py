@@ -128,3 +128,10 @@ def personalised_pagerank(
         if done:
             break
     return {node_id: float(scores[i]) for node_id, i in graph.index.items()}
+
+
+def min_max(values: dict[str, float]) -> dict[str, float]:
+    """Scores rescaled to [0, 1] so PageRank mass and cosine similarity can be added."""
+    low, high = min(values.values(), default=0.0), max(values.values(), default=0.0)
+    span = (high - low) or 1.0
+    return {key: (value - low) / span for key, value in values.items()}

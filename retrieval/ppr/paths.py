@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.models.graph import Node
+from retrieval.chunks import chunk_source
+from retrieval.models import SearchResult
 from retrieval.ppr.pagerank import WeightedGraph
 
 CO_MENTION = "MENTIONED WITH"
@@ -77,3 +80,11 @@ def provenance(flows: MassFlows, chunk: str, names: dict[str, str], limit: int =
         if line not in lines:
             lines.append(line)
     return lines
+
+
+def passage(chunk: Node, score: float, evidence: list[str]) -> SearchResult:
+    """A GRAPH_PPR result: the passage, its score and what led to it."""
+    text = str(chunk.properties.get("text", ""))
+    return SearchResult(
+        text=text, score=round(score, 6), sources=[chunk_source(chunk)], evidence=evidence
+    )

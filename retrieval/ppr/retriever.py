@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from core.models.graph import Node, alias_id, entity_id, normalise_name
+from core.models.graph import alias_id, entity_id, normalise_name
 from core.models.vectors import VectorHit
 from core.models.vocabulary import (
     ALIAS_OF,
@@ -29,12 +29,13 @@ from core.models.vocabulary import (
 )
 from core.ports import Embedder, GraphReader, VectorQuery, VectorStore
 from retrieval.answer import CompletionMixin
-from retrieval.chunks import chunk_source
+from retrieval.fact_view import FactView
 from retrieval.models import SearchResult
+from retrieval.ppr.facts import held_facts
 from retrieval.ppr.neighbourhood import Neighbourhood
-from retrieval.ppr.pagerank import personalised_pagerank
+from retrieval.ppr.pagerank import min_max, personalised_pagerank
 from retrieval.ppr.params import PPRParams
-from retrieval.ppr.paths import MassFlows, provenance
+from retrieval.ppr.paths import MassFlows, passage, provenance
 from retrieval.query_names import content_words, name_spans, query_ngrams
 
 if TYPE_CHECKING:
@@ -55,7 +56,8 @@ class PPRRetriever(CompletionMixin):
     ) -> None:
         self.graph, self.vectors, self.embedder = graph, vectors, embedder
         self.params = params or PPRParams()
-        self.ctx = ctx  # needed only to answer (`get_completion`)
+        self.ctx = ctx  # needed only to answer (`get_completion`), and its time of facts
+        self.view = ctx.facts if ctx is not None else FactView()
 
     def get_context(self, query: str, datasets: Sequence[str], top_k: int) -> list[SearchResult]:
         p = self.params
@@ -171,29 +173,19 @@ class PPRRetriever(CompletionMixin):
         top_k: int,
     ) -> list[SearchResult]:
         chunks = neighbourhood.chunks | set(chunk_sim)
-        graph, dense = _min_max({c: scores.get(c, 0.0) for c in chunks}), _min_max(chunk_sim)
+        graph, dense = min_max({c: scores.get(c, 0.0) for c in chunks}), min_max(chunk_sim)
         fusion = self.params.dense_fusion
         final = {c: (1 - fusion) * graph[c] + fusion * dense.get(c, 0.0) for c in chunks}
+        flows, names = MassFlows(neighbourhood.weighted, scores), neighbourhood.names
+        # The passages' facts in the search's time (current ones by default) reweigh them.
+        held = held_facts(self.graph, self.view, final, neighbourhood, pool=max(3 * top_k, 30))
         # Ties by id: set order changes with the process's hash seed (4 of 200 top-10 lists
         # came out in another order in another process, one with another 10th passage).
         best = sorted(final, key=lambda c: (-final[c], c))[:top_k]
         nodes = {n.id: n for n in self.graph.get_nodes(best)}
         # The path that led to each passage: at most 3 carriers of its mass (no store reads).
-        flows, names = MassFlows(neighbourhood.weighted, scores), neighbourhood.names
         return [
-            _result(nodes[c], final[c], provenance(flows, c, names)) for c in best if c in nodes
+            passage(nodes[c], final[c], held.get(c, []) + provenance(flows, c, names))
+            for c in best
+            if c in nodes
         ]
-
-
-def _min_max(values: dict[str, float]) -> dict[str, float]:
-    """Scores rescaled to [0, 1] so PageRank mass and cosine similarity can be added."""
-    low, high = min(values.values(), default=0.0), max(values.values(), default=0.0)
-    span = (high - low) or 1.0
-    return {key: (value - low) / span for key, value in values.items()}
-
-
-def _result(chunk: Node, score: float, evidence: list[str]) -> SearchResult:
-    text = str(chunk.properties.get("text", ""))
-    return SearchResult(
-        text=text, score=round(score, 6), sources=[chunk_source(chunk)], evidence=evidence
-    )

@@ -15,6 +15,7 @@ import pytest
 from core.models.graph import Edge, Merged, Node, RelationRead, frontier_ids
 from core.ports import GraphStore
 from core.temporal import days_from_civil
+from tests.contracts.fact_store import FactStoreContract
 from tests.factories import ids, make_edge, make_graph, make_node, support_pairs
 
 
@@ -41,8 +42,8 @@ def _snapshot(store: GraphStore, dataset: str, node_ids: set[str]) -> tuple:
     return store.count(dataset), nodes, edges
 
 
-class GraphStoreContract:
-    """Contract tests for `core.ports.GraphStore`."""
+class GraphStoreContract(FactStoreContract):
+    """Contract tests for `core.ports.GraphStore` (facts over time: FactStoreContract)."""
 
     @pytest.fixture
     def dataset(self) -> str:

@@ -48,7 +48,7 @@ def test_every_step_of_every_pipeline_has_its_own_task_on_its_queue() -> None:
     assert all(routes[name] == {"queue": INGEST} for name in others)
     # The steps that wait on the LLM have their own queue, to be scaled and rate-limited apart.
     llm_steps = {name for name, step in STEPS.items() if step.queue == LLM}
-    assert llm_steps == {"extract_graph", "summarize_documents", "extract_events"}
+    assert llm_steps == {"extract_graph", "summarize_documents", "extract_events", "judge_facts"}
 
 
 class _NoBuild:

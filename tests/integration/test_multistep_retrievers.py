@@ -297,7 +297,7 @@ def test_api_routes_and_searches_without_a_type(runtime: Runtime) -> None:
     routed = client.post("/api/v1/route", json={"query": query})
     assert routed.status_code == 200
     assert routed.json()["search_type"] == "TEMPORAL"
-    keys = {"search_type", "confidence", "runner_up", "runner_up_score", "reason"}
+    keys = {"search_type", "confidence", "runner_up", "runner_up_score", "reason", "as_of"}
     assert set(routed.json()) == keys
     blank = client.post("/api/v1/route", json={"query": "  "})
     assert blank.status_code == 422 and "query is empty" in blank.json()["error"]["message"]

@@ -109,6 +109,16 @@ def test_numbers_and_amounts_are_not_entities(extractor: OfflineExtractor) -> No
             "Inception is a film directed by Christopher Nolan.",
             ("Christopher Nolan", "directed", "Inception"),
         ),
+        # Roles over time: a successor takes the role, titles name it, states hold.
+        (
+            "Teo Varga succeeded Mara Quist as CEO of Holbeck Foods in March 2023.",
+            ("Teo Varga", "ceo_of", "Holbeck Foods"),
+        ),
+        (
+            "In 2021, Lena Ortiz was appointed chief executive officer of Holbeck Foods.",
+            ("Lena Ortiz", "chief_executive_officer_of", "Holbeck Foods"),
+        ),
+        ("Ana Lima is married to Pedro Sousa.", ("Ana Lima", "married_to", "Pedro Sousa")),
     ],
 )
 def test_typed_relations_from_the_parse(

@@ -61,6 +61,7 @@ def test_default_pipeline_is_classify_chunk_extract_add() -> None:
         "resolve_entities",
         "add_data_points",
         "reconcile_entities",
+        "judge_facts",
     ]
     assert get_pipeline("default") is DEFAULT
     with pytest.raises(ValueError, match="known: default"):

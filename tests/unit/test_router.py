@@ -257,8 +257,31 @@ def test_cli_route_prints_the_choice_as_json() -> None:
         "runner_up": "GRAPH_PPR",
         "runner_up_score": route("Summarise the Q3 report").runner_up_score,
         "reason": "a strong SUMMARIES cue (score 2.5)",
+        "as_of": None,
     }
     text = runner.invoke(app, ["route", "MATCH (n) RETURN n"])
     assert text.exit_code == 0 and text.output.startswith("CYPHER (confidence")
     empty = runner.invoke(app, ["route", " "])
     assert empty.exit_code == 2 and "query is empty" in empty.output
+
+
+@pytest.mark.parametrize(
+    ("query", "as_of"),
+    [
+        ("Who was the CEO of Holbeck Foods in 2020?", "2020"),
+        ("Where did Ana Lima live in March 2019?", "march 2019"),
+        ("Which company employed Jon Berg as of 2018?", "2018"),
+        ("Who is the CEO of Holbeck Foods?", None),
+        ("Who was the first CEO of Holbeck Foods?", None),
+    ],
+)
+def test_a_question_about_a_fact_at_a_time_is_searched_as_of_it(query: str, as_of: str | None):
+    routed = route(query)
+    assert (routed.search_type, routed.as_of) == (DEFAULT_TYPE, as_of)
+    if as_of:
+        assert f"as of {as_of}" in routed.reason
+
+
+def test_a_question_whose_subject_is_a_time_stays_temporal():
+    routed = route("What happened to Holbeck Foods in 2019?")
+    assert (routed.search_type, routed.as_of) == (SearchType.TEMPORAL, None)

@@ -7,7 +7,14 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from api.http.deps import DatasetName, Reader, RuntimeDep, UploadsDep, Writer
-from api.http.schemas import AddResult, DatasetPublic, DeleteResult, DocumentPublic, error_responses
+from api.http.schemas import (
+    DOCUMENT_DATE_HELP,
+    AddResult,
+    DatasetPublic,
+    DeleteResult,
+    DocumentPublic,
+    error_responses,
+)
 from api.services import datasets, delete
 from api.services.add import AddOptions, add_files
 
@@ -25,6 +32,11 @@ UPLOAD_BODY = {
                         "node_set": {
                             "type": "string",
                             "description": "Group the documents in a node set (e.g. coding_rules)",
+                        },
+                        "document_date": {
+                            "type": "string",
+                            "maxLength": 64,
+                            "description": DOCUMENT_DATE_HELP,
                         },
                     },
                     "required": ["files"],
@@ -57,12 +69,14 @@ def add_documents(
     """Add documents (unchanged content is skipped; a known name with new content replaces).
 
     Send one or many files as multipart/form-data `files` parts (text formats, PDF, Word,
-    e-mail, records, code, SQLite databases), with an optional `node_set` field; or JSON texts.
+    e-mail, records, code, SQLite databases), with optional `node_set` and `document_date`
+    fields; or JSON texts.
     A file above COGMILL_MAX_FILE_BYTES fails the whole request with 413 before anything is
     stored.
     """
     files = [(upload.name, upload.path) for upload in uploads.files]
-    added = add_files(runtime, name, files, AddOptions(node_set=uploads.node_set), caller)
+    options = AddOptions(node_set=uploads.node_set, document_date=uploads.document_date)
+    added = add_files(runtime, name, files, options, caller)
     return AddResult.from_report(added.report)
 
 

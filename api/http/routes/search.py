@@ -29,5 +29,7 @@ def search(body: SearchRequest, runtime: RuntimeDep, caller: Reader) -> SearchRe
         body.top_k,
         body.response_model,
         caller=caller,
+        as_of=body.as_of,
+        known_at=body.known_at,
     )
     return searched.response

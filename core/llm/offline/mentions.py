@@ -25,6 +25,20 @@ LABEL_TYPES = {
     "LANGUAGE": "Language",
     "LAW": "Law",
 }
+# Entities whose first names the small model's NER often leaves out, and titles that are no
+# first name ("CEO Tim Cook", "President Lula").
+NAMED_LABELS = frozenset({"PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT", "PRODUCT"})
+_TITLES = (
+    "president professor dr mr mrs ms sir dame king queen prince princess lord lady general "
+    "captain chairman chairwoman ceo director senator governor mayor minister judge saint st "
+    "pope bishop father mother coach chief executive officer founder manager prof rev hon gen "
+    "col lt sgt capt gov sen rep"
+)
+TITLES = frozenset(_TITLES.split())
+PLACE_PREPS = frozenset({"in", "to", "from", "at", "near"})
+# Sentence adverbs NER takes into a name that starts a sentence ("Later Nadia Novak").
+_ADVERBS = "later then meanwhile afterwards subsequently earlier now today also however finally"
+LEADING_ADVERBS = frozenset([*_ADVERBS.split(), "eventually", "recently", "soon"])
 # Numbers and amounts merge across a whole dataset by name ("two", "5%") and become hubs
 # that link unrelated passages, so they are not entities.
 SKIP_LABELS = frozenset({"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONEY", "TIME"})
@@ -59,7 +73,9 @@ def find_mentions(doc: Any, is_word: Callable[[str], bool]) -> list[Mention]:
         if ent.label_ in SKIP_LABELS or (ent.label_ == "DATE" and not is_specific_date(ent.text)):
             continue
         type_ = LABEL_TYPES.get(ent.label_, "Thing")
-        found += [make_mention(part, type_) for part in lines_of(ent)]
+        span = with_first_name(doc, ent, covered) if ent.label_ in NAMED_LABELS else ent
+        covered.update(range(span.start, span.end))
+        found += [make_mention(part, type_) for part in lines_of(span)]
     for sent in doc.sents:
         subject = named_subject(sent, covered, is_word)
         if subject is not None:
@@ -67,6 +83,31 @@ def find_mentions(doc: Any, is_word: Callable[[str], bool]) -> list[Mention]:
             found += [make_mention(part, "Thing") for part in lines_of(subject)]
     found += [make_mention(run, "Thing") for run in proper_noun_runs(doc, covered, is_word)]
     return sorted((m for m in found if m is not None), key=lambda m: m.start)
+
+
+def with_first_name(doc: Any, ent: Any, covered: set[int]) -> Any:
+    """An entity with the parts of its name NER left out but the parse joins to it: the
+    capitalised compounds before it ("Teo Varga", NER "Varga"; not titles: "CEO", "President")
+    and the name its last word is a compound of ("Nadia Takeda", NER "Nadia"); without a
+    leading adverb NER took in ("Later Nadia Novak")."""
+    start, end = ent.start, ent.end
+    while start > ent.sent.start:
+        tok = doc[start - 1]
+        joined = tok.dep_ == "compound" and start <= tok.head.i < end
+        if not (joined and _name_part(tok, start - 1, covered)) or tok.lower_.rstrip(".") in TITLES:
+            break
+        start -= 1
+    while end < ent.sent.end and doc[end - 1].dep_ == "compound" and doc[end - 1].head.i == end:
+        if not _name_part(doc[end], end, covered):
+            break
+        end += 1
+    while end - start > 1 and doc[start].lower_ in LEADING_ADVERBS:
+        start += 1
+    return doc[start:end]
+
+
+def _name_part(tok: Any, at: int, covered: set[int]) -> bool:
+    return tok.tag_ == "NNP" and tok.text.istitle() and at not in covered
 
 
 def lines_of(span: Any) -> list[Any]:
@@ -114,11 +155,20 @@ def proper_noun_runs(doc: Any, covered: set[int], is_word: Callable[[str], bool]
 
     def keep(run: Any) -> bool:
         # A run touching an NER span is a title ("CEO Tim Cook") or a boundary error, and a
-        # lone dictionary word is a capitalised common noun ("President", "Diocese").
+        # lone dictionary word is a capitalised common noun ("President", "Diocese"), unless
+        # it is a bare place a preposition names ("relocated to Ghent", not "the Diocese").
         lone_word = len(run) == 1 and (len(run.text) < 3 or is_word(run.text.lower()))
+        if lone_word and len(run.text) >= 3 and is_place(run[0]):
+            lone_word = False
         return not lone_word and run.start - 1 not in covered and run.end not in covered
 
     return [run for run in runs if keep(run)]
+
+
+def is_place(tok: Any) -> bool:
+    """A capitalised word a place preposition names, with no article: "moved to Ghent"."""
+    after = tok.dep_ == "pobj" and tok.head.lower_ in PLACE_PREPS and tok.i > tok.sent.start
+    return after and not any(c.dep_ == "det" for c in tok.children)
 
 
 def make_mention(span: Any, type_: str) -> Mention | None:

@@ -45,6 +45,13 @@ PAST_TO_PARTICIPLE = {
     "forgot": "forgotten",
     "ate": "eaten",
 }
+# Words that make a title of a role noun ("chief executive officer", "vice president").
+_TITLE_WORDS = "chief executive vice deputy prime managing general operating financial technology"
+TITLE_WORDS = frozenset(
+    [*_TITLE_WORDS.split(), "technical", "assistant", "acting", "interim", "co"]
+)
+# Verbs whose subject takes over its object's role: "X succeeded Y as CEO".
+SUCCEEDING = frozenset({"succeed", "replace", "follow", "supersede"})
 # A sentence listing twenty places must not add twenty weak edges.
 MAX_WEAK_PER_SENTENCE = 6
 
@@ -105,9 +112,12 @@ class Coreference:
         fits = PRONOUNS.get(token.lower_)
         if fits is None:
             return None
-        # "X said he ..." -> X, but "Her husband X ..." -> an earlier sentence's subject.
-        if self.current is not None and self.current.end <= token.i and fits(self.current.type):
-            return self.current
+        # "X said he ..." -> X, but "Her husband X ..." -> an earlier sentence's subject. "Its"
+        # is the subject's whatever NER typed it ("Calder Pharma named X its chief executive").
+        current = self.current
+        its = token.lower_ == "its" and current is not None and current.type != "Date"
+        if current is not None and current.end <= token.i and (fits(current.type) or its):
+            return current
         earlier = [m for m in self.subjects if fits(m.type)]
         if earlier:
             return earlier[-1]
@@ -251,6 +261,10 @@ class SentenceRules:
             # "X was born in Y", "born in the city of Y" ("served as ..." is a role)
             targets = self.mentions_of(pobjs(verb, (prep.lower_,)), through_of=True)
             self.link(subjects, relation_name(name, prep.lower_), targets)
+        for state in (c for c in verb.children if c.dep_ == "acomp" and c.tag_ in ("JJ", "VBN")):
+            for prep in (c for c in state.children if c.dep_ == "prep"):  # "X is married to Y"
+                targets = self.mentions_of(pobjs(state, (prep.lower_,)))
+                self.link(subjects, relation_name(state.lower_, prep.lower_), targets)
 
     def link(self, sources: list[Mention], name: str, targets: list[Mention]) -> None:
         """Add (source, name, target) for every pair."""
@@ -273,6 +287,13 @@ class SentenceRules:
         holders: list[Mention] = []
         if not word.isalpha():  # URLs, codes and numbers are not roles
             return roles, holders
+        # "chief executive officer", "vice president": the title's words name the role.
+        titled = [
+            c.lower_
+            for c in noun.lefts
+            if c.dep_ in ("amod", "compound") and c.lower_ in TITLE_WORDS and c.i not in self.ent_at
+        ]
+        word = relation_name(*titled, word) if titled else word
         for child in noun.children:
             if child.dep_ == "prep" and child.lower_ in ROLE_PREPS:
                 name = relation_name(word, child.lower_)
@@ -306,9 +327,22 @@ class SentenceRules:
         if noun.dep_ in ("appos", "compound"):  # "X, the director of Y" / "CEO Tim Cook"
             tokens.append(head)
         if noun.dep_ in ("attr", "oprd"):  # "X is the capital of Y" / "X was elected president"
-            tokens += self.subjects(head)
+            # An object's complement is said of the object: "Y named X its chief executive".
+            named = [
+                c
+                for c in head.children
+                if c.dep_ == "dobj" or (c.dep_ == "oprd" and c != noun and c.i in self.ent_at)
+            ]
+            named = named if noun.dep_ == "oprd" else []
+            tokens += named or self.subjects(head)
         if noun.dep_ == "pobj" and head.lower_ == "as" and head.head.tag_.startswith("VB"):
             tokens += self.subjects(head.head)  # "X served as mayor of Y"
+        elif noun.dep_ == "pobj" and head.lower_ == "as" and head.head.dep_ == "dobj":
+            # "as CEO" hung on the object: "X succeeded Y as CEO of Z" gives X the role,
+            # "they named X as CEO of Z" gives it to X, the object.
+            verb = head.head.head
+            taker = self.lemma(verb.lower_, "verb") in SUCCEEDING
+            tokens += self.subjects(verb) if taker else [head.head]
         if noun.dep_ in SUBJECT_DEPS:  # "The capital of Poland is Warsaw"
             tokens += [c for c in head.children if c.dep_ in ("attr", "oprd")]
         return self.mentions_of(tokens)

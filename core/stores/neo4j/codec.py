@@ -10,7 +10,7 @@ from typing import Any
 
 from neo4j import ManagedTransaction
 
-from core.models.graph import Edge, Node, NodeChunks, Support
+from core.models.graph import Edge, FactClaim, Node, NodeChunks, Support
 
 _RESERVED = frozenset({"id", "type", "dataset", "name"})
 _LABEL = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
@@ -125,9 +125,32 @@ def nodes(maps: Iterable[dict[str, Any]]) -> list[Node]:
     return [_node(p) for p in maps if "id" in p]
 
 
-def edges(records: Iterable[dict[str, Any]]) -> list[Edge]:
-    """Edges from `q.EDGE` maps, without the ones deleted while the read ran (see nodes)."""
-    return [_edge(r) for r in records if "name" in r["p"] and None not in (r["s"], r["t"])]
+def edges(records: Iterable[dict[str, Any]], *, claims: bool = False) -> list[Edge]:
+    """Edges from `q.EDGE` maps, without the ones deleted while the read ran (see nodes);
+    with their claims (facts.py) when asked."""
+    found = [(r, _edge(r)) for r in records if "name" in r["p"] and None not in (r["s"], r["t"])]
+    if claims:
+        for record, edge in found:
+            edge.claims = claims_of(record["p"].get("_claims"))
+    return [edge for _, edge in found]
+
+
+def claims_of(stored: Iterable[str] | None) -> list[FactClaim]:
+    """Claims back from a stored `_claims` list (core/stores/neo4j/facts.py)."""
+    found = []
+    for item in stored or ():
+        doc, chunk, start, end, recorded, *weak = json.loads(item)
+        found.append(
+            FactClaim(
+                document_id=doc,
+                chunk_id=chunk,
+                start=start,
+                end=end,
+                from_document=bool(weak and weak[0]),
+                recorded_at=recorded,
+            )
+        )
+    return found
 
 
 def _node(p: dict[str, Any]) -> Node:

@@ -194,7 +194,9 @@ class Neo4jGraphStore:
             while self._write(codec.value, query=query, **params):
                 pass
         for queries in ({"edge_query": q.DATASET_EDGES}, {"node_query": q.DATASET_NODES}):
-            while (step := self._write(writes.delete, params=params, **queries)) != Removed():
+            while (
+                step := self._write(writes.delete, params=params, derive=False, **queries)
+            ) != Removed():
                 removed = writes.union(removed, step)
         return removed
 
@@ -279,15 +281,17 @@ class Neo4jGraphStore:
         names: Sequence[str] | None = None,
         exclude: Sequence[str] = (),
         limit: int = 1000,
+        claims: bool = False,
     ) -> list[Edge]:
-        """Edges touching `node_ids` (only `names` if given, never `exclude`), at most `limit`."""
+        """Edges touching `node_ids` (only `names` if given, never `exclude`), at most `limit`,
+        with their claims if asked."""
         params = {
             "ids": list(dict.fromkeys(node_ids)),
             "names": None if names is None else list(names),
             "exclude": list(exclude),
             "limit": limit,
         }
-        return codec.edges(self._value(q.EDGES_OF, **params))
+        return codec.edges(self._value(q.EDGES_OF, **params), claims=claims)
 
     def relation_ends(
         self,

@@ -52,20 +52,36 @@ MISSING = "UNWIND $ids AS id WITH id WHERE NOT EXISTS { (:Node {id: id}) } RETUR
 # each edge's two ends as it goes, in an order that deadlocks against other writers.
 LOCK_ENDS = """UNWIND $ids AS id MATCH (n:Node {id: id})
 SET n._lock = true REMOVE n._lock RETURN collect(id)"""
+# Claims (core/stores/neo4j/facts.py) come as [prefix, claim]: one whose (document, chunk)
+# prefix is kept already is not added again.
 UPSERT_EDGES = """UNWIND $rows AS row
 MATCH (a:Node {id: row.source}) MATCH (b:Node {id: row.target})
 MERGE (a)-[r:REL {name: row.name}]->(b)
 ON CREATE SET r.id = row.id, r.dataset = row.dataset, r._support = [], r._docs = []
 SET r += row.props, r._support = r._support + [s IN row.support WHERE NOT s IN r._support],
-    r._docs = r._docs + [d IN row.docs WHERE NOT d IN r._docs]"""
+    r._docs = r._docs + [d IN row.docs WHERE NOT d IN r._docs],
+    r._claims = CASE WHEN row.claims = [] THEN r._claims ELSE coalesce(r._claims, [])
+        + [c IN row.claims WHERE none(x IN coalesce(r._claims, []) WHERE x STARTS WITH c[0])
+            | c[1]] END"""
 EDGE = "{s: startNode(r).id, t: endNode(r).id, p: properties(r)}"
-# Deleting nodes: the ids of the edges they take with them come back with theirs.
-DETACH = """OPTIONAL MATCH (n)-[r:REL]-() WITH n, id, collect(r.id) AS rels
-DETACH DELETE n RETURN id, rels"""
-DOC_EDGES = """MATCH ()-[r:REL {dataset: $dataset}]->() WHERE $doc IN r._docs
+# A relationship's key and group, when it is a fact with claims or a group (facts.py).
+TIMED = """CASE WHEN r._claims IS NULL AND r.fact_group IS NULL THEN null
+    ELSE [r.id, startNode(r).id, r.name, endNode(r).id, r.fact_group, r.fact_side] END"""
+# Deleting nodes: the ids of the edges they take with them come back with theirs, and the
+# facts among those edges (their subjects' validity is derived again).
+DETACH = f"""OPTIONAL MATCH (n)-[r:REL]-() WITH n, id, collect(r.id) AS rels,
+    collect({TIMED}) AS timed
+DETACH DELETE n RETURN id, rels, timed"""
+# Edge deletes return [deleted ids, facts changed].
+DOC_EDGES = f"""MATCH ()-[r:REL {{dataset: $dataset}}]->() WHERE $doc IN r._docs
+WITH r, {TIMED} AS timed
 SET r._support = [s IN r._support WHERE NOT s STARTS WITH $prefix],
-    r._docs = [d IN r._docs WHERE d <> $doc]
-WITH r, r.id AS id WHERE r._support = [] DELETE r RETURN collect(id)"""
+    r._docs = [d IN r._docs WHERE d <> $doc],
+    r._claims = CASE WHEN r._claims IS NULL THEN null
+        ELSE [c IN r._claims WHERE NOT c STARTS WITH $prefix] END
+WITH r, r.id AS id, timed, r._support = [] AS gone
+FOREACH (_ IN CASE WHEN gone THEN [1] ELSE [] END | DELETE r)
+RETURN [collect(CASE WHEN gone THEN id END), collect(timed)]"""
 # A node is locked before "is any support left?" is asked, so support another writer is
 # adding at that moment is either seen or waited for, never deleted with the node.
 DOC_NODES = f"""MATCH (p:_Support {{dataset: $dataset, doc: $doc}})
@@ -78,7 +94,7 @@ WITH n, n.id AS id WHERE NOT EXISTS {{ (n)<-[:SUPPORTS]-() }}
 DATASET_SUPPORT = """MATCH (p:_Support {dataset: $dataset}) WHERE p.doc IS NOT NULL
 WITH p LIMIT $batch DETACH DELETE p RETURN count(*)"""
 DATASET_EDGES = """MATCH ()-[r:REL {dataset: $dataset}]->() WITH r, r.id AS id LIMIT $batch
-DELETE r RETURN collect(id)"""
+DELETE r RETURN [collect(id), []]"""
 DATASET_NODES = f"{IN_DATASET} WITH n, n.id AS id LIMIT $batch {DETACH}"
 # The _Support nodes that supported only the deleted nodes go with them (locked first, as in
 # DOC_NODES, so a link another writer is adding is never deleted with them).

@@ -12,6 +12,7 @@ from core.models.graph import Edge, Merged, Removed
 from core.ports import StoreError
 from core.stores import graph_merge, timeline
 from core.stores.neo4j import codec as codec
+from core.stores.neo4j import facts as facts
 from core.stores.neo4j import queries as q
 from core.stores.neo4j.connection import Rows
 
@@ -53,8 +54,13 @@ def write_edges(tx: ManagedTransaction, edges: Sequence[Edge]) -> None:
         moves = _resolve(tx, missing, lock=True)
         raise_if_missing(sorted(missing - moves.keys()))
         edges = graph_merge.repoint(edges, moves)
-    rows = sorted((codec.edge_row(e) for e in edges), key=lambda r: (r["source"], r["target"]))
+    now = facts.now()
+    rows = sorted(
+        ({**codec.edge_row(e), "claims": facts.claim_rows(e, now)} for e in edges),
+        key=lambda r: (r["source"], r["target"]),
+    )
     tx.run(q.UPSERT_EDGES, rows=Rows(rows)).consume()
+    facts.derive(tx, facts.timed(edges))
 
 
 def _lock(tx: ManagedTransaction, ids: list[str]) -> set[str]:
@@ -101,11 +107,12 @@ def merge(tx: ManagedTransaction, ids: list[str], into: str) -> Merged:
         pairs[member].append(pair)
     if links:
         tx.run(q.MOVE_SUPPORT, into=into, keys=sorted({k for _, k, _ in links})).consume()
-    touching = codec.edges(codec.value(tx, q.MEMBER_EDGES, ids=members))
+    touching = codec.edges(codec.value(tx, q.MEMBER_EDGES, ids=members), claims=True)
     moved = graph_merge.repoint(
         sorted(touching, key=lambda e: (e.source, e.name, e.target)), dict.fromkeys(members, into)
     )
-    removed = delete(tx, node_query=q.DELETE_NODES, params={"ids": members})
+    # The moved edges' write derives their facts again.
+    removed = delete(tx, node_query=q.DELETE_NODES, params={"ids": members}, derive=False)
     if moved:
         write_edges(tx, moved)
     dataset = codec.value(tx, "MATCH (n:Node {id: $id}) RETURN n.dataset", id=into)
@@ -140,12 +147,20 @@ def delete(
     params: dict[str, Any],
     edge_query: str | None = None,
     node_query: str | None = None,
+    *,
+    derive: bool = True,
 ) -> Removed:
-    """Run an edge-deleting and a node-deleting query; what they removed."""
-    edges = codec.value(tx, edge_query, **params) if edge_query else []
-    nodes = [(r["id"], r["rels"]) for r in tx.run(node_query, params)] if node_query else []
-    edge_ids = set(edges).union(*(rels for _, rels in nodes))
-    return Removed(node_ids=sorted(i for i, _ in nodes), edge_ids=sorted(edge_ids))
+    """Run an edge-deleting and a node-deleting query; what they removed. Then (`derive`)
+    the validity of the facts whose groups they changed is derived again."""
+    edges, changed = codec.value(tx, edge_query, **params) if edge_query else ([], [])
+    nodes = (
+        [(r["id"], r["rels"], r["timed"]) for r in tx.run(node_query, params)] if node_query else []
+    )
+    edge_ids = set(edges).union(*(rels for _, rels, _ in nodes))
+    node_ids = sorted(i for i, _, _ in nodes)
+    if derive:
+        facts.derive(tx, [*changed, *(t for _, _, ts in nodes for t in ts)], gone=node_ids)
+    return Removed(node_ids=node_ids, edge_ids=sorted(edge_ids))
 
 
 def union(a: Removed, b: Removed) -> Removed:

@@ -42,6 +42,7 @@ from core.models.graph import (
 )
 from core.ports import StoreError
 from core.stores import graph_merge, timeline
+from core.stores.sqlite import facts as facts
 from core.stores.sqlite import queries as q
 from core.stores.sqlite import tx as tx
 
@@ -60,7 +61,7 @@ class SQLiteGraphStore:
         with self._transaction(write=True) as conn:
             exists = "SELECT 1 FROM sqlite_master WHERE name = 'node_times'"
             fresh = not conn.execute(exists).fetchall()
-            for statement in q.SCHEMA + q.TIME_SCHEMA:
+            for statement in q.SCHEMA + q.TIME_SCHEMA + facts.SCHEMA:
                 conn.execute(statement)
             if fresh:  # a store written before node_times existed: index its times once
                 conn.execute(q.INDEX_TIMES.format(where="1"))
@@ -175,10 +176,12 @@ class SQLiteGraphStore:
                 f"DELETE FROM support WHERE document_id = ?2 AND item_id IN {q.SET1}",
                 (tx.id_array(nodes + edges), document_id),
             )
+            facts.drop_document(conn, document_id, edges)
             return tx.remove(
                 conn,
                 tx.column(conn, q.UNSUPPORTED, (tx.id_array(nodes),)),
                 tx.column(conn, q.UNSUPPORTED, (tx.id_array(edges),)),
+                changed=edges,
             )
 
     def delete_dataset(self, dataset: str) -> Removed:
@@ -187,7 +190,7 @@ class SQLiteGraphStore:
             nodes = tx.column(conn, "SELECT id FROM nodes WHERE dataset = ?", (dataset,))
             edges = tx.column(conn, "SELECT id FROM edges WHERE dataset = ?", (dataset,))
             conn.execute("DELETE FROM redirects WHERE dataset = ?", (dataset,))
-            return tx.remove(conn, nodes, edges)
+            return tx.remove(conn, nodes, edges, derive=False)
 
     def delete_nodes(self, ids: Sequence[str]) -> Removed:
         """Remove nodes by id, whatever their support, with their edges. Raises StoreError."""
@@ -198,31 +201,7 @@ class SQLiteGraphStore:
         """Atomically move the nodes' support and edges onto `into`, remove them and redirect
         their ids to it (until the dataset is deleted). ValueError when `into` is not stored."""
         with self._transaction(write=True) as conn:
-            rows = conn.execute(
-                f"SELECT id, dataset FROM nodes WHERE id IN {q.SET1}", (tx.id_array([into]),)
-            )
-            [dataset] = [d for _, d in rows] or [None]
-            if dataset is None:
-                raise ValueError(f"cannot merge into {into!r}: it is not a stored node")
-            members = sorted(set(tx.column(conn, q.STORED_NODES, (tx.id_array(ids),))) - {into})
-            if not members:
-                return Merged()
-            support = tx.support_of(conn, members)
-            conn.executemany(
-                q.ADD_SUPPORT,
-                [(into, s.document_id, s.chunk_id) for m in members for s in support[m]],
-            )
-            touching = tx.to_edges(
-                conn, conn.execute(f"{q.EDGE_COLUMNS} WHERE {q.TOUCHING}", (tx.id_array(members),))
-            )
-            moved = graph_merge.repoint(
-                sorted(touching, key=lambda e: (e.source, e.name, e.target)),
-                dict.fromkeys(members, into),
-            )
-            removed = tx.remove(conn, members, [])
-            tx.write_edges(conn, moved)
-            conn.execute(q.ADD_REDIRECTS, (tx.id_array(members), dataset, into))
-            return Merged(node_ids=removed.node_ids, edge_ids=removed.edge_ids, support=support)
+            return tx.merge(conn, ids, into)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -296,8 +275,10 @@ class SQLiteGraphStore:
         names: Sequence[str] | None = None,
         exclude: Sequence[str] = (),
         limit: int = 1000,
+        claims: bool = False,
     ) -> list[Edge]:
-        """Edges touching `node_ids` (only `names` if given, never `exclude`), at most `limit`."""
+        """Edges touching `node_ids` (only `names` if given, never `exclude`), at most `limit`,
+        with their claims if asked."""
         query = (
             f"{q.EDGE_COLUMNS} WHERE ({q.TOUCHING})"
             " AND (?3 IS NULL OR name IN (SELECT value FROM json_each(?3)))"
@@ -306,7 +287,8 @@ class SQLiteGraphStore:
         wanted = None if names is None else tx.id_array(names)
         with self._transaction() as conn:
             rows = conn.execute(query, (tx.id_array(node_ids), limit, wanted, tx.id_array(exclude)))
-            return tx.to_edges(conn, rows)
+            edges = tx.to_edges(conn, rows)
+            return facts.with_claims(conn, edges) if claims else edges
 
     def relation_ends(
         self,

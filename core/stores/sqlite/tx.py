@@ -9,9 +9,10 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from core.models.graph import Edge, Node, NodeChunks, Removed, Support
+from core.models.graph import Edge, Merged, Node, NodeChunks, Removed, Support
 from core.sequences import batched
 from core.stores import graph_merge
+from core.stores.sqlite import facts as facts
 from core.stores.sqlite import queries as q
 
 
@@ -47,11 +48,39 @@ def column(conn: sqlite3.Connection, query: str, params: Sequence[Any]) -> list[
 
 
 def write_edges(conn: sqlite3.Connection, edges: Sequence[Edge]) -> None:
-    """Upsert edges whose ends are stored, with their support."""
+    """Upsert edges whose ends are stored, with their support and claims (the validity of
+    the facts they touch derived again)."""
     rows = [(e.id, e.source, e.name, e.target, e.dataset, dumps(e.properties)) for e in edges]
     support = [(e.id, s.document_id, s.chunk_id) for e in edges for s in e.support]
     conn.executemany(q.UPSERT_EDGE, rows)
     conn.executemany(q.ADD_SUPPORT, support)
+    facts.write_claims(conn, edges)
+
+
+def merge(conn: sqlite3.Connection, ids: Sequence[str], into: str) -> Merged:
+    """`merge_nodes` inside the caller's write transaction."""
+    rows = conn.execute(f"SELECT id, dataset FROM nodes WHERE id IN {q.SET1}", (id_array([into]),))
+    [dataset] = [d for _, d in rows] or [None]
+    if dataset is None:
+        raise ValueError(f"cannot merge into {into!r}: it is not a stored node")
+    members = sorted(set(column(conn, q.STORED_NODES, (id_array(ids),))) - {into})
+    if not members:
+        return Merged()
+    support = support_of(conn, members)
+    conn.executemany(
+        q.ADD_SUPPORT, [(into, s.document_id, s.chunk_id) for m in members for s in support[m]]
+    )
+    touching = to_edges(
+        conn, conn.execute(f"{q.EDGE_COLUMNS} WHERE {q.TOUCHING}", (id_array(members),))
+    )
+    moved = graph_merge.repoint(
+        sorted(facts.with_claims(conn, touching), key=lambda e: (e.source, e.name, e.target)),
+        dict.fromkeys(members, into),
+    )
+    removed = remove(conn, members, [], derive=False)  # the moved edges' write derives
+    write_edges(conn, moved)
+    conn.execute(q.ADD_REDIRECTS, (id_array(members), dataset, into))
+    return Merged(node_ids=removed.node_ids, edge_ids=removed.edge_ids, support=support)
 
 
 def resolve(conn: sqlite3.Connection, missing: Iterable[str]) -> dict[str, str]:
@@ -138,18 +167,30 @@ def support_of(conn: sqlite3.Connection, item_ids: list[str]) -> dict[str, list[
     return support
 
 
-def remove(conn: sqlite3.Connection, node_ids: list[str], edge_ids: list[str]) -> Removed:
-    """Delete nodes, edges and the edges the nodes leave dangling, with their support."""
+def remove(
+    conn: sqlite3.Connection,
+    node_ids: list[str],
+    edge_ids: list[str],
+    *,
+    changed: Sequence[str] = (),
+    derive: bool = True,
+) -> Removed:
+    """Delete nodes, edges and the edges the nodes leave dangling, with their support and
+    claims; then (`derive`) the validity of the facts whose groups lost an edge, or hold one
+    of the `changed` edges, is derived again."""
     nodes = id_array(node_ids)
     edge_set = set(edge_ids).union(
         column(conn, f"SELECT id FROM edges WHERE {q.TOUCHING}", (nodes,))
     )
+    subjects, loose = facts.touched(conn, edge_set.union(changed)) if derive else (set(), set())
     edges = id_array(edge_set)
     conn.execute(f"DELETE FROM edges WHERE id IN {q.SET1}", (edges,))
     conn.execute(f"DELETE FROM nodes WHERE id IN {q.SET1}", (nodes,))
     conn.execute(f"DELETE FROM node_times WHERE id IN {q.SET1}", (nodes,))
     for items in (nodes, edges):
         conn.execute(f"DELETE FROM support WHERE item_id IN {q.SET1}", (items,))
+    conn.execute(f"DELETE FROM claims WHERE item_id IN {q.SET1}", (edges,))
+    facts.derive(conn, subjects - set(node_ids), loose - edge_set)
     return Removed(node_ids=sorted(set(node_ids)), edge_ids=sorted(edge_set))
 
 

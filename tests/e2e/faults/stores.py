@@ -32,6 +32,8 @@ VOLATILE = frozenset({"graph_write_ms", "vectors"})
 # writer wins, so two undisturbed runs differ in it. Allowed to differ only when both values
 # were written from one of the item's own supporting chunks (checked against their text).
 LAST_WRITER_WINS = "description"
+# When the store recorded a fact and learnt that it ended: system time, another in every run.
+SYSTEM_TIMES = frozenset({"recorded_at", "retired_at", "_j_recorded_at", "_j_retired_at"})
 VECTOR_LABEL = "CogmillVector"  # core/stores/neo4j/vectors.py, default namespace
 VECTOR_PREFIX = "CogmillVec_"
 
@@ -90,7 +92,7 @@ def read_graph(driver: neo4j.Driver, dataset: str, snap: Snapshot) -> None:
                 snap.repeated.append(f"support {row['key']} links a node twice")
             snap.add("support", row["key"], {"props": dict(row["props"]), "nodes": sorted(nodes)})
         for row in session.run(_EDGES, dataset=dataset):
-            props = dict(row["props"])
+            props = _world_time(dict(row["props"]))
             for name in ("_support", "_docs"):
                 props[name] = _pairs("edge", row["id"], list(props.get(name, [])), snap)
             snap.add("edge", row["id"], {"ends": [row["source"], row["target"]], "props": props})
@@ -103,6 +105,17 @@ def read_graph(driver: neo4j.Driver, dataset: str, snap: Snapshot) -> None:
                 "embedding": [round(float(x), 4) for x in row["embedding"] or []],
             }
             snap.add("vector", f"{collection}/{row['id']}", value)
+
+
+def _world_time(props: dict[str, Any]) -> dict[str, Any]:
+    """An edge's stored properties without the system times of its facts (when the store
+    recorded each claim and the fact: another run records them at other times), its claims
+    in a stable order (core/stores/neo4j/facts.py: [doc, chunk, start, end, recorded_at, ...])."""
+    props = {k: v for k, v in props.items() if k not in SYSTEM_TIMES}
+    if props.get("_claims") is not None:
+        claims = [json.loads(c) for c in props["_claims"]]
+        props["_claims"] = sorted(json.dumps([*c[:4], *c[5:]]) for c in claims)
+    return props
 
 
 def read_lexical(client: redis.Redis, prefix: str, dataset: str, snap: Snapshot) -> None:
