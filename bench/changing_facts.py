@@ -29,20 +29,21 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import common  # noqa: F401 - puts the repository on sys.path
-from changing_facts_corpus import Corpus, Question, generate
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from api.services.add import AddOptions, add_files
-from core.settings import Settings
-from retrieval.as_of import fact_time
-from retrieval.models import SearchResponse, SearchType
-from retrieval.ppr.paths import CO_MENTION, RELATED
-from retrieval.search import search
-from runtime import Runtime, use_runtime
-from workers.celery_app import configure
-from workers.embedded import EmbeddedWorker
-from workers.jobs import JobTracker
-from workers.orchestration import cognify
+from api.services.add import AddOptions, add_files  # noqa: E402
+from bench.changing_facts_corpus import Corpus, Question, generate  # noqa: E402
+from core.settings import Settings  # noqa: E402
+from retrieval.as_of import fact_time  # noqa: E402
+from retrieval.models import SearchResponse, SearchType  # noqa: E402
+from retrieval.ppr.paths import CO_MENTION, RELATED  # noqa: E402
+from retrieval.search import search  # noqa: E402
+from runtime import Runtime, use_runtime  # noqa: E402
+from workers.celery_app import configure  # noqa: E402
+from workers.embedded import EmbeddedWorker  # noqa: E402
+from workers.jobs import JobTracker  # noqa: E402
+from workers.orchestration import cognify  # noqa: E402
 
 DATASET = "facts"
 ROUTED = "routed"

@@ -6,13 +6,9 @@ against the server's OpenAPI document.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-
-class ApiModel(BaseModel):
-    """As cogmill_client.models' base: fields the server adds later are ignored."""
-
-    model_config = ConfigDict(extra="ignore")
+from cogmill_client.api_model import ApiModel
 
 
 class FactSource(ApiModel):

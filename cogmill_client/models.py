@@ -10,16 +10,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from cogmill_client.fact_models import Fact, FactSource, FactTimeline  # noqa: F401
-
-
-class ApiModel(BaseModel):
-    """Base of every body: fields the server adds later are ignored, not an error."""
-
-    model_config = ConfigDict(extra="ignore")
-
+# Re-exported: every model the client answers with is importable from here.
+from cogmill_client.api_model import ApiModel as ApiModel
+from cogmill_client.fact_models import Fact as Fact
+from cogmill_client.fact_models import FactSource as FactSource
+from cogmill_client.fact_models import FactTimeline as FactTimeline
 
 # -- vocabulary ---------------------------------------------------------------------------------
 

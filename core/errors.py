@@ -17,7 +17,7 @@ so code that catches the built-in keeps catching it.
     │   │   ├── QuotaExceededError                api/services/tenants.py
     │   │   ├── BodyTooLarge, FileTooLarge, TooManyFiles    api/http/errors.py
     │   │   └── TextTooLarge, TooManyDocuments      api/http/json_documents.py
-    │   ├── CypherError, InvalidCypher           core/ports.py, retrieval/cypher_guard.py
+    │   ├── CypherError, InvalidCypher           core/ports/, retrieval/cypher_guard.py
     │   ├── ReadOnlyViolation (UnboundedExpression)  retrieval/cypher_guard.py
     │   ├── CypherScopeError                     retrieval/cypher_expressions.py
     │   ├── InvalidResponseModel                 retrieval/response_model.py
@@ -61,7 +61,7 @@ so code that catches the built-in keeps catching it.
     │   ├── LLMError (ExtractionFailed, EventExtractionFailed)   core/llm/errors.py
     │   └── BatchAPIError                        core/llm/batches.py
     ├── Unavailable              unavailable            503  1  a store or backend is down
-    │   ├── StoreError                           core/ports.py
+    │   ├── StoreError                           core/ports/
     │   ├── NotAvailableError                    core/stores/factory.py
     │   ├── ModelNotInstalledError               core/embeddings/local.py
     │   └── OfflineModelUnavailable              core/llm/offline/

@@ -6,7 +6,7 @@ single characters plus every adjacent pair (unigrams + bigrams, the usual CJK in
 scheme, which needs no dictionary). SQLite FTS5's default tokenizer would index a whole
 Chinese sentence as one token, hence an index of our own.
 
-Adapters of the `LexicalIndex` port (core/ports.py; `core/stores/sqlite/lexical.py`,
+Adapters of the `LexicalIndex` port (core/ports/; `core/stores/sqlite/lexical.py`,
 `core/stores/redis/lexical.py`) store postings per dataset and answer the two reads BM25 needs;
 `bm25_search` does the scoring the same way for both.
 """
