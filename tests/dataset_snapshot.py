@@ -7,7 +7,8 @@ the dataset. Distributed: Neo4j's nodes, support and edges and its vector nodes
 same dataset name, the first removed before the second.
 
 `description` is left out: every writer of a shared entity or relation overwrites it (the last
-writer wins, in whatever order batches and syncs ran), so two correct ingests differ in it.
+writer wins, in whatever order batches and syncs ran), so two correct ingests differ in it; so
+do the system times of facts (when the store recorded each one).
 Embeddings are equal within EMBEDDING_TOLERANCE: the local model's float sums depend on which
 texts share a batch (its padding), which differs between a step-by-step and a fresh ingest.
 """
@@ -24,14 +25,14 @@ import qdrant_edge as qe
 
 from runtime import Runtime
 from tests.backends import Backend
-from tests.e2e.faults.stores import Snapshot, read_graph
+from tests.e2e.faults.stores import SYSTEM_TIMES, Snapshot, read_graph
 
 ORDER_DEPENDENT = ("description",)
 EMBEDDING_TOLERANCE = 2e-3
 
 
 def _props(raw: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in raw.items() if k not in ORDER_DEPENDENT}
+    return {k: v for k, v in raw.items() if k not in ORDER_DEPENDENT and k not in SYSTEM_TIMES}
 
 
 def dataset_snapshot(backend: Backend, rt: Runtime, dataset: str) -> dict[str, dict[str, Any]]:

@@ -57,7 +57,8 @@ class IngestionSettings(BaseModel):
     # Facts over time (core/facts/): off, facts are dated but none supersedes another.
     facts_supersession: bool = True
     # With an LLM, pairs of look-alike facts judged per batch (pipelines/fact_judge.py; 0: none).
-    facts_judge_max_pairs: int = Field(default=64, ge=0, le=10_000)
+    # Off by default: `cognify --estimate` does not count the judge's calls yet.
+    facts_judge_max_pairs: int = Field(default=0, ge=0, le=10_000)
     # Relation-name and document-summary vectors: no search needed them (docs/benchmarks.md).
     embed_relation_names: bool = False
     embed_document_summaries: bool = False

@@ -128,5 +128,6 @@ def fuzz_world(home: Path, llm: LLMTestServer) -> Iterator[FuzzWorld]:
             "qa_id": recalled.json()["qa_id"],
             "schedule_id": scheduled.json()["id"],
             "sync_source": str(roots / TENANT / "handbook"),
+            "entity": "Ada Lovelace",  # an entity of ada.txt, whose facts exist
         }
         yield FuzzWorld(base_url, admin, reader, job_id, runtime, known)

@@ -248,6 +248,8 @@ def test_openapi_lists_every_route(client: TestClient) -> None:
         ("/api/v1/datasets/{name}/data/{document_name}", "delete"),
         ("/api/v1/datasets/{name}/graph", "get"),
         ("/api/v1/datasets/{name}/graph/neighbourhood", "get"),
+        ("/api/v1/datasets/{name}/facts", "get"),
+        ("/api/v1/me", "get"),
         ("/api/v1/search", "post"),
         ("/api/v1/route", "post"),
         ("/api/v1/datasets/{name}/sync", "post"),

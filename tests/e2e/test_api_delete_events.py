@@ -181,7 +181,7 @@ def test_delete_dataset_is_refused_while_a_job_runs(client: TestClient, runtime:
     assert_error(refused, 409, "job_running", job_id)
     try:  # the CLI refuses too, reading the same job records
         env = {"COGMILL_HOME": str(runtime.settings.home)}
-        cli = CliRunner().invoke(cli_app, ["delete", "-d", "busy"], env=env)
+        cli = CliRunner().invoke(cli_app, ["delete", "-d", "busy", "--yes"], env=env)
     finally:
         use_runtime(runtime)  # the CLI resets the process's runtime; the app's tasks need it
     assert cli.exit_code == 1 and job_id in cli.output and "jobs watch" in cli.output

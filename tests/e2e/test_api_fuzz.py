@@ -85,6 +85,9 @@ def _aimed(case: Any, targets: dict[str, str]) -> Any:
     meta = case.meta
     if case.path_parameters and not (meta and meta.is_negative_at(ParameterLocation.PATH)):
         case.path_parameters = {k: targets.get(k, v) for k, v in case.path_parameters.items()}
+    query = case.query
+    if query and "entity" in query and not (meta and meta.is_negative_at(ParameterLocation.QUERY)):
+        case.query = {**query, "entity": targets["entity"]}
     if isinstance(case.body, dict) and not (meta and meta.is_negative_at(ParameterLocation.BODY)):
         body = dict(case.body)
         if isinstance(body.get("datasets"), list):

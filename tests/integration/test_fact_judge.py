@@ -44,6 +44,7 @@ def server() -> Iterator[LLMTestServer]:
 
 
 def settings(server: LLMTestServer, home: Path, **more: Any) -> Settings:
+    more = {"facts_judge_max_pairs": 64, **more}  # the judge is off by default
     return Settings(home=home, **llm_settings(server), **PRICED, **more)
 
 

@@ -44,7 +44,7 @@ def test_schedules_from_the_command_line(tmp_path: Path) -> None:
     run("schedules", "remove", schedule)
     assert "no schedule" in run("schedules", "remove", schedule, code=2)
     run("schedules", "add", "docs", "--sync", str(folder), "--every", "1h")
-    run("delete", "--dataset", "docs")  # its schedules go with it
+    run("delete", "--dataset", "docs", "--yes")  # its schedules go with it
     assert "sch_" not in run("schedules", "list")
     assert "memory://" in run("beat", code=2)  # embedded: `serve` fires them
 
