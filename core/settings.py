@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from core.fairness_settings import FairnessSettings
 
 
-class Settings(BaseSettings):
+class Settings(FairnessSettings):
     """cogmill settings; every field maps to `COGMILL_<FIELD>`."""
 
     model_config = SettingsConfigDict(env_prefix="COGMILL_", env_file=".env", extra="ignore")
