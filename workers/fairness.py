@@ -86,6 +86,14 @@ def in_flight(state: StateStore, dataset: str) -> int:
     return int(state.get(_in_flight(tenant_of(dataset))) or 0)
 
 
+def shares(state: StateStore, dataset: str) -> str:
+    """The tenant's and everyone's counters, for the log."""
+    tenant = tenant_of(dataset)
+    raw = state.get_many([_in_flight(tenant), _waiting(tenant), ALL])
+    in_flight, waiting, everyone = (int(v or 0) for v in raw)
+    return f"in_flight={in_flight} waiting={waiting} waiting_all={everyone}"
+
+
 def admit(state: StateStore, settings: Settings, dataset: str, job_id: str, batch: int) -> bool:
     """Take a slot for the batch's first step: True to run it now, False to put it back.
 

@@ -208,7 +208,11 @@ def _run_step(work: Delivery, counted: list[int]) -> str | None:
 def _defer(runtime: Runtime, jobs: JobTracker, work: Delivery) -> None:
     """Put a first step over its tenant's cap back in its queue, after a short countdown, as
     if this worker had never taken it: no claim, nothing held, no delivery counted."""
-    log.info("batch_deferred job=%s batch=%s dataset=%s", work.job_id, work.batch, work.dataset)
+    log.info(
+        "batch_deferred job=%s batch=%s dataset=%s %s",
+        *(work.job_id, work.batch, work.dataset),
+        fairness.shares(runtime.state, work.dataset),
+    )
     source = DocumentBatch.model_validate_json(
         jobs.artifact(batch_input_key(work.job_id, work.batch))
     )
