@@ -4,8 +4,11 @@ batch, and once only when a killed worker's first step is delivered again."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from pathlib import Path
+
+import pytest
 
 from core.models.jobs import Job, JobStatus
 from core.settings import Settings
@@ -83,3 +86,30 @@ def test_slots_are_released_on_failure_and_after_a_redelivery(
         done = finished(rt, run_job(rt, job), 120)
         assert done.status is JobStatus.SUCCEEDED and not done.errors, done
         assert fairness.in_flight(rt.state, dataset) == 0
+
+
+def test_a_capped_tenants_batches_wait_their_turn_and_all_run(
+    backend: Backend, models: dict[str, object], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Four batches under a cap of one, another tenant waiting throughout: the batches over the
+    cap go back to the queue and come again, one runs at a time, and the job ends whole."""
+    dataset, other = f"t{uuid.uuid4().hex[:6]}:docs", f"o{uuid.uuid4().hex[:6]}:docs"
+    paths = []
+    for i in range(4):
+        paths.append(tmp_path / f"note{i}.txt")
+        paths[-1].write_text(f"Note {i}: Ada Lovelace met Charles Babbage.", encoding="utf-8")
+    seen: list[int] = []
+    caplog.set_level(logging.INFO, logger="cogmill.tasks")
+    with backend.runtime(models, batch_size=1, tenant_batches_in_flight=1) as rt:
+        fairness.queued(rt.state, rt.settings, other, "o", range(5))  # waits throughout
+        add_files(rt, dataset, paths)
+        job = run_job(rt, _job(rt, dataset))
+
+        def look(_: Job | None) -> None:
+            seen.append(fairness.in_flight(rt.state, dataset))
+
+        done = finished(rt, job, 120, on_tick=look)
+        assert done.status is JobStatus.SUCCEEDED and not done.errors, done
+        assert done.counts["documents"] == 4
+        assert max(seen) == 1 and fairness.in_flight(rt.state, dataset) == 0
+    assert any("batch_deferred" in r.getMessage() for r in caplog.records)
