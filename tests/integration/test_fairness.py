@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from core.models.jobs import Job, JobStatus
+from core.models.jobs import Budget, Job, JobStatus
 from core.settings import Settings
 from runtime import Runtime
-from tests.backends import Backend, add_files, finished
+from tests.backends import Backend, add_files, finished, llm_settings
+from tests.llm_server import LLMTestServer
 from workers import fairness
 from workers.jobs import JobTracker
-from workers.orchestration import run_job
+from workers.orchestration import cognify, run_job
 
 CAP = Settings(_env_file=None, tenant_batches_in_flight=2)  # type: ignore[call-arg]
 
@@ -113,3 +114,25 @@ def test_a_capped_tenants_batches_wait_their_turn_and_all_run(
         assert done.counts["documents"] == 4
         assert max(seen) == 1 and fairness.in_flight(rt.state, dataset) == 0
     assert any("batch_deferred" in r.getMessage() for r in caplog.records)
+
+
+def test_batches_parked_by_the_budget_give_back_their_slots(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """A parked batch runs on no worker: its slot goes back (else its tenant stays capped)."""
+    dataset, other = f"t{uuid.uuid4().hex[:6]}:docs", f"o{uuid.uuid4().hex[:6]}:docs"
+    paths = []
+    for i in range(3):
+        paths.append(tmp_path / f"memo{i}.txt")
+        paths[-1].write_text(f"Memo {i}: Person{i} Smith founded Company{i} Labs.", "utf-8")
+    with (
+        LLMTestServer() as server,
+        backend.runtime(
+            threads=2, batch_size=1, tenant_batches_in_flight=3, **llm_settings(server)
+        ) as rt,
+    ):
+        fairness.queued(rt.state, rt.settings, other, "o", range(5))  # waits throughout
+        add_files(rt, dataset, paths)
+        paused = finished(rt, cognify(rt, dataset, budget=Budget(tokens=50)), 120)
+        assert paused.status is JobStatus.PAUSED_BUDGET, paused
+        assert fairness.in_flight(rt.state, dataset) == 0
