@@ -136,3 +136,23 @@ def test_batches_parked_by_the_budget_give_back_their_slots(
         paused = finished(rt, cognify(rt, dataset, budget=Budget(tokens=50)), 120)
         assert paused.status is JobStatus.PAUSED_BUDGET, paused
         assert fairness.in_flight(rt.state, dataset) == 0
+
+
+def test_a_cancelled_jobs_batches_leave_no_slot_and_nothing_waiting(
+    backend: Backend, models: dict[str, object], tmp_path: Path
+) -> None:
+    dataset, other = f"t{uuid.uuid4().hex[:6]}:docs", f"o{uuid.uuid4().hex[:6]}:docs"
+    paths = []
+    for i in range(4):
+        paths.append(tmp_path / f"note{i}.txt")
+        paths[-1].write_text(f"Note {i}: Ada Lovelace met Charles Babbage.", encoding="utf-8")
+    with backend.runtime(models, batch_size=1, tenant_batches_in_flight=1) as rt:
+        fairness.queued(rt.state, rt.settings, other, "o", range(5))  # waits throughout
+        add_files(rt, dataset, paths)
+        job = run_job(rt, _job(rt, dataset))
+        JobTracker(rt.state).cancel(job.id)
+        done = finished(rt, job, 120)
+        assert done.status is JobStatus.CANCELLED, done
+        assert fairness.in_flight(rt.state, dataset) == 0
+        # Only the other tenant's five batches still wait: the cancelled ones count no more.
+        assert not fairness.others_waiting(rt.state, fairness.tenant_of(other))
