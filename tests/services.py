@@ -52,6 +52,7 @@ REDIS_DATABASES = {
     "distributed_pipelines": 13,
     "load": 14,
     "sweeper": 15,
+    "fairness": 3,
 }
 assert len(set(REDIS_DATABASES.values())) == len(REDIS_DATABASES), "a database used twice"
 

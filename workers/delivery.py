@@ -23,6 +23,7 @@ class Delivery:
     step: str
     batch: int
     gen: int
+    dataset: str = ""
 
     @classmethod
     def of_message(cls, task: str, kwargs: dict[str, Any]) -> Delivery:
@@ -37,7 +38,14 @@ class Delivery:
             TASK_STEPS[task],
             kwargs["batch"],
             kwargs.get("gen", 0),
+            kwargs.get("dataset", ""),
         )
+
+    @property
+    def first(self) -> bool:
+        """Whether this is the first step of its batch (where the batch takes its tenant's
+        slot, workers/fairness.py)."""
+        return get_pipeline(self.pipeline).step_names[0] == self.step
 
     def claim(
         self, worker: str, state: Literal["running", "done"], at: float | None = None

@@ -144,6 +144,10 @@ class JobTracker:
         key = job_key(job_id, "artifact", str(batch), "claim")
         self.state.put(key, claim.model_dump_json(), ttl=self.artifact_ttl)
 
+    def unclaim(self, job_id: str, batch: int) -> None:
+        """Forget the batch's claim: its step went back to the queue without running."""
+        self.state.delete(job_key(job_id, "artifact", str(batch), "claim"))
+
     def claims(self, job: Job) -> dict[int, Claim]:
         """The last claim of every batch of the job that has one."""
         keys = [

@@ -44,6 +44,7 @@ from pipelines.definitions import get_pipeline
 from pipelines.formats.segments import SEGMENTABLE_KINDS, segment_count
 from pipelines.models import DocumentBatch, DocumentRef, WriteReport
 from runtime import Runtime
+from workers import fairness
 from workers.chains import batch_chain
 from workers.job_keys import batch_input_key
 from workers.jobs import JobTracker
@@ -262,12 +263,13 @@ def run_job(
         )
     held = {follower for batch in batches for follower in batch.followers}
     jobs.hold(job.id, sorted(held))
+    published = [index for index in range(len(batches)) if index not in held]
+    fairness.queued(runtime.state, runtime.settings, job.dataset, job.id, published)
     try:
-        for index, batch in enumerate(batches):
-            if index not in held:
-                chain = batch_chain(job.id, index, batch)
-                # No result is kept: the result backend has nothing to do with the publish.
-                chain.apply_async(retry_policy=PLAN_PUBLISH_RETRY, ignore_result=True)
+        for index in published:
+            chain = batch_chain(job.id, index, batches[index])
+            # No result is kept: the result backend has nothing to do with the publish.
+            chain.apply_async(retry_policy=PLAN_PUBLISH_RETRY, ignore_result=True)
     except (OperationalError, OSError, RuntimeError) as err:
         where = redact_url(runtime.settings.broker_url)
         problem = (
@@ -294,6 +296,7 @@ def record_batch(runtime: Runtime, job_id: str, batch: int, report: WriteReport 
     """
     jobs = JobTracker(runtime.state, runtime.settings.artifact_ttl_seconds, runtime.graph)
     job = jobs.get(job_id, live=False)
+    fairness.release(runtime.state, job.dataset, job_id, batch)
     if job.status.finished or jobs.batch_recorded(job_id, batch):
         return  # a late or concurrent delivery: the batch's artifacts went with its recording
     source = DocumentBatch.model_validate_json(jobs.artifact(batch_input_key(job_id, batch)))
@@ -374,4 +377,5 @@ def _release_followers(
             record_batch(runtime, job_id, follower, None)
         else:
             planned = jobs.artifact(batch_input_key(job_id, follower))
+            fairness.queued(runtime.state, runtime.settings, source.dataset, job_id, [follower])
             batch_chain(job_id, follower, DocumentBatch.model_validate_json(planned)).apply_async()

@@ -29,8 +29,10 @@ from pipelines.base import Step, step_types
 from pipelines.definitions import STEPS, get_pipeline
 from pipelines.models import DocumentBatch, WriteReport
 from runtime import Runtime, current_runtime
+from workers import fairness
 from workers.budgets import park_batch
 from workers.celery_app import FINISH, TASK_STEPS, app, task_name
+from workers.chains import batch_chain
 from workers.delivery import Delivery
 from workers.heartbeat import Heartbeat, ensure_heartbeat, worker_id
 from workers.job_keys import batch_input_key
@@ -45,6 +47,7 @@ STORE_RETRY_PAUSES = (0.5, 1, 2, 4, 8, 15, 30)  # ~1 minute in all
 T = TypeVar("T")
 STALE = "stale"  # what _run_step returns for a delivery that must do nothing
 PARKED = "parked"  # ... for a step the budget refused, or waiting for the Batch API
+DEFERRED = "deferred"  # ... for a first step over its tenant's cap (workers/fairness.py)
 RETRIES: dict[str, Any] = {
     "autoretry_for": (StoreError,),
     "retry_backoff": 2,
@@ -71,7 +74,7 @@ def _step_task(step: type[Step]) -> Task:
         documents: int = 0,
         gen: int = 0,
     ) -> str | None:
-        return run_step(self, Delivery(in_key, job_id, pipeline, step.name, batch, gen))
+        return run_step(self, Delivery(in_key, job_id, pipeline, step.name, batch, gen, dataset))
 
     run.__name__ = run.__qualname__ = step.name
     run.__doc__ = (
@@ -91,7 +94,9 @@ def run_step(task: Task, work: Delivery) -> str | None:
     """
     deliveries: list[int] = []  # counted once per delivery, however often the body is retried
     output = ride_out_store_outages(lambda: _run_step(work, deliveries))
-    if output is STALE or output is PARKED:
+    if output is PARKED:  # waits for a resume or the Batch API, on no worker
+        fairness.release(current_runtime().state, work.dataset, work.job_id, work.batch)
+    if output is STALE or output is PARKED or output is DEFERRED:
         task.request.chain = None  # the batch's live generation (or a resume) runs the rest
         return None
     return output
@@ -138,14 +143,21 @@ def ride_out_llm_outages(pauses: list[float], run: Callable[[], T], what: str) -
 
 def _run_step(work: Delivery, counted: list[int]) -> str | None:
     jobs, job_id, batch = tracker(), work.job_id, work.batch
+    runtime = current_runtime()
+    state, settings = runtime.state, runtime.settings
     if work.in_key is None or jobs.cancelled(job_id):
+        if work.first:
+            fairness.started(state, work.dataset, job_id, batch)
         return None
     if work.stale(jobs):
         log.info(
             "stale_delivery step=%s job=%s batch=%s gen=%s", work.step, job_id, batch, work.gen
         )
         return STALE
-    runtime = current_runtime()
+    first = not counted and work.first
+    if first and not fairness.admit(state, settings, work.dataset, job_id, batch):
+        _defer(runtime, jobs, work)
+        return DEFERRED
     if not counted:
         counted.append(jobs.count_delivery(job_id, batch, work.step))
     with _claimed(runtime, jobs, work) as done:
@@ -192,6 +204,25 @@ def _run_step(work: Delivery, counted: list[int]) -> str | None:
         done()
     jobs.touch(job_id)
     return key
+
+
+def _defer(runtime: Runtime, jobs: JobTracker, work: Delivery) -> None:
+    """Put a first step over its tenant's cap back in its queue, after a short countdown, as
+    if this worker had never taken it: no claim, nothing held, no delivery counted."""
+    log.info(
+        "batch_deferred job=%s batch=%s dataset=%s %s",
+        *(work.job_id, work.batch, work.dataset),
+        fairness.shares(runtime.state, work.dataset),
+    )
+    source = DocumentBatch.model_validate_json(
+        jobs.artifact(batch_input_key(work.job_id, work.batch))
+    )
+    jobs.unclaim(work.job_id, work.batch)
+    again = batch_chain(work.job_id, work.batch, source, in_key=work.in_key, gen=work.gen)
+    again.apply_async(countdown=runtime.settings.tenant_deferral_seconds)
+    beat = _heartbeat(runtime)
+    if beat:
+        beat.release(work.claim(beat.worker, "running").token(work.job_id, work.batch))
 
 
 @contextmanager

@@ -59,6 +59,10 @@ class DeploymentSettings(BaseModel):
 
     # A batch step delivered this many times (its worker died each time) is parked as failed.
     max_deliveries: int = Field(default=8, ge=1)
+    # While another tenant's batches wait to start, a tenant's batches started and not yet
+    # recorded (0: no cap); one over it goes back to its queue for `tenant_deferral_seconds`.
+    tenant_batches_in_flight: int = Field(default=2, ge=0, le=10_000)
+    tenant_deferral_seconds: float = Field(default=0.5, gt=0, le=60)
 
     # Every `sweep_interval_seconds` one worker re-publishes the batch steps that no live
     # worker has listed in its heartbeat (renewed every third of `worker_heartbeat_seconds`)
