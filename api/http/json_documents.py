@@ -1,6 +1,7 @@
 """JSON uploads read from a spooled file, each document's text streamed to a file of its own.
 
-`POST /datasets/{name}/data` also takes `{"documents": [{"name", "text"}...], "node_set"}`.
+`POST /datasets/{name}/data` also takes `{"documents": [{"name", "text"}...], "node_set",
+"document_date"}`.
 Parsed whole, a 150 MB body was held about three times over (the body, the parsed text, the
 copy written out: 450 MiB). The body is spooled to disk as it arrives, then read here in
 CHUNK_BYTES pieces: a document's `text` string is decoded piece by piece straight into its
@@ -246,7 +247,7 @@ class _Parser:
                 self.fail(f"{key!r} is given twice")
             if key == "documents" and self.peek() == b"[":
                 parsed.body[key] = self.documents(parsed)
-            elif key in ("documents", "node_set"):
+            elif key in ("documents", "node_set", "document_date"):
                 parsed.body[key] = self.small()
             else:
                 self.value(None, 1)  # the schema ignores other keys
