@@ -8,6 +8,7 @@ ports (the script finds our Redis already answering on its Redis port and leaves
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -19,10 +20,22 @@ from tests.distributed import ROOT
 SERVICES = ROOT / "deploy" / "services.sh"
 
 
+EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free port below the kernel's ephemeral range. A server killed and restarted on its
+    port must find it free again; an ephemeral port may meanwhile be any client's own end."""
+    ephemeral = int(EPHEMERAL.read_text().split()[0]) if EPHEMERAL.exists() else 32768
+    for _ in range(1000):
+        port = random.randrange(10_000, max(ephemeral, 10_001))
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port between 10000 and {ephemeral}")
 
 
 def _pid(path: Path) -> int:
@@ -94,7 +107,10 @@ class OwnRedis:
             if (reply == "PONG") == up:
                 return
             time.sleep(0.1)
-        raise RuntimeError(f"redis on port {self.port} did not come {'up' if up else 'down'}")
+        log = self.folder / "redis.log"
+        tail = log.read_text(errors="replace").splitlines()[-5:] if log.exists() else []
+        state = "up" if up else "down"
+        raise RuntimeError(f"redis on port {self.port} did not come {state}: {tail}")
 
 
 class OwnNeo4j:
