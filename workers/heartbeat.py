@@ -16,7 +16,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from core.ports import StateStore, StoreError
 
@@ -34,10 +34,19 @@ def _alive_key(worker: str) -> str:
 
 class Heartbeat:
     """A daemon thread that keeps this process's liveness key `ttl` seconds ahead, with the
-    steps the process holds (received, running, or handing its batch on to the next step)."""
+    steps the process holds (received, running, or handing its batch on to the next step).
+    `dropped`, when given, names held steps the process no longer has: each beat releases them
+    before it writes."""
 
-    def __init__(self, state: StateStore, ttl: float, max_hold: float) -> None:
+    def __init__(
+        self,
+        state: StateStore,
+        ttl: float,
+        max_hold: float,
+        dropped: Callable[[], Iterable[str]] | None = None,
+    ) -> None:
         self.state, self.ttl, self.max_hold, self.worker = state, ttl, max_hold, worker_id()
+        self.dropped = dropped
         self._held: dict[str, float] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -60,6 +69,8 @@ class Heartbeat:
             self._held.pop(step, None)
 
     def beat(self) -> None:
+        for step in self.dropped() if self.dropped else ():
+            self.release(step)
         with self._lock:
             expired = time.monotonic() - self.max_hold
             self._held = {step: at for step, at in self._held.items() if at > expired}
@@ -78,7 +89,12 @@ _beats: dict[int, Heartbeat] = {}
 _lock = threading.Lock()
 
 
-def ensure_heartbeat(state: StateStore, ttl: float, max_hold: float) -> Heartbeat:
+def ensure_heartbeat(
+    state: StateStore,
+    ttl: float,
+    max_hold: float,
+    dropped: Callable[[], Iterable[str]] | None = None,
+) -> Heartbeat:
     """This process's heartbeat, started on first use (again in a forked child)."""
     pid = os.getpid()
     with _lock:
@@ -86,7 +102,7 @@ def ensure_heartbeat(state: StateStore, ttl: float, max_hold: float) -> Heartbea
             for inherited in _beats.values():  # a fork copies the parent's record, not its thread
                 inherited.stop()
             _beats.clear()
-            beat = Heartbeat(state, ttl, max_hold)
+            beat = Heartbeat(state, ttl, max_hold, dropped)
             beat.start()
             _beats[pid] = beat
         return _beats[pid]

@@ -259,7 +259,26 @@ def _heartbeat(runtime: Runtime) -> Heartbeat | None:
     settings = runtime.settings
     # A step held longer than any task may run was lost (e.g. a retry the broker did not take).
     max_hold = settings.task_time_limit_seconds + settings.worker_heartbeat_seconds
-    return ensure_heartbeat(runtime.state, settings.worker_heartbeat_seconds, max_hold)
+    beat_s = settings.worker_heartbeat_seconds
+    return ensure_heartbeat(runtime.state, beat_s, max_hold, _dropped_receipts)
+
+
+# The steps this process holds since their messages came (`_hold_on_receipt`), by task id,
+# with the time each came.
+_received: dict[str, tuple[str, float]] = {}
+RECEIPT_GRACE_S = 1.0  # Celery registers a request just after `task_received` fires
+
+
+def _dropped_receipts() -> list[str]:
+    """Held steps whose messages this worker no longer has: they ended, or the consumer lost
+    its broker connection and dropped those not yet started (Celery's `Consumer.on_close`),
+    which it could not put back while the broker was down. Released, they are re-published
+    by the sweeper at once rather than after `max_hold`."""
+    from celery.worker.state import requests  # what this worker's consumer still has
+
+    came_before = time.monotonic() - RECEIPT_GRACE_S
+    gone = [i for i, (_, at) in list(_received.items()) if at < came_before and i not in requests]
+    return [held[0] for i in gone if (held := _received.pop(i, None))]
 
 
 # The claims this thread's current task made, released once the task has handed its batch on.
@@ -297,7 +316,8 @@ def _hold_on_receipt(request: Any = None, **_: object) -> None:
         if work.stale(jobs):
             return
         claim = work.claim(beat.worker, "running")
-        beat.hold(claim.token(work.job_id, work.batch))
+        beat.hold(token := claim.token(work.job_id, work.batch))
+        _received[request.id] = (token, time.monotonic())
         jobs.claim(work.job_id, work.batch, claim)
     except (StoreError, LookupError, ValueError) as err:  # the step itself will tell
         log.warning("claim_on_receipt_failed job=%s batch=%s: %s", work.job_id, work.batch, err)
