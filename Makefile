@@ -11,6 +11,9 @@ FAST := not slow and not services
 # A module's tests on one worker (tests/conftest.py groups them), modules in collection order:
 # the longest (tests/e2e/faults, worker processes) start first.
 XDIST := --dist loadgroup --no-loadscope-reorder
+# Bytecode caches on, even where the environment turns them off: without them every test
+# process and every `cogmill` process a test starts compiles the project again (seconds each).
+export PYTHONDONTWRITEBYTECODE :=
 export COGMILL_TEST_REDIS_URL ?= redis://127.0.0.1:6390/0
 export COGMILL_TEST_NEO4J_URI ?= bolt://127.0.0.1:7697
 

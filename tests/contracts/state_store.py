@@ -70,6 +70,7 @@ class StateStoreContract:
             k.upper() if i % 7 == 0 else None for i, k in enumerate(many)
         ]
 
+    @pytest.mark.slow
     def test_ttl_expires(self, state_store: StateStore) -> None:
         # 2 s: the read right after the write is well inside it even on a loaded machine.
         state_store.put("artifact", "chunks", ttl=2)
@@ -148,6 +149,7 @@ class StateStoreContract:
         with pytest.raises(ValueError):
             state_store.reserve("held", 1, 100, ttl=0)
 
+    @pytest.mark.slow
     def test_a_reservation_never_released_expires(self, state_store: StateStore) -> None:
         assert state_store.reserve("leaked", 70, 100, ttl=1) == 70
         assert state_store.reserve("leaked", 70, 100, ttl=1) is None

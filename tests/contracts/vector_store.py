@@ -245,6 +245,7 @@ class VectorStoreContract:
         with pytest.raises(ValueError):
             vector_store.count(name)
 
+    @pytest.mark.slow
     def test_batch_of_two_thousand_points(
         self, vector_store: VectorStore, vector_store_dim: int
     ) -> None:

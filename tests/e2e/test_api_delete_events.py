@@ -165,6 +165,7 @@ def test_delete_document_removes_what_only_it_supported(
     assert_error(client.delete("/api/v1/datasets/nope/data/x.txt"), 404, "dataset_not_found")
 
 
+@pytest.mark.slow
 def test_delete_dataset_is_refused_while_a_job_runs(client: TestClient, runtime: Runtime) -> None:
     add(client, "busy", {p.name: p.read_text() for p in sorted(SAMPLE_CORPUS.iterdir())})
     first = client.post("/api/v1/datasets/busy/cognify").json()["job_id"]

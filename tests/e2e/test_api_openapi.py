@@ -73,6 +73,7 @@ def validated(client: TestClient, spec: dict[str, Any], path: str, method: str, 
     return response
 
 
+@pytest.mark.slow
 def test_cognify_estimate_200_is_documented(client: TestClient, spec: dict[str, Any]) -> None:
     answers = spec["paths"]["/api/v1/datasets/{name}/cognify"]["post"]["responses"]
     assert "CognifyEstimate" in json.dumps(answers["200"])

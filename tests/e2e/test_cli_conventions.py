@@ -72,6 +72,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
+@pytest.mark.slow
 def test_help_reads_like_git_and_docker(home: Path) -> None:
     paths = command_paths()
     assert ["search"] in paths and ["jobs", "list"] in paths
@@ -132,6 +133,7 @@ def test_usage_errors_are_one_line(home: Path, args: list[str], words: str) -> N
     assert words in done.stderr and "--help` shows the usage" in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_the_console_script_too(home: Path) -> None:
     done = cogmill(home, "--version")
     assert done.returncode == 0 and done.stdout == f"cogmill {version('cogmill')}\n"
@@ -145,6 +147,7 @@ def datasets(home: Path) -> str:
     return cli(home, "search", "Ada", "-d", "drop", "--type", "CHUNKS").stderr
 
 
+@pytest.mark.slow
 def test_deleting_a_dataset_asks_first(home: Path) -> None:
     refused = cli(home, "delete", "--dataset", "drop")
     assert refused.exit_code == 2 and "add --yes" in refused.stderr, refused.stderr
@@ -163,6 +166,7 @@ def test_deleting_a_dataset_asks_first(home: Path) -> None:
     assert refused.exit_code == 2 and "add --yes" in refused.stderr, refused.stderr
 
 
+@pytest.mark.slow
 def test_cognify_progress_on_stderr_and_jobs_by_prefix(home: Path) -> None:
     done = cli(home, "cognify", "keep")
     assert done.exit_code == 0, done.output

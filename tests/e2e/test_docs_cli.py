@@ -157,6 +157,7 @@ def test_cognify_jobs_and_webhooks_json(cli: Cli) -> None:
         assert problems(json.loads(line), known["Attempt"], known) == [], line
 
 
+@pytest.mark.slow
 def test_eval_json(cli: Cli) -> None:
     known = shapes()
     data = write_bench(cli.home / "bench")

@@ -35,6 +35,7 @@ def run_example(code: str, cwd: Path, env: dict[str, str]) -> subprocess.Complet
     )
 
 
+@pytest.mark.slow
 def test_the_stdio_example_runs(tmp_path: Path) -> None:
     done = run_example(block("mcp.md", "mcp-stdio"), tmp_path, {"COGMILL_HOME": str(tmp_path)})
     assert done.returncode == 0, done.stderr[-3000:]
@@ -43,6 +44,7 @@ def test_the_stdio_example_runs(tmp_path: Path) -> None:
     assert lines[1].startswith("ada.txt Ada Lovelace wrote the first program"), done.stdout
 
 
+@pytest.mark.slow
 def test_the_http_example_runs(tmp_path: Path) -> None:
     home = tmp_path / "home"
     rt = Runtime(Settings(_env_file=None, home=home))  # type: ignore[call-arg]

@@ -173,6 +173,7 @@ def test_console_script_exit_codes(home: Path) -> None:
             assert line.startswith("error: ") and text in line, lines
 
 
+@pytest.mark.slow
 def test_delete_a_document_removes_what_only_it_supported(cli, cognified) -> None:  # noqa: ANN001
     query = "Which river flows through London?"
     assert "london.md" in top_documents(cli, query, "CHUNKS", k=8)

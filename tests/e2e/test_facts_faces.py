@@ -156,6 +156,7 @@ def test_the_mcp_search_tool_searches_as_of_a_time(runtime, cognified):
     assert too_long.is_error
 
 
+@pytest.mark.slow
 def test_the_cli_dates_documents_and_prints_timelines(tmp_path: Path):
     runner = CliRunner()
     env = {"COGMILL_HOME": str(tmp_path / "home")}

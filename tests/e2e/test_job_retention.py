@@ -26,6 +26,7 @@ def documents(tag: str) -> list[dict[str, str]]:
     ]
 
 
+@pytest.mark.slow
 def test_a_job_past_the_retention_goes_and_metrics_keep_counting_it(tmp_path) -> None:
     with LLMTestServer() as server:
         settings = Settings(

@@ -150,6 +150,7 @@ def cli(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> Callabl
     return run
 
 
+@pytest.mark.slow
 def test_cli_remember_search_recall_improve_forget(cli: Callable[..., Any]) -> None:
     code, out = cli("remember", FACT, "--dataset", "mem")
     assert code == 0 and "remembered in dataset mem as memory-" in out, out

@@ -48,6 +48,7 @@ def test_malformed_xml_is_refused_in_the_request(client: TestClient) -> None:
     )
 
 
+@pytest.mark.slow
 def test_broken_turtle_is_accepted_then_fails_the_job_in_the_worker(client: TestClient) -> None:
     body = {"ontology": BROKEN_TURTLE, "ontology_format": "ttl"}
     started = time.perf_counter()

@@ -74,6 +74,7 @@ def log_of(client: TestClient, job_id: str, count: int, timeout: float = 30) -> 
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_a_job_webhook_gets_one_signed_post_of_the_job_record(client: TestClient) -> None:
     verify = readme_verify()
     with WebhookReceiver() as receiver:
@@ -98,6 +99,7 @@ def test_a_job_webhook_gets_one_signed_post_of_the_job_record(client: TestClient
     assert entry["outcome"] == "delivered" and entry["status"] == 200 and entry["attempt"] == 1
 
 
+@pytest.mark.slow
 def test_a_receiver_failing_twice_gets_three_attempts_in_the_log(client: TestClient) -> None:
     with WebhookReceiver(statuses=[500, 500]) as receiver:
         made = client.post("/api/v1/webhooks", json={"url": receiver.url})
@@ -121,6 +123,7 @@ def test_a_receiver_failing_twice_gets_three_attempts_in_the_log(client: TestCli
     )
 
 
+@pytest.mark.slow
 def test_subscriptions_are_the_tenants_own(client: TestClient, keys: dict[str, str]) -> None:
     other = {"Authorization": f"Bearer {keys['other']}"}
     with WebhookReceiver() as receiver:
@@ -159,8 +162,10 @@ def test_private_and_non_http_urls_are_refused_with_a_422(
             answer = client.post("/api/v1/webhooks", json={"url": url})
             assert answer.status_code == 422, answer.text
             assert all(w in answer.json()["error"]["message"] for w in words), answer.json()
+        added = client.post("/api/v1/datasets/refused/data", json={"documents": [NOTE]})
+        assert added.status_code == 200, added.text
         refused = client.post(
-            "/api/v1/datasets/hooked/cognify", json={"webhook": "http://localhost/x"}
+            "/api/v1/datasets/refused/cognify", json={"webhook": "http://localhost/x"}
         )
         assert refused.status_code == 422 and "loopback" in refused.json()["error"]["message"]
     finally:
@@ -190,6 +195,7 @@ def test_an_address_turned_private_is_refused_at_delivery(
     assert "loopback" in entry["error"]
 
 
+@pytest.mark.slow
 def test_cli_cognify_webhook_and_delivery_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

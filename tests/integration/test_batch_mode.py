@@ -115,6 +115,7 @@ def parked(rt: Runtime, server: LLMTestServer, job: Job, timeout: float = 60) ->
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["answered", "failed_lines", "expired", "temporal"])
 def test_batch_mode_builds_the_sync_runs_graph(
     backend: Backend, server: LLMTestServer, tmp_path: Path, scenario: str
@@ -167,6 +168,7 @@ def test_batch_mode_builds_the_sync_runs_graph(
         assert batch_usage(rt, done.id)["calls"] == stats["answered"]
 
 
+@pytest.mark.slow
 @embedded_only
 def test_http_and_refusals(backend: Backend, server: LLMTestServer, tmp_path: Path) -> None:
     """`llm_mode` in the cognify body is stored with the job; a bad mode is a 422, and so is
@@ -264,6 +266,7 @@ def test_an_endpoint_without_a_batch_api_runs_the_steps_as_usual(
         assert jobs.show(rt, job.id).llm.calls == server.calls() > 0
 
 
+@pytest.mark.slow
 @embedded_only
 def test_cancel_while_batches_pend(backend: Backend, server: LLMTestServer, tmp_path: Path) -> None:
     """A job cancelled while its batches wait ends cancelled at the next poll, and its
@@ -281,6 +284,7 @@ def test_cancel_while_batches_pend(backend: Backend, server: LLMTestServer, tmp_
         assert server.calls() == 0
 
 
+@pytest.mark.slow
 @embedded_only
 def test_cli_flag(backend: Backend, server: LLMTestServer, tmp_path: Path) -> None:
     """`cogmill cognify D --llm-mode batch` waits for the batches and ends like a sync run;
@@ -298,6 +302,7 @@ def test_cli_flag(backend: Backend, server: LLMTestServer, tmp_path: Path) -> No
     assert server.batches.stats()["submissions"] == 2 and server.calls() == 0
 
 
+@pytest.mark.slow
 @embedded_only
 def test_a_budget_holds_in_batch_mode(
     backend: Backend, server: LLMTestServer, tmp_path: Path

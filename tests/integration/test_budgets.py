@@ -88,6 +88,7 @@ def statuses(rt: Runtime, dataset: str) -> dict[str, str]:
     return {doc.name: str(doc.properties.get(STATUS)) for doc in rt.catalog.documents(dataset)}
 
 
+@pytest.mark.slow
 def test_budget_pauses_and_resume_finishes_like_an_unbudgeted_run(
     backend: Backend, server: LLMTestServer, tmp_path: Path
 ) -> None:
@@ -162,6 +163,7 @@ def test_budget_pauses_and_resume_finishes_like_an_unbudgeted_run(
             jobs.resume(rt, job.id)
 
 
+@pytest.mark.slow
 @embedded_only
 def test_http_budget_resume_and_refusals(
     backend: Backend, server: LLMTestServer, tmp_path: Path
@@ -253,6 +255,7 @@ def test_concurrent_reservations_never_commit_past_the_cap(backend: Backend) -> 
         assert len(granted) >= 90, len(granted)  # refusals start only near the cap
 
 
+@pytest.mark.slow
 @embedded_only
 def test_cli_budget_pause_show_and_resume(
     backend: Backend, server: LLMTestServer, tmp_path: Path

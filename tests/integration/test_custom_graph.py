@@ -104,6 +104,7 @@ def nodes(rt: Runtime, node_type: str, dataset: str = DATASET) -> dict[str, Any]
     return {n.name: n for n in rt.graph.find_nodes(dataset, node_type)}
 
 
+@pytest.mark.slow
 def test_offline_extraction_fills_the_custom_classes_and_search_finds_them(
     offline: Runtime, tmp_path: Path, dataset: str
 ) -> None:
@@ -163,6 +164,7 @@ def test_the_llm_answers_in_the_custom_schema_with_field_values(
     assert with_llm.vectors.count("Person_occupation", dataset=dataset) == 0
 
 
+@pytest.mark.slow
 def test_ontology_matches_carry_uris_and_the_class_hierarchy_is_written(
     offline: Runtime, tmp_path: Path, dataset: str
 ) -> None:
@@ -188,6 +190,7 @@ def test_ontology_matches_carry_uris_and_the_class_hierarchy_is_written(
     assert "Person" in nodes(offline, "EntityType", dataset)  # still the type of Ada Lovelace
 
 
+@pytest.mark.slow
 def test_the_api_validates_and_applies_graph_models_and_ontologies(
     tmp_path: Path, embedder: object
 ) -> None:

@@ -95,6 +95,7 @@ def everything(rt: Runtime, dataset: str) -> tuple[set[str], set[str]]:
     return nodes, edges
 
 
+@pytest.mark.slow
 def test_aliases_merge_namesakes_stay_apart_and_merges_survive_recognify_and_delete(
     runtime: Runtime, tmp_path: Path, dataset: str
 ) -> None:
@@ -153,6 +154,7 @@ def test_a_merge_run_twice_ends_as_one_run(runtime: Runtime, tmp_path: Path, dat
     assert aliases_of(runtime.graph, city.id) == ["NYC"]
 
 
+@pytest.mark.slow
 def test_an_entity_whose_name_later_becomes_an_alias_joins_the_alias_entity(
     runtime: Runtime, tmp_path: Path, dataset: str
 ) -> None:

@@ -78,6 +78,7 @@ def test_estimate_matches_the_run(backend: Backend, server: LLMTestServer, tmp_p
         assert estimate(rt, dataset).calls == 0  # nothing changed: nothing to do
 
 
+@pytest.mark.slow
 def test_estimate_counts_the_event_calls(server: LLMTestServer, tmp_path: Path) -> None:
     """The temporal pipeline asks for events once per chunk; a re-run's event prompts name the
     cached extraction's entities, so the cache check finds them too."""
@@ -96,6 +97,7 @@ def test_estimate_counts_the_event_calls(server: LLMTestServer, tmp_path: Path) 
         assert again.calls == summaries, (again, summaries)  # the cache answers both others
 
 
+@pytest.mark.slow
 def test_estimate_faces(server: LLMTestServer, tmp_path: Path) -> None:
     """`cogmill cognify D --estimate --json` and `POST .../cognify?estimate=true` (or the body
     flag) answer the same counts and start no job."""

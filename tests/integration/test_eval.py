@@ -80,6 +80,7 @@ def test_recall_counts_distinct_documents_in_rank_order() -> None:
     assert recall_at(ranked, gold, 3) == 1.0
 
 
+@pytest.mark.slow
 def test_eval_json_has_the_shape_and_the_hand_computed_recall(tmp_path: Path) -> None:
     data = write_bench(tmp_path / "data")
     home = tmp_path / "home"
@@ -104,6 +105,7 @@ def test_eval_json_has_the_shape_and_the_hand_computed_recall(tmp_path: Path) ->
     assert again["musique"][SearchType.CHUNKS].as_json() == EXPECTED_CHUNKS
 
 
+@pytest.mark.slow
 def test_one_bench_and_a_table(tmp_path: Path) -> None:
     data = write_bench(tmp_path / "data")
     args = ["eval", "--bench", "musique", "--data", str(data), "--types", "CHUNKS"]

@@ -35,6 +35,7 @@ def test_eval_types_accept_auto_in_any_case_and_name_the_choices() -> None:
         eval_type("BEST")
 
 
+@pytest.mark.slow
 def test_each_split_and_the_auto_row(tmp_path: Path) -> None:
     data, home = write_bench(tmp_path / "data"), tmp_path / "home"
     base = ["eval", "--json", "--bench", "musique", "--data", str(data), "--home", str(home)]

@@ -58,6 +58,7 @@ def served_chat(server: LLMTestServer) -> int:
     return server.stats()["usage"].get("/v1/chat/completions", {}).get("calls", 0)
 
 
+@pytest.mark.slow
 def test_the_judges_verdict_supersedes_cached_and_metered(server, tmp_path):
     JUDGED.clear()
     with threaded_runtime(settings(server, tmp_path / "home", batch_size=1)) as rt:

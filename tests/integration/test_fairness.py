@@ -62,6 +62,7 @@ def _job(rt: Runtime, dataset: str) -> Job:
     )
 
 
+@pytest.mark.slow
 def test_slots_are_released_on_failure_and_after_a_redelivery(
     backend: Backend, models: dict[str, object], tmp_path: Path
 ) -> None:
@@ -89,6 +90,7 @@ def test_slots_are_released_on_failure_and_after_a_redelivery(
         assert fairness.in_flight(rt.state, dataset) == 0
 
 
+@pytest.mark.slow
 def test_a_capped_tenants_batches_wait_their_turn_and_all_run(
     backend: Backend, models: dict[str, object], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -138,6 +140,7 @@ def test_batches_parked_by_the_budget_give_back_their_slots(
         assert fairness.in_flight(rt.state, dataset) == 0
 
 
+@pytest.mark.slow
 def test_a_cancelled_jobs_batches_leave_no_slot_and_nothing_waiting(
     backend: Backend, models: dict[str, object], tmp_path: Path
 ) -> None:

@@ -54,6 +54,7 @@ def reported(rt: Runtime, job_id: str) -> dict[str, int]:
     return JobTracker(rt.state)._totals(job)[0]  # without a graph: the reports summed
 
 
+@pytest.mark.slow
 def test_job_counts_equal_the_graph_after_the_job(
     backend: Backend, embedder: object, tmp_path: Path
 ) -> None:

@@ -78,6 +78,7 @@ def snapshot(rt: Runtime) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.slow
 def test_rerunning_every_document_leaves_the_stores_unchanged(runtime: Runtime) -> None:
     add_sample(runtime)
     first = run(runtime)
@@ -90,6 +91,7 @@ def test_rerunning_every_document_leaves_the_stores_unchanged(runtime: Runtime) 
     assert snapshot(runtime) == before
 
 
+@pytest.mark.slow
 def test_a_broken_document_is_reported_and_the_others_processed(runtime: Runtime) -> None:
     add_sample(runtime)
     [doc] = runtime.graph.find_nodes("sample", "Document", name="warsaw.md")
@@ -106,6 +108,7 @@ def test_a_broken_document_is_reported_and_the_others_processed(runtime: Runtime
     assert cognify(runtime, "sample").total_documents == 1
 
 
+@pytest.mark.slow
 def test_cancel_stops_the_job_and_leaves_consistent_stores(runtime: Runtime) -> None:
     add_sample(runtime)
     job = cognify(runtime, "sample")
@@ -124,6 +127,7 @@ def test_cancel_stops_the_job_and_leaves_consistent_stores(runtime: Runtime) -> 
     assert resumed.counts["documents"] == 8 - len(done)
 
 
+@pytest.mark.slow
 def test_a_batch_whose_workers_keep_dying_is_parked_with_its_error(
     idle_runtime: Runtime,
 ) -> None:
@@ -145,6 +149,7 @@ def test_a_batch_whose_workers_keep_dying_is_parked_with_its_error(
     assert job.status is JobStatus.SUCCEEDED and job.counts["documents"] == 8 - len(parked)
 
 
+@pytest.mark.slow
 def test_a_recorded_batch_drops_its_artifacts_while_the_job_runs(idle_runtime: Runtime) -> None:
     """A job's Redis memory holds its batches in flight, not every batch it ran: a batch's
     input and step outputs go once it is recorded, not with the job's end."""

@@ -95,6 +95,7 @@ def snapshot(rt: Runtime) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.slow
 @embedded_only  # what is tested is the parsing; the stores are the embedded ones
 @pytest.mark.parametrize("segment_bytes", [4096])  # the least allowed: six segments cost little
 def test_a_large_document_is_one_document_made_of_segments(
@@ -137,6 +138,7 @@ def junk(size: int) -> bytes:
     return bytes(rng.choice([1, 2, 3, 200, 201, 250]) for _ in range(size))
 
 
+@pytest.mark.slow
 @embedded_only
 @pytest.mark.parametrize("where", ["first", "middle"])
 def test_a_failing_segment_fails_its_document_and_nothing_else(

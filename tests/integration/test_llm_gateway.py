@@ -133,6 +133,7 @@ def test_cached_replies_are_compressed_and_expire_by_default(
     state.close()
 
 
+@pytest.mark.slow
 def test_429_waits_for_retry_after_then_succeeds(llm_server: LLMTestServer) -> None:
     llm_server.configure(fail_first=1, fail_kind="429", retry_after=1)
     client = make_client(llm_server)
@@ -160,6 +161,7 @@ def test_retry_after_may_be_an_http_date() -> None:
     assert retry_after_seconds({"retry-after": "soon"}) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["500", "timeout"])
 def test_server_errors_and_timeouts_are_retried(llm_server: LLMTestServer, kind: str) -> None:
     llm_server.configure(fail_first=2, fail_kind=kind, hang_seconds=HANG)
@@ -209,6 +211,7 @@ def test_extractor_names_the_texts_that_failed(llm_server: LLMTestServer) -> Non
         assert graph is None or graph == expected(texts[index])
 
 
+@pytest.mark.slow
 def test_calls_run_concurrently(llm_server: LLMTestServer) -> None:
     # Each answer takes 1 s: the 16 calls of a wave are all sent long before the first returns.
     llm_server.configure(latency_ms=1000)
@@ -280,6 +283,7 @@ def test_limiter_is_awaited_before_every_attempt(llm_server: LLMTestServer) -> N
     assert len(recorder.tokens) == 2 and all(t > len(TEXTS[0]) // 4 for t in recorder.tokens)
 
 
+@pytest.mark.slow
 def test_extractor_survives_mixed_faults(llm_server: LLMTestServer) -> None:
     rates = {f"rate_{kind}": 0.05 for kind in ("429", "500", "timeout", "malformed")}
     llm_server.configure(**rates, retry_after=0.1, hang_seconds=HANG, latency_ms=20, seed=3)

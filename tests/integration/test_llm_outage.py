@@ -53,6 +53,7 @@ def run(
             return job, found, rt.graph.count(dataset)
 
 
+@pytest.mark.slow
 def test_a_step_runs_again_after_an_outage_and_loses_nothing(
     backend: Backend, tmp_path: Path
 ) -> None:
@@ -72,6 +73,7 @@ def test_a_step_runs_again_after_an_outage_and_loses_nothing(
     assert counts == expected_counts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["500", "timeout"])
 def test_only_unanswered_calls_count_as_an_outage(kind: str) -> None:
     """What the step shell watches: a call that got no answer on any attempt (chat or

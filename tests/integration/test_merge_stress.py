@@ -42,6 +42,7 @@ def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
     return Settings(home=tmp_path / "home")
 
 
+@pytest.mark.slow
 def test_concurrent_batches_sharing_names_end_like_a_serial_run(
     settings: Settings, embedder: MemoEmbedder
 ) -> None:

@@ -104,6 +104,7 @@ def test_recall_uses_the_routers_default_type_unless_one_is_given(runtime: Runti
     assert chosen is not None and chosen.search_type == S.GRAPH_COMPLETION.value
 
 
+@pytest.mark.slow
 def test_demo_answers_with_the_routed_search_and_prints_each_passage_once(
     tmp_path: Path,
 ) -> None:

@@ -120,6 +120,7 @@ def test_deleting_documents_removes_only_the_relation_names_nobody_uses(
     assert runtime.graph.count(dataset) == {"Dataset": 1, "edges": 0}
 
 
+@pytest.mark.slow
 def test_recognify_drops_the_vectors_of_relations_that_are_gone(
     runtime: Runtime, dataset: str, tmp_path: Path
 ) -> None:

@@ -36,6 +36,7 @@ def last_job(rt: Runtime, schedule_id: str, timeout: float = 60) -> str:
     return last.job
 
 
+@pytest.mark.slow
 def test_runs_fire_once_skip_while_going_count_missed_and_pause(
     tmp_path: Path, embedder: object
 ) -> None:

@@ -34,6 +34,7 @@ def _priority() -> int:
     return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nice", [7, 0])
 def test_serve_runs_its_jobs_below_its_searches(nice: int, tmp_path: Path) -> None:
     seen: dict[int, int] = {}  # thread that ran a task -> its niceness while it ran
@@ -62,6 +63,7 @@ def test_serve_runs_its_jobs_below_its_searches(nice: int, tmp_path: Path) -> No
     assert threading.get_native_id() not in seen and _priority() == 0  # nothing else lowered
 
 
+@pytest.mark.slow
 def test_serve_jobs_wait_at_safe_points_while_searches_run(tmp_path: Path) -> None:
     """The local models (spaCy extraction, the embedder) ask `Priority.wait_turn` before each
     batch; every search is urgent while it runs (core/priority.py). With searches running back to

@@ -156,6 +156,7 @@ def test_rerun_is_idempotent_and_deleting_a_table_removes_its_references(
     }
 
 
+@pytest.mark.slow
 def test_switching_a_table_to_the_structured_pipeline_drops_its_old_chunk_postings(
     runtime: Runtime, shop: Path, dataset: str
 ) -> None:

@@ -35,6 +35,7 @@ def run_step(job_id: str, step: str, gen: int = 0) -> str | None:
     return task.run(batch_input_key(job_id, 0), job_id, "sample", "default", 0, gen=gen)
 
 
+@pytest.mark.slow
 def test_a_job_whose_messages_were_lost_is_resumed_from_its_last_step(runtime: Runtime) -> None:
     app = configure(runtime.settings)
     app.control.purge()

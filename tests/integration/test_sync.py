@@ -8,6 +8,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from core.models.documents import STATUS
 from pipelines.sources.mirror import SOURCE, SOURCE_COMMIT
 from pipelines.sources.spec import parse_source
@@ -35,6 +37,7 @@ def chat_calls(server: LLMTestServer) -> int:
     return server.calls("/v1/chat/completions")
 
 
+@pytest.mark.slow
 def test_a_folder_edited_between_syncs_ends_as_a_fresh_sync(
     backend: Backend, embedder: object, llm_server: LLMTestServer, tmp_path: Path
 ) -> None:
@@ -77,6 +80,7 @@ def test_a_folder_edited_between_syncs_ends_as_a_fresh_sync(
         same_as_fresh(backend, rt, dataset, spec)
 
 
+@pytest.mark.slow
 def test_a_git_repository_followed_commit_by_commit_ends_as_a_fresh_sync(
     backend: Backend, embedder: object, llm_server: LLMTestServer, tmp_path: Path
 ) -> None:

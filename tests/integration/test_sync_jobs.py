@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from api.services.sync import follow, sync
 from core.access import Caller, Role
 from core.models.jobs import JobStatus
@@ -17,6 +19,7 @@ from workers.jobs import JobTracker
 from workers.sync import queue_sync, run_sync, sync_report
 
 
+@pytest.mark.slow
 def test_a_tenant_s_sync_past_its_quota_fails_and_stores_nothing(
     tmp_path: Path, embedder: object
 ) -> None:

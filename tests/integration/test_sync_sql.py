@@ -8,6 +8,8 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+import pytest
+
 from core.models.vocabulary import REFERENCES
 from pipelines.sources.spec import parse_source
 from pipelines.structured.key_declarations import parse_key_flags
@@ -50,6 +52,7 @@ def references(rt: Runtime, dataset: str) -> set[tuple[str, str]]:
     return {(rows[e.source], names[e.target]) for e in edges if e.source in rows}
 
 
+@pytest.mark.slow
 def test_sql_rows_updated_inserted_and_deleted_end_as_a_fresh_sync(
     backend: Backend, embedder: object, tmp_path: Path
 ) -> None:

@@ -68,6 +68,7 @@ def counted(report: Any, kind: str) -> dict[str, int]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("usage", ["chars", "omit"])
 def test_job_totals_are_what_the_server_answered(
     backend: Backend, server: LLMTestServer, tmp_path: Path, usage: str

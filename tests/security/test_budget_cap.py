@@ -69,6 +69,7 @@ def spent(server: LLMTestServer) -> dict[str, int]:
     return dict(server.stats()["usage"].get("/v1/chat/completions", {}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cap", sorted(CAPS))
 def test_parallel_requests_end_at_or_under_the_budget(
     backend: Backend, server: LLMTestServer, tmp_path: Path, cap: str

@@ -50,6 +50,7 @@ def test_a_pdf_over_the_page_limit_fails_alone(tmp_path: Path) -> None:
     assert "3 pages" in message and "COGMILL_MAX_DOCUMENT_PAGES" in message, message
 
 
+@pytest.mark.slow
 def test_a_workbook_over_the_cell_limit_fails_before_it_is_parsed(tmp_path: Path) -> None:
     files = {"big.xlsx": sf.xlsx_bytes(rows=30), "small.xlsx": sf.xlsx_bytes(rows=2)}
     batch = classify(tmp_path, files, max_cells=50)
@@ -58,6 +59,7 @@ def test_a_workbook_over_the_cell_limit_fails_before_it_is_parsed(tmp_path: Path
     assert "more than 50 cells" in message and "COGMILL_MAX_DOCUMENT_CELLS" in message, message
 
 
+@pytest.mark.slow
 def test_cells_are_counted_exactly_across_read_chunks() -> None:
     # People: a header and Ann (3 cells each), 39,999 people of 2 cells; Cities: 4 cells. The
     # sheet's XML is several MiB, so cells straddle the 1 MiB reads.
@@ -76,6 +78,7 @@ def test_a_text_over_the_character_limit_fails_alone(tmp_path: Path) -> None:
     assert "over the limit of 100" in message and "COGMILL_MAX_DOCUMENT_CHARS" in message, message
 
 
+@pytest.mark.slow
 def test_a_parse_over_its_time_limit_fails_alone(tmp_path: Path) -> None:
     blobs = FileBlobStore(tmp_path / "blobs")
     files = {"slow.eml": sf.slow_eml_bytes(400_000), "ok.eml": sf.eml_bytes()}

@@ -180,6 +180,7 @@ def test_extractive_document_summary_keeps_order_and_budget() -> None:
     assert extractive_summary([], 50) == ""
 
 
+@pytest.mark.slow
 def test_the_name_caches_stay_small_as_new_names_keep_coming() -> None:
     """A worker sees corpus after corpus: the rules' caches keep a few batches of names, not
     every name ever seen (two 65,536-name caches held 35–43 MiB and kept a worker growing)."""

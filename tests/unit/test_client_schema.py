@@ -42,6 +42,7 @@ def public_methods(cls: type) -> set[str]:
     return {name for name in dir(cls) if not name.startswith("_")} - HELPERS
 
 
+@pytest.mark.slow
 def test_every_operation_has_a_client_method_and_back(spec: dict[str, Any]) -> None:
     served = {endpoint for endpoint, _ in operations(spec)}
     covered = set(ENDPOINTS.values())

@@ -682,6 +682,7 @@ def stack() -> Stack:
     return load_stack()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("check", list(CHECKS), ids=list(CHECKS))
 def test_compose_holds(stack: Stack, check: str) -> None:
     problems = CHECKS[check](copy.deepcopy(stack))

@@ -103,6 +103,7 @@ def test_filter_chains_are_followed() -> None:
         _partition(_pdf([(runs, "/RunLengthDecode")]), Limits(max_unpacked_part_bytes=4 * MIB))
 
 
+@pytest.mark.slow
 def test_the_issues_200_mb_pdf_is_refused_with_the_default_limits(tmp_path: Path) -> None:
     bomb = _pdf([(_deflated(200 * MIB), "/FlateDecode")])
     assert len(bomb) < 300 * 1024  # was 204 kB inflating to 200 MB in memory
@@ -137,6 +138,7 @@ def test_one_member_past_the_part_cap_is_refused(tmp_path: Path) -> None:
     assert "'word/media/big.bin' unpacks to 5242880 bytes" in errors["big.docx"]
 
 
+@pytest.mark.slow
 def test_the_issues_docx_of_500_one_mib_parts_is_refused_by_default(tmp_path: Path) -> None:
     out = io.BytesIO(sf.docx_bytes())
     with zipfile.ZipFile(out, "a", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:

@@ -210,6 +210,7 @@ def big_call() -> tuple[list[str], np.ndarray]:
     return texts, LocalEmbedder().embed(texts)
 
 
+@pytest.mark.slow
 def test_big_calls_batch_short_texts_tighter_with_vectors_within_1e_6(
     big_call: tuple[list[str], np.ndarray],
 ) -> None:
@@ -238,6 +239,7 @@ def test_big_calls_batch_short_texts_tighter_with_vectors_within_1e_6(
     assert tight_padding < loose_padding / 2
 
 
+@pytest.mark.slow
 def test_big_calls_pause_before_each_half_layer_and_searches_never(
     big_call: tuple[list[str], np.ndarray],
 ) -> None:

@@ -187,6 +187,7 @@ def histories(draw: st.DrawFn) -> list[Fact]:
     return facts
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(histories(), st.randoms(use_true_random=False))
 def test_the_result_does_not_depend_on_the_order_of_facts_or_claims(facts, rng: random.Random):

@@ -119,6 +119,7 @@ def test_pdf_text_boxes_become_paragraphs_across_pages(blobs: RecordingBlobs) ->
     assert texts(docs["c.pdf"]) == [("text", p) for page in pages for p in page]
 
 
+@pytest.mark.slow
 def test_a_crowded_pdf_page_is_laid_out_in_time_and_whole(blobs: RecordingBlobs) -> None:
     """pdfminer joins a page's neighbouring lines in time that grows faster than their square
     where they crowd: 32,000 scattered words (1.3 MB) ran past 10 minutes. Above

@@ -64,6 +64,7 @@ def test_a_parse_failure_in_the_child_is_generic_and_the_details_are_logged(
     assert "ontology_unparsable" in caplog.text and "g.ttl" in caplog.text
 
 
+@pytest.mark.slow
 def test_a_parse_over_the_time_bound_is_stopped(tmp_path: Path) -> None:
     data = big_turtle(200_000)  # about 6 MB: far longer than a second to parse
     blobs = FileBlobStore(tmp_path)

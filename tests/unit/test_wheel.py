@@ -30,6 +30,7 @@ def copied_paths() -> list[str]:
     return paths
 
 
+@pytest.mark.slow
 def test_the_image_s_wheel_holds_the_server_and_the_client(tmp_path: Path) -> None:
     context = tmp_path / "context"
     for path in copied_paths():
