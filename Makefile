@@ -4,9 +4,10 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # pytest-xdist workers: `auto` is one per core. The full suite waits on servers, worker
-# processes and sleeps much of the time, so it takes one more worker per two cores.
+# processes and jobs much of the time: four workers keep two cores busy (12.0 min, 74% of
+# both cores, against 15.1 min on three).
 CHECK_WORKERS ?= auto
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 FAST := not slow and not services
 # A module's tests on one worker (tests/conftest.py groups them), modules in collection order:
 # the longest (tests/e2e/faults, worker processes) start first.

@@ -7,7 +7,9 @@ Tiers (registered in pyproject.toml; `--strict-markers`):
   module, on the test, or on the parameter (`backend`'s `neo4j`); a test that reaches for a
   server without it fails, so the fast tier never depends on one by accident.
 - `slow`: starts a server or worker process (`cogmill serve`, `cogmill worker`, a second
-  Redis or Neo4j), a browser or a fuzz run, or waits more than a second. Marked in the test.
+  Redis or Neo4j), a browser or a fuzz run, or takes more than a second (waiting for a job,
+  a timeout, a TTL; a big computation). Marked in the test. A fast-tier run lists the tests
+  it ran that took longer (`pytest_terminal_summary` below).
 - `exclusive`: changes what every test on the servers shares (the Neo4j schema). Under
   `pytest -n` it runs while no other `services` test does (a lock file of the run: `services`
   tests hold it shared, set-up and teardown included, an `exclusive` one alone).
@@ -87,6 +89,26 @@ def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
             "pytest-xdist cannot run `--dist loadgroup` (install from uv.lock)",
             returncode=pytest.ExitCode.USAGE_ERROR,
         )
+
+
+SLOW_CALL_S = 1.0  # a test's call over this belongs in `slow`
+_slow_in_fast_tier: list[tuple[float, str]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" and report.duration > SLOW_CALL_S and "slow" not in report.keywords:
+        _slow_in_fast_tier.append((report.duration, report.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Under `make check` (slow tests deselected): the tests that took over SLOW_CALL_S and
+    are not marked `slow`, so the loop every change runs stays about two minutes."""
+    markexpr = terminalreporter.config.getoption("markexpr") or ""
+    if "not slow" not in markexpr or not _slow_in_fast_tier:
+        return
+    terminalreporter.section(f"fast-tier tests over {SLOW_CALL_S:.0f} s: mark them slow")
+    for duration, nodeid in sorted(_slow_in_fast_tier, reverse=True):
+        terminalreporter.write_line(f"{duration:6.2f}s {nodeid}")
 
 
 @pytest.hookimpl(tryfirst=True)

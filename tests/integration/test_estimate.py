@@ -54,6 +54,7 @@ def snapshot(rt: Runtime, dataset: str) -> tuple[object, ...]:
     return (sorted(rt.state.keys("")), rt.graph.count(dataset))
 
 
+@pytest.mark.slow
 def test_estimate_matches_the_run(backend: Backend, server: LLMTestServer, tmp_path: Path) -> None:
     settings = {**llm_settings(server), **PRICES, "batch_size": 2, "chunk_tokens": 40}
     with backend.runtime(threads=2, **settings) as rt:

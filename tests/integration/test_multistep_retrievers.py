@@ -233,6 +233,7 @@ def test_feeling_lucky_uses_the_llm_choice(runtime: Runtime, server: LLMTestServ
     assert response.answer and response.results[0].sources
 
 
+@pytest.mark.slow
 def test_feeling_lucky_falls_back_to_the_router(runtime: Runtime, server: LLMTestServer) -> None:
     query = "How is Ada Lovelace related to Alan Turing?"
     response = search(offline(runtime), query, [DATASET], S.FEELING_LUCKY, top_k=2)

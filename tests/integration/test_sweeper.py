@@ -115,6 +115,7 @@ def test_a_dead_workers_batch_is_republished_once_and_its_old_delivery_does_noth
     assert runtime.state.get(out) is None
 
 
+@pytest.mark.slow
 def test_a_job_whose_last_recording_lost_its_finalisation_is_finalised(runtime: Runtime) -> None:
     app = configure(runtime.settings)
     app.control.purge()

@@ -798,6 +798,7 @@ def test_every_check_has_faults() -> None:
     assert set(FAULTS) == set(CHECKS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("check", "fault"),
     [(check, i) for check, faults in FAULTS.items() for i in range(len(faults))],

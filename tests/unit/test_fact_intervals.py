@@ -199,6 +199,7 @@ def test_the_result_does_not_depend_on_the_order_of_facts_or_claims(facts, rng: 
     assert validity(shuffled, {"holbeck"}) == expected
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(histories())
 def test_spans_are_ordered_and_do_not_overlap(facts):
