@@ -330,3 +330,22 @@ def test_a_node_deleted_while_its_upsert_waits_for_the_lock_is_written_anyway(
         writer.join(timeout=60)
     [stored] = graph_store.get_nodes([alice.id])
     assert stored.properties == {"role": "cto"} and support_pairs(stored) == {("d2", "c1")}
+
+
+@pytest.mark.exclusive  # a failed index of another application's in the shared server
+def test_opening_waits_for_its_own_indexes_not_another_applications(uri: str) -> None:
+    """A store opens beside another application's index that never comes online (here: its
+    population failed on a value too large to index). Waiting for every index in the database,
+    it failed or hung on indexes that are not cogmill's."""
+    _cypher(uri, "CREATE (:OtherApp {x: $big})", big="x" * 40_000)
+    _cypher(uri, "CREATE INDEX other_app IF NOT EXISTS FOR (n:OtherApp) ON (n.x)")
+    try:
+        state = "POPULATING"
+        while state == "POPULATING":
+            [row] = _cypher(uri, "SHOW INDEXES YIELD name, state WHERE name = 'other_app'")
+            state = row["state"]
+        assert state == "FAILED", state  # as the other application left it
+        Neo4jGraphStore(uri).close()
+    finally:
+        _cypher(uri, "DROP INDEX other_app IF EXISTS")
+        _cypher(uri, "MATCH (n:OtherApp) DELETE n")

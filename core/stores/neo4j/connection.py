@@ -26,6 +26,12 @@ T = TypeVar("T")
 DRIVER_RETRY_WARNING = "Transaction failed and will be retried"
 
 
+# Waiting for an index by name, up to Neo4j's own default wait: a store waits for its own
+# indexes only, never for every index of a database it may share.
+AWAIT_INDEX = "CALL db.awaitIndex($name, $timeout)"
+INDEX_TIMEOUT_S = 300
+
+
 class QuietRetries(logging.Filter):
     """Drops the driver's per-retry warnings (see DRIVER_RETRY_WARNING)."""
 

@@ -30,6 +30,7 @@ transaction functions in writes.py and reads.py; the driver and its errors in co
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 from neo4j.exceptions import ClientError
@@ -52,7 +53,7 @@ from core.stores.neo4j import codec as codec
 from core.stores.neo4j import queries as q
 from core.stores.neo4j import reads as reads
 from core.stores.neo4j import writes as writes
-from core.stores.neo4j.connection import Neo4jConnection
+from core.stores.neo4j.connection import AWAIT_INDEX, INDEX_TIMEOUT_S, Neo4jConnection
 
 T = TypeVar("T")
 
@@ -134,7 +135,9 @@ class Neo4jGraphStore:
                 code = getattr(err.__cause__, "code", None) or ""
                 if not (isinstance(err.__cause__, ClientError) and "AlreadyExists" in code):
                     raise
-        self._execute("CALL db.awaitIndexes()")
+        for name in q.SCHEMA_NAMES:
+            params = {"name": name, "timeout": INDEX_TIMEOUT_S}
+            self._call(partial(run, AWAIT_INDEX, params, database_=self._database))
         if not had_times:  # nodes written before find_in_time existed get their time bins
             timed = f"n.{timeline.START} IS NOT NULL OR n.{timeline.END} IS NOT NULL"
             self._execute(f"MATCH (n:Node) WHERE {timed} {q.TIME_BIN}")

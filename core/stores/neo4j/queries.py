@@ -4,6 +4,8 @@ that the adapter reads as Python. The data model is described there.
 
 from __future__ import annotations
 
+import re
+
 from core.stores import timeline
 
 SCHEMA = (
@@ -21,6 +23,9 @@ SCHEMA = (
     "CREATE CONSTRAINT cogmill_redirect_id IF NOT EXISTS FOR (r:_Redirect) REQUIRE r.id IS UNIQUE",
     "CREATE INDEX cogmill_redirect_dataset IF NOT EXISTS FOR (r:_Redirect) ON (r.dataset)",
 )
+# What the store waits for at start (a constraint's index has its name): its own, not every
+# index of a database it may share with another application, which may never come online.
+SCHEMA_NAMES = tuple(re.findall(r"(?:CONSTRAINT|INDEX) (\w+) IF NOT EXISTS", " ".join(SCHEMA)))
 # The existence predicates are always true; they let the planner seek the (dataset, type, id)
 # index with the dataset alone, where it would otherwise scan every :Node.
 IN_DATASET = "MATCH (n:Node {dataset: $dataset}) WHERE n.type IS NOT NULL AND n.id IS NOT NULL"

@@ -29,7 +29,7 @@ from neo4j.exceptions import Neo4jError
 from core.models.vectors import VectorHit, VectorPoint, check_collection, check_dim, point_id
 from core.ports import StoreError, VectorQuery
 from core.sequences import batched
-from core.stores.neo4j.connection import Neo4jConnection, Rows
+from core.stores.neo4j.connection import AWAIT_INDEX, INDEX_TIMEOUT_S, Neo4jConnection, Rows
 
 _NAMESPACE = re.compile(r"[A-Za-z][A-Za-z0-9]{0,31}")
 _WRITE_BATCH = 1000  # rows per UNWIND transaction: ~1.5 MB of parameters at 384 dims
@@ -42,7 +42,6 @@ _MAX_K = 4096
 # An exact scan costs ~17 us per point of the datasets (Neo4j 5.26, 384-d): datasets this
 # small are scanned at once instead of widening the HNSW search.
 _EXACT_SCAN_MAX = 2000
-_INDEX_TIMEOUT_S = 300
 # HNSW build effort (`ef_construction`; Neo4j's default is 100). Measured on 8,059 MiniLM
 # sentence vectors with 300 held-out queries: 50 costs Neo4j a third less CPU to insert and
 # merge them, and recall moves from 0.9993 to 0.9987 (top 10 of k=100) and from 0.987 to 0.982
@@ -204,7 +203,7 @@ class Neo4jVectorStore:
                 f"vectors; this store needs {self.dim}-d COSINE"
             )
         if rows[0]["state"] != "ONLINE":
-            self._run("CALL db.awaitIndex($name, $timeout)", name=index, timeout=_INDEX_TIMEOUT_S)
+            self._run(AWAIT_INDEX, name=index, timeout=INDEX_TIMEOUT_S)
         return True
 
     def _exists(self, collection: str) -> bool:
