@@ -4,8 +4,8 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # pytest-xdist workers: `auto` is one per core. The full suite waits on servers, worker
-# processes and jobs much of the time: four workers keep two cores busy (12.0 min, 74% of
-# both cores, against 15.1 min on three).
+# processes and jobs much of the time: four workers keep two cores 74% busy (CONTRIBUTING.md
+# has the figures).
 CHECK_WORKERS ?= auto
 TEST_WORKERS ?= 4
 FAST := not slow and not services

@@ -10,6 +10,7 @@ ends; store outages are retried with backoff before that.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -266,6 +267,7 @@ def _heartbeat(runtime: Runtime) -> Heartbeat | None:
 # The steps this process holds since their messages came (`_hold_on_receipt`), by task id,
 # with the time each came.
 _received: dict[str, tuple[str, float]] = {}
+os.register_at_fork(after_in_child=_received.clear)  # a pool process receives no messages
 RECEIPT_GRACE_S = 1.0  # Celery registers a request just after `task_received` fires
 
 
