@@ -258,9 +258,9 @@ def _heartbeat(runtime: Runtime) -> Heartbeat | None:
     if runtime.settings.embedded_broker:
         return None
     settings = runtime.settings
-    # A step held longer than any task may run was lost (e.g. a retry the broker did not take).
-    max_hold = settings.task_time_limit_seconds + settings.worker_heartbeat_seconds
     beat_s = settings.worker_heartbeat_seconds
+    # A step held longer than any task may run was lost (e.g. a retry the broker did not take).
+    max_hold = settings.task_time_limit_seconds + beat_s
     return ensure_heartbeat(runtime.state, beat_s, max_hold, _dropped_receipts)
 
 
