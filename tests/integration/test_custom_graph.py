@@ -241,6 +241,7 @@ def test_the_cli_refuses_bad_graph_models_and_ontologies_with_exit_code_2(tmp_pa
     assert result.exit_code == 2 and "unknown extension .pdf" in result.output
 
 
+@pytest.mark.slow
 def test_a_jobs_entity_count_counts_the_custom_classes(
     offline: Runtime, tmp_path: Path, dataset: str
 ) -> None:

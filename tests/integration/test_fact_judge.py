@@ -93,6 +93,7 @@ def test_the_judges_verdict_supersedes_cached_and_metered(server, tmp_path):
         }  # the same spans: only the system clock moved
 
 
+@pytest.mark.slow
 def test_in_batch_mode_the_judges_requests_go_through_the_batch_api(server, tmp_path):
     JUDGED.clear()
     more = {"batch_size": 2, "llm_batch_poll_seconds": 0.2}

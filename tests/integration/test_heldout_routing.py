@@ -69,6 +69,7 @@ def test_the_corpus_is_what_the_questions_need(runtime: Runtime) -> None:
     assert runtime.graph.count(EVENTS).get("Event", 0) >= 5
 
 
+@pytest.mark.slow
 def test_routed_search_finds_as_many_gold_documents_as_dense_search(runtime: Runtime) -> None:
     ctx = runtime.retrieval()
     routed = dense = 0

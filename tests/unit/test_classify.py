@@ -257,6 +257,7 @@ def test_classify_validates_its_configuration(blobs: FileBlobStore) -> None:
         Classify(blobs, max_bytes=0)
 
 
+@pytest.mark.slow
 def test_unstructured_runs_offline_with_the_installed_spacy_model(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
