@@ -11,9 +11,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
-
 from api.services.datasets import checked, register
 from api.services.quota import storage_reserved
 from core.access import LOCAL, Caller
@@ -108,6 +105,10 @@ def add_paths(
 def sql_source_name(url: str) -> str:
     """The document name of a SQL source: its URL with the password hidden. InvalidInput for a
     string that is no SQLAlchemy URL."""
+    # SQLAlchemy is imported here: every `cogmill` command and worker loads this module.
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from spacy.tokens import Span, Token
+if TYPE_CHECKING:  # spaCy itself is imported only when the offline extractor loads a model
+    from spacy.tokens import Span, Token
 
 NOUN_TAGS = frozenset({"NN", "NNS", "NNP", "NNPS"})
 SUBJECT_DEPS = ("nsubj", "nsubjpass")
