@@ -75,6 +75,12 @@ def worker(
             "-P",
             pool,
             "-E",
+            # Workers coordinate through Redis (heartbeats, the sweeper), never through each
+            # other: mingle's start-up exchange (a second's wait) and gossip's processing of
+            # every other worker's events buy nothing. Flower reads events and replies to
+            # broadcasts, neither of which needs them.
+            "--without-mingle",
+            "--without-gossip",
             "-n",
             node,
             "--loglevel",
