@@ -17,6 +17,10 @@ XDIST := --dist loadgroup --no-loadscope-reorder
 export PYTHONDONTWRITEBYTECODE :=
 export COGMILL_TEST_REDIS_URL ?= redis://127.0.0.1:6390/0
 export COGMILL_TEST_NEO4J_URI ?= bolt://127.0.0.1:7697
+# The tests' Neo4j compiles its JIT at C1 only: a run sends thousands of distinct short
+# queries, and C2 compiling them was 40% of Neo4j's CPU in a full run; C1 alone cut Neo4j's
+# CPU by a fifth with no slower test (CONTRIBUTING.md). Not for a long-lived database.
+export COGMILL_NEO4J_JAVA_OPTS ?= -XX:TieredStopAtLevel=1
 
 .PHONY: install demo check lint test test-fast lock services services-stop bench clean
 
