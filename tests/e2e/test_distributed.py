@@ -56,9 +56,10 @@ def env(tmp_path_factory: pytest.TempPathFactory, llm: LLMTestServer) -> dict[st
     )
 
 
-@pytest.fixture
-def workers(env: dict[str, str], tmp_path: Path) -> Iterator[WorkerPool]:
-    with running_workers(env, tmp_path) as pool:
+@pytest.fixture(scope="module")
+def workers(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerPool]:
+    """Two worker processes for the module's tests: each job is its own, on its own dataset."""
+    with running_workers(env, tmp_path_factory.mktemp("workers")) as pool:
         yield pool
 
 
@@ -113,7 +114,7 @@ def test_two_workers_ingest_a_corpus_into_neo4j(runtime, workers, dataset, tmp_p
     assert runtime.vectors.count("DocumentChunk_text", dataset=dataset) == job.counts["chunks"]
     # The workers called the LLM (a worker's INFO log says so per task), without a log line
     # per HTTP request.
-    logs = "".join(log.read_text() for log in tmp_path.glob("worker-*.log"))
+    logs = "".join(log.read_text() for log in workers.log_dir.glob("worker-*.log"))
     assert "cogmill.extract_graph" in logs and "HTTP Request" not in logs
 
 
@@ -160,22 +161,26 @@ def test_cancel_stops_queued_and_running_work(runtime, workers, dataset, tmp_pat
     assert resumed.total_documents == 30 - len(done)
 
 
-def test_the_global_rate_limit_holds_across_workers(env, runtime, dataset, tmp_path) -> None:  # noqa: ANN001
+def test_the_global_rate_limit_holds_across_workers(env, tmp_path) -> None:  # noqa: ANN001
     # LLM faults (429, 500, timeouts, malformed replies, hangs) are the fault harness's:
     # tests/e2e/faults/test_llm_faults.py compares the final stores with an undisturbed run.
     rpm = 600  # 10 calls/s shared by both workers
     with LLMTestServer(latency_ms=50) as llm:
         limited = {
             **env,
+            # Queues of their own: the module's workers do not see this job.
+            "COGMILL_REDIS_PREFIX": f"test-{uuid.uuid4().hex[:10]}:",
             "COGMILL_LLM_BASE_URL": llm.base_url,
             "COGMILL_LLM_REQUESTS_PER_MINUTE": str(rpm),
         }
-        with running_workers(limited, tmp_path):
+        dataset = f"dist-{uuid.uuid4().hex[:8]}"
+        with distributed_runtime(limited) as runtime, running_workers(limited, tmp_path):
             paths = write_corpus(tmp_path / "corpus", 40)
             add(runtime, dataset, paths)
             started = time.monotonic()
             job = wait(runtime, cognify(runtime, dataset))
             elapsed = time.monotonic() - started
+            runtime.catalog.remove_dataset(dataset)
         requests = llm.calls()
     assert job.status is JobStatus.SUCCEEDED and not job.errors, job
     assert job.counts["documents"] == 40 and requests >= 40
