@@ -112,7 +112,10 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
     work = tmp_path_factory.mktemp("walkthrough")
     for name in (".venv", "deploy", "api"):  # what the block reads from the repository's root
         (work / name).symlink_to(ROOT / name)
+    # The block's own settings only; the tests' Neo4j JVM flags (Makefile) apply to its Neo4j.
     env = {k: v for k, v in os.environ.items() if not k.startswith("COGMILL_")}
+    if opts := os.environ.get("COGMILL_NEO4J_JAVA_OPTS"):
+        env["COGMILL_NEO4J_JAVA_OPTS"] = opts
     services = {"COGMILL_SERVICES_DIR": str(work / ".services")}
     started = time.monotonic()
     proc = subprocess.Popen(
