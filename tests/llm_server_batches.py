@@ -2,12 +2,13 @@
 (multipart), `GET /v1/files/{id}/content`, `POST /v1/batches`, `GET /v1/batches/{id}`,
 `POST /v1/batches/{id}/cancel` and `GET /v1/batches` (the list, with metadata).
 
-A batch is in progress for `delay_seconds` after its creation, then completes, or expires
-with `expire` (answering nothing). Each line is answered exactly as the chat route answers
-the same body (same deterministic extraction, same usage), except a `failed_share` of them,
-drawn from (seed, custom_id), which get an error object in the batch's error file. Lines are
-answered when a client first sees the batch completed. `submissions` counts created
-batches; `refuse` answers uploads 404, as a server without the Batch API does.
+A batch is in progress for `delay_seconds` after its creation (and, with `hold`, until the
+test sets it False again), then completes, or expires with `expire` (answering nothing). Each
+line is answered exactly as the chat route answers the same body (same deterministic
+extraction, same usage), except a `failed_share` of them, drawn from (seed, custom_id), which
+get an error object in the batch's error file. Lines are answered when a client first sees
+the batch completed. `submissions` counts created batches; `refuse` answers uploads 404, as a
+server without the Batch API does.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class BatchFaults:
     """How the Batch API behaves; change with `BatchBook.configure`."""
 
     delay_seconds: float = 0.0
+    hold: bool = False  # every batch stays in progress while True: a gate the test releases
     expire: bool = False
     failed_share: float = 0.0
     seed: int = 0
@@ -68,10 +70,13 @@ class BatchBook:
                 "pending": sum(
                     1
                     for b in self.batches.values()
-                    if b["status"] == "in_progress"
-                    and time.time() - b["_at"] < self.faults.delay_seconds
+                    if b["status"] == "in_progress" and not self._due(b, self.faults)
                 ),
             }
+
+    @staticmethod
+    def _due(batch: dict[str, Any], faults: BatchFaults) -> bool:
+        return not faults.hold and time.time() - batch["_at"] >= faults.delay_seconds
 
     def route(self, handler: Any, method: str) -> bool:
         """Answer the request if it is a Files or Batches route; False otherwise."""
@@ -160,13 +165,10 @@ class BatchBook:
         handler._json(200, _public(batch))
 
     def _view(self, handler: Any, batch_id: str) -> dict[str, Any]:
-        """The batch as it is now: finished (answered once) after the delay."""
+        """The batch as it is now: finished (answered once) once due."""
         with self.lock:
             batch, faults = self.batches[batch_id], self.faults
-            due = (
-                batch["status"] == "in_progress"
-                and time.time() - batch["_at"] >= faults.delay_seconds
-            )
+            due = batch["status"] == "in_progress" and self._due(batch, faults)
             if due:
                 batch["status"] = "finalizing"  # answered below, outside the lock
         if due:

@@ -62,7 +62,6 @@ TEXTS = {
     for i in range(4)
 }
 SETTINGS: dict[str, Any] = {"batch_size": 2, "chunk_tokens": 40, "llm_batch_poll_seconds": 0.2}
-DELAY = 3.0  # seconds a batch stays in progress on the test server
 
 
 @pytest.fixture
@@ -131,7 +130,7 @@ def test_batch_mode_builds_the_sync_runs_graph(
     reference_calls = server.calls()
     batches = server.batches
     batches.configure(
-        delay_seconds=DELAY,
+        hold=True,  # until every batch is seen parked
         failed_share=0.2 if scenario == "failed_lines" else 0.0,
         expire=scenario == "expired",
     )
@@ -144,6 +143,7 @@ def test_batch_mode_builds_the_sync_runs_graph(
         parked(rt, server, job)
         assert JobTracker(rt.state).get(job.id).status is JobStatus.RUNNING
         assert server.calls() == reference_calls, "nothing was sent synchronously"
+        batches.configure(hold=False)
 
         done = succeeded(rt, job, 120)
         assert graph_ids(rt, dataset) == expected_graph
