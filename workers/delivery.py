@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from core.models.jobs import Claim
-from pipelines.definitions import get_pipeline
+from pipelines.base import step_types
+from pipelines.definitions import STEPS, get_pipeline
+from pipelines.models import WriteReport
 from workers.celery_app import FINISH, TASK_STEPS
 from workers.jobs import JobTracker
 
@@ -46,6 +48,12 @@ class Delivery:
         """Whether this is the first step of its batch (where the batch takes its tenant's
         slot, workers/fairness.py)."""
         return get_pipeline(self.pipeline).step_names[0] == self.step
+
+    @property
+    def after_write(self) -> bool:
+        """Whether the batch's data is stored when this step runs (its input is the write's
+        report): a cancel no longer stops it, so the batch is recorded as written."""
+        return issubclass(step_types(STEPS[self.step])[0], WriteReport)
 
     def claim(
         self, worker: str, state: Literal["running", "done"], at: float | None = None

@@ -146,7 +146,8 @@ def _run_step(work: Delivery, counted: list[int]) -> str | None:
     jobs, job_id, batch = tracker(), work.job_id, work.batch
     runtime = current_runtime()
     state, settings = runtime.state, runtime.settings
-    if work.in_key is None or jobs.cancelled(job_id):
+    stoppable = not work.after_write
+    if work.in_key is None or (stoppable and jobs.cancelled(job_id)):
         if work.first:
             fairness.started(state, work.dataset, job_id, batch)
         return None
@@ -179,7 +180,7 @@ def _run_step(work: Delivery, counted: list[int]) -> str | None:
             return through_batch_api(runtime, job, work, lambda: instance.run(data))
 
         try:
-            with cancellation.watching(lambda: jobs.cancelled(job_id)):
+            with cancellation.watching(lambda: stoppable and jobs.cancelled(job_id)):
                 output = ride_out_llm_outages(
                     runtime.settings.llm_outage_pauses_seconds,
                     lambda: metered(runtime.state, job_id, work.step, step, data),

@@ -150,6 +150,41 @@ def test_a_batch_whose_workers_keep_dying_is_parked_with_its_error(
 
 
 @pytest.mark.slow
+def test_a_cancel_after_a_batchs_write_still_records_its_documents(
+    idle_runtime: Runtime,
+) -> None:
+    """The cancel lands once the first batch's data is stored and before its later steps
+    (reconcile, judge) start: those steps still run, so its documents end `processed`, and
+    the job, cancelled, holds no document written but not recorded."""
+    runtime = idle_runtime
+    add_sample(runtime)  # 8 documents, 2 a batch: 4 batches
+    app = configure(runtime.settings)
+    app.control.purge()
+    job = cognify(runtime, "sample")
+    tracker = JobTracker(runtime.state)
+    cancelled_after: list[int] = []
+
+    def after_write(task: object = None, kwargs: dict | None = None, **_: object) -> None:
+        if getattr(task, "name", "") == task_name("add_data_points") and not cancelled_after:
+            tracker.cancel(job.id)
+            cancelled_after.append(int((kwargs or {})["batch"]))
+
+    task_postrun.connect(after_write, weak=False)
+    try:
+        with EmbeddedWorker(app, threads=1):
+            job = finished(runtime, job, timeout=120)
+    finally:
+        task_postrun.disconnect(after_write)
+    assert job.status is JobStatus.CANCELLED and cancelled_after
+    documents = runtime.graph.find_nodes("sample", "Document", limit=100)
+    done = {d.id for d in documents if d.properties.get("status") == "processed"}
+    chunk_docs = {
+        c.properties["document_id"] for c in runtime.graph.find_nodes("sample", "DocumentChunk")
+    }
+    assert chunk_docs and chunk_docs == done, (chunk_docs, done)
+
+
+@pytest.mark.slow
 def test_a_recorded_batch_drops_its_artifacts_while_the_job_runs(idle_runtime: Runtime) -> None:
     """A job's Redis memory holds its batches in flight, not every batch it ran: a batch's
     input and step outputs go once it is recorded, not with the job's end."""
