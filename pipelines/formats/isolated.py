@@ -18,6 +18,7 @@ cannot run code in the worker.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -119,7 +120,9 @@ class _Child:
     def kill(self) -> int:
         """Ends the child at once; returns its exit code (negative: the signal)."""
         self.proc.kill()
-        self.stdin.close()
+        # A request still buffered for a child that died cannot be flushed: dropped here.
+        with contextlib.suppress(BrokenPipeError):
+            self.stdin.close()
         assert self.proc.stdout is not None
         self.proc.stdout.close()
         return self.proc.wait()
