@@ -19,6 +19,7 @@ from core.models.graph import dataset_id
 from core.models.jobs import Budget, Job, JobStatus
 from pipelines.models import DocumentBatch
 from runtime import Runtime
+from workers import fairness
 from workers.job_keys import batch_input_key
 from workers.jobs import JobTracker
 from workers.sweeper import republish
@@ -55,6 +56,8 @@ def park_batch(runtime: Runtime, job_id: str, batch: int, step: str) -> None:
         if follower in held_back:
             jobs.park(job_id, follower, "held")
     jobs.park(job_id, batch, step)
+    # Its slot goes back before the job can show paused (the task shell would, just after).
+    fairness.release(runtime.state, source.dataset, job_id, batch)
     if jobs.settled(job_id):
         jobs.finalise(job_id)
 
