@@ -4,8 +4,8 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # pytest-xdist workers: `auto` is one per core. The full suite waits on servers, worker
-# processes and jobs much of the time: four workers keep two cores 74% busy (CONTRIBUTING.md
-# has the figures).
+# processes and jobs much of the time: four workers (with the Neo4j server) keep two cores
+# ~85% busy (CONTRIBUTING.md has the figures).
 CHECK_WORKERS ?= auto
 TEST_WORKERS ?= 4
 FAST := not slow and not services
@@ -19,7 +19,7 @@ export COGMILL_TEST_REDIS_URL ?= redis://127.0.0.1:6390/0
 export COGMILL_TEST_NEO4J_URI ?= bolt://127.0.0.1:7697
 # The tests' Neo4j compiles its JIT at C1 only: a run sends thousands of distinct short
 # queries, and C2 compiling them was 40% of Neo4j's CPU in a full run; C1 alone cut Neo4j's
-# CPU by a fifth with no slower test (CONTRIBUTING.md). Not for a long-lived database.
+# CPU on a Neo4j-heavy subset by a fifth (CONTRIBUTING.md). Not for a long-lived database.
 export COGMILL_NEO4J_JAVA_OPTS ?= -XX:TieredStopAtLevel=1
 
 .PHONY: install demo check lint test test-fast lock services services-stop bench clean
