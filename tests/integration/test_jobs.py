@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from celery import Celery
 from celery.signals import task_postrun
 
 from api.services.demo import SAMPLE_CORPUS
@@ -66,6 +67,17 @@ def add_sample(rt: Runtime, dataset: str = "sample") -> AddReport:
 
 def run(rt: Runtime, mode: str = "changed", timeout: float = 120) -> Job:
     return finished(rt, cognify(rt, "sample", "default", mode), timeout)
+
+
+def finished_with_hook(rt: Runtime, app: Celery, job: Job, hook: Callable[..., None]) -> Job:
+    """The job run to its end on one worker thread, `hook` called after each task (Celery's
+    `task_postrun`)."""
+    task_postrun.connect(hook, weak=False)
+    try:
+        with EmbeddedWorker(app, threads=1):
+            return finished(rt, job, timeout=120)
+    finally:
+        task_postrun.disconnect(hook)
 
 
 def snapshot(rt: Runtime) -> dict[str, int]:
@@ -169,12 +181,7 @@ def test_a_cancel_after_a_batchs_write_still_records_its_documents(
             tracker.cancel(job.id)
             cancelled_after.append(int((kwargs or {})["batch"]))
 
-    task_postrun.connect(after_write, weak=False)
-    try:
-        with EmbeddedWorker(app, threads=1):
-            job = finished(runtime, job, timeout=120)
-    finally:
-        task_postrun.disconnect(after_write)
+    job = finished_with_hook(runtime, app, job, after_write)
     assert job.status is JobStatus.CANCELLED and cancelled_after
     documents = runtime.graph.find_nodes("sample", "Document", limit=100)
     done = {d.id for d in documents if d.properties.get("status") == "processed"}
@@ -207,12 +214,7 @@ def test_a_recorded_batch_drops_its_artifacts_while_the_job_runs(idle_runtime: R
         )
         seen.append((batch, left, others, JobTracker(runtime.state).get(job.id).status.finished))
 
-    task_postrun.connect(after_finish, weak=False)
-    try:
-        with EmbeddedWorker(app, threads=1):
-            job = finished(runtime, job, timeout=120)
-    finally:
-        task_postrun.disconnect(after_finish)
+    job = finished_with_hook(runtime, app, job, after_finish)
     assert job.status is JobStatus.SUCCEEDED and job.total_batches == 4
     [(batch, left, others, was_finished)] = seen
     assert not was_finished and others >= 1, "the first batch recorded while others still ran"
