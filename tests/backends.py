@@ -255,7 +255,11 @@ def installed_runtime(
     settings: Settings, shared: dict[str, Any] | None = None
 ) -> Iterator[Runtime]:
     """A runtime on `settings`, installed for tasks, no worker running; closed afterwards.
-    `shared` presets loaded models or stores (embedder, state...)."""
+    `shared` presets loaded models or stores (embedder, state...). A message an earlier test
+    left in this process's `memory://` broker (a deferred or restored step) is dropped first:
+    it would run in this test's worker threads, on this test's stores."""
+    if settings.embedded_broker:
+        configure(settings).control.purge()
     rt = Runtime(settings)
     rt.__dict__.update(shared or {})  # cached_property slots: share the loaded models
     use_runtime(rt)
