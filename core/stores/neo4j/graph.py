@@ -135,7 +135,10 @@ class Neo4jGraphStore:
                 code = getattr(err.__cause__, "code", None) or ""
                 if not (isinstance(err.__cause__, ClientError) and "AlreadyExists" in code):
                     raise
-        for name in q.SCHEMA_NAMES:
+        # Its own indexes only, and only those not online yet: one look at a warm database.
+        names = {"names": list(q.SCHEMA_NAMES)}
+        unready = self._call(partial(run, q.UNREADY_INDEXES, names, database_=self._database))
+        for (name,) in unready.records:
             params = {"name": name, "timeout": INDEX_TIMEOUT_S}
             self._call(partial(run, AWAIT_INDEX, params, database_=self._database))
         if not had_times:  # nodes written before find_in_time existed get their time bins

@@ -26,6 +26,9 @@ SCHEMA = (
 # What the store waits for at start (a constraint's index has its name): its own, not every
 # index of a database it may share with another application, which may never come online.
 SCHEMA_NAMES = tuple(re.findall(r"(?:CONSTRAINT|INDEX) (\w+) IF NOT EXISTS", " ".join(SCHEMA)))
+UNREADY_INDEXES = (
+    "SHOW INDEXES YIELD name, state WHERE name IN $names AND state <> 'ONLINE' RETURN name"
+)
 # The existence predicates are always true; they let the planner seek the (dataset, type, id)
 # index with the dataset alone, where it would otherwise scan every :Node.
 IN_DATASET = "MATCH (n:Node {dataset: $dataset}) WHERE n.type IS NOT NULL AND n.id IS NOT NULL"
