@@ -14,6 +14,11 @@ from pipelines.models import WriteReport
 from workers.celery_app import FINISH, TASK_STEPS
 from workers.jobs import JobTracker
 
+# The steps that take a write's report, read once from the registry's annotations.
+AFTER_WRITE = frozenset(
+    name for name, step in STEPS.items() if issubclass(step_types(step)[0], WriteReport)
+)
+
 
 @dataclass(frozen=True)
 class Delivery:
@@ -53,7 +58,7 @@ class Delivery:
     def after_write(self) -> bool:
         """Whether the batch's data is stored when this step runs (its input is the write's
         report): a cancel no longer stops it, so the batch is recorded as written."""
-        return issubclass(step_types(STEPS[self.step])[0], WriteReport)
+        return self.step in AFTER_WRITE
 
     def claim(
         self, worker: str, state: Literal["running", "done"], at: float | None = None
