@@ -340,8 +340,8 @@ def test_opening_waits_for_its_own_indexes_not_another_applications(uri: str) ->
     _cypher(uri, "CREATE (:OtherApp {x: $big})", big="x" * 40_000)
     _cypher(uri, "CREATE INDEX other_app IF NOT EXISTS FOR (n:OtherApp) ON (n.x)")
     try:
-        state = "POPULATING"
-        while state == "POPULATING":
+        state, deadline = "POPULATING", time.monotonic() + 60
+        while state == "POPULATING" and time.monotonic() < deadline:
             [row] = _cypher(uri, "SHOW INDEXES YIELD name, state WHERE name = 'other_app'")
             state = row["state"]
         assert state == "FAILED", state  # as the other application left it
